@@ -1,0 +1,424 @@
+//! Job options: the typed public form and BullMQ's stored form (job.md §3).
+//!
+//! The stored form is what the add scripts receive as msgpack and keep as the
+//! job's `opts` field (`cjson.encode` of it). A few options travel under short
+//! names (`kl`, `de`, `fpof`, …); everything else keeps its public name, and
+//! options this crate does not know are carried through unchanged, so a job
+//! written by a newer BullMQ keeps its options when EchoMQ touches it.
+
+use serde_json::{Map, Value};
+
+use crate::validate::{validate_job_id, ValidationError, MAX_PRIORITY};
+
+/// How long to wait before a failed job is retried (worker-loop.md §5).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Backoff {
+    /// The same delay before every retry.
+    Fixed {
+        /// Delay in milliseconds.
+        delay: u64,
+        /// Fraction of the delay (0..=1) that is randomised.
+        jitter: Option<f64>,
+    },
+    /// `round(2^(n−1) × delay)` before retry `n`.
+    Exponential {
+        /// Base delay in milliseconds.
+        delay: u64,
+        /// Fraction of the delay (0..=1) that is randomised.
+        jitter: Option<f64>,
+    },
+    /// A strategy name EchoMQ does not compute (a BullMQ custom strategy); kept
+    /// as stored so that a worker that knows it can apply it.
+    Custom(Value),
+}
+
+/// Retention of finished jobs (`removeOnComplete` / `removeOnFail`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeepJobs {
+    /// `true`: delete the job when it finishes; `false`: keep it.
+    Remove(bool),
+    /// Keep the newest `n` jobs of the state.
+    Count(u64),
+    /// Age (seconds) and/or count limits, with `limit` deletions per finish at most.
+    Policy {
+        /// Delete jobs finished more than this many seconds ago.
+        age: Option<u64>,
+        /// Keep at most this many.
+        count: Option<u64>,
+        /// Most deletions per finishing call (BullMQ default 1000).
+        limit: Option<u64>,
+    },
+}
+
+impl KeepJobs {
+    /// The stored option value.
+    fn to_value(&self) -> Value {
+        match self {
+            KeepJobs::Remove(b) => Value::Bool(*b),
+            KeepJobs::Count(n) => Value::from(*n),
+            KeepJobs::Policy { age, count, limit } => {
+                let mut m = Map::new();
+                if let Some(a) = age {
+                    m.insert("age".into(), Value::from(*a));
+                }
+                if let Some(c) = count {
+                    m.insert("count".into(), Value::from(*c));
+                }
+                if let Some(l) = limit {
+                    m.insert("limit".into(), Value::from(*l));
+                }
+                Value::Object(m)
+            }
+        }
+    }
+
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Bool(b) => Some(KeepJobs::Remove(*b)),
+            Value::Number(n) => n.as_u64().map(KeepJobs::Count).or(Some(KeepJobs::Remove(false))),
+            Value::Object(m) => Some(KeepJobs::Policy {
+                age: m.get("age").and_then(Value::as_u64),
+                count: m.get("count").and_then(Value::as_u64),
+                limit: m.get("limit").and_then(Value::as_u64),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The `keepJobs` map a finishing call sends (worker-loop.md §6): `true` →
+    /// `{count: 0}`, `false` → `{count: -1}`, `n` → `{count: n}`, policies as given.
+    pub fn to_keep_jobs(option: Option<&KeepJobs>) -> Map<String, Value> {
+        let mut m = Map::new();
+        match option {
+            None | Some(KeepJobs::Remove(false)) => {
+                m.insert("count".into(), Value::from(-1));
+            }
+            Some(KeepJobs::Remove(true)) => {
+                m.insert("count".into(), Value::from(0));
+            }
+            Some(KeepJobs::Count(n)) => {
+                m.insert("count".into(), Value::from(*n));
+            }
+            Some(policy @ KeepJobs::Policy { .. }) => {
+                if let Value::Object(o) = policy.to_value() {
+                    m = o;
+                }
+            }
+        }
+        m
+    }
+}
+
+/// Options of one job. Every field is optional; the defaults are BullMQ's.
+///
+/// Build with the chained setters:
+/// ```
+/// use echomq_protocol::{JobOptions, Backoff};
+/// let opts = JobOptions::new().attempts(3).backoff(Backoff::Exponential { delay: 1000, jitter: None });
+/// assert!(opts.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobOptions {
+    /// Milliseconds before the job becomes ready (`delay`).
+    pub delay: Option<i64>,
+    /// 0 (none) to 2 097 151; lower runs first (`priority`).
+    pub priority: Option<i64>,
+    /// Run this job before the other waiting jobs (`lifo`).
+    pub lifo: bool,
+    /// A custom job id (`jobId`); duplicates of an existing id are not added.
+    pub job_id: Option<String>,
+    /// Total attempts allowed; 0 or 1 means no retry (`attempts`).
+    pub attempts: Option<i64>,
+    /// Delay policy between attempts (`backoff`).
+    pub backoff: Option<Backoff>,
+    /// Retention once completed (`removeOnComplete`).
+    pub remove_on_complete: Option<KeepJobs>,
+    /// Retention once finally failed (`removeOnFail`).
+    pub remove_on_fail: Option<KeepJobs>,
+    /// Keep only the newest `n` log lines (`keepLogs`, stored as `kl`).
+    pub keep_logs: Option<u64>,
+    /// Creation time override in ms (`timestamp`).
+    pub timestamp: Option<u64>,
+    /// Stack traces kept across attempts (`stackTraceLimit`).
+    pub stack_trace_limit: Option<u64>,
+    /// Producer-side limit on the serialised data, in bytes (`sizeLimit`).
+    pub size_limit: Option<u64>,
+    /// Stored options this crate does not interpret, carried through unchanged
+    /// (flows, deduplication, repeat settings, newer BullMQ options).
+    pub extra: Map<String, Value>,
+}
+
+impl JobOptions {
+    /// Options with every field at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `delay` from a duration.
+    pub fn delay(mut self, delay: std::time::Duration) -> Self {
+        self.delay = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+        self
+    }
+
+    /// Sets `priority`.
+    pub fn priority(mut self, priority: i64) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Sets `lifo`.
+    pub fn lifo(mut self, lifo: bool) -> Self {
+        self.lifo = lifo;
+        self
+    }
+
+    /// Sets a custom job id.
+    pub fn job_id(mut self, id: impl Into<String>) -> Self {
+        self.job_id = Some(id.into());
+        self
+    }
+
+    /// Sets `attempts`.
+    pub fn attempts(mut self, attempts: i64) -> Self {
+        self.attempts = Some(attempts);
+        self
+    }
+
+    /// Sets `backoff`.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// Sets `removeOnComplete`.
+    pub fn remove_on_complete(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_complete = Some(keep);
+        self
+    }
+
+    /// Sets `removeOnFail`.
+    pub fn remove_on_fail(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_fail = Some(keep);
+        self
+    }
+
+    /// Sets `keepLogs`.
+    pub fn keep_logs(mut self, n: u64) -> Self {
+        self.keep_logs = Some(n);
+        self
+    }
+
+    /// Sets `timestamp`.
+    pub fn timestamp(mut self, ms: u64) -> Self {
+        self.timestamp = Some(ms);
+        self
+    }
+
+    /// Checks every option's range; called by the producer before any write.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let opt = |option, reason: String| Err(ValidationError::Option { option, reason });
+        if let Some(d) = self.delay {
+            if d < 0 {
+                return opt("delay", format!("must not be negative (got {d})"));
+            }
+        }
+        if let Some(p) = self.priority {
+            if !(0..=MAX_PRIORITY).contains(&p) {
+                return opt("priority", format!("must be within 0..={MAX_PRIORITY} (got {p})"));
+            }
+        }
+        if let Some(a) = self.attempts {
+            if a < 0 {
+                return opt("attempts", format!("must not be negative (got {a})"));
+            }
+        }
+        if let Some(id) = &self.job_id {
+            validate_job_id(id)?;
+        }
+        match &self.backoff {
+            Some(Backoff::Fixed { jitter, .. }) | Some(Backoff::Exponential { jitter, .. }) => {
+                if let Some(j) = jitter {
+                    if !(0.0..=1.0).contains(j) || j.is_nan() {
+                        return opt("backoff", format!("jitter must be within 0..=1 (got {j})"));
+                    }
+                }
+            }
+            Some(Backoff::Custom(v)) => {
+                if !v.is_object() {
+                    return opt("backoff", "a custom backoff must be an object".into());
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// The stored form (job.md §3), as the add scripts receive it: `attempts`
+    /// always present (0 by default), `backoff` as an object, `keepLogs` as `kl`.
+    pub fn to_stored(&self) -> Map<String, Value> {
+        let mut m = self.extra.clone();
+        if let Some(d) = self.delay {
+            m.insert("delay".into(), Value::from(d));
+        }
+        if let Some(p) = self.priority {
+            m.insert("priority".into(), Value::from(p));
+        }
+        if self.lifo {
+            m.insert("lifo".into(), Value::Bool(true));
+        }
+        if let Some(id) = &self.job_id {
+            m.insert("jobId".into(), Value::from(id.clone()));
+        }
+        m.insert("attempts".into(), Value::from(self.attempts.unwrap_or(0)));
+        if let Some(b) = &self.backoff {
+            m.insert("backoff".into(), backoff_to_value(b));
+        }
+        if let Some(k) = &self.remove_on_complete {
+            m.insert("removeOnComplete".into(), k.to_value());
+        }
+        if let Some(k) = &self.remove_on_fail {
+            m.insert("removeOnFail".into(), k.to_value());
+        }
+        if let Some(k) = self.keep_logs {
+            m.insert("kl".into(), Value::from(k));
+        }
+        if let Some(t) = self.timestamp {
+            m.insert("timestamp".into(), Value::from(t));
+        }
+        if let Some(s) = self.stack_trace_limit {
+            m.insert("stackTraceLimit".into(), Value::from(s));
+        }
+        if let Some(s) = self.size_limit {
+            m.insert("sizeLimit".into(), Value::from(s));
+        }
+        m
+    }
+
+    /// Reads the stored form back, tolerating what other clients write: a
+    /// numeric `backoff`, missing `attempts`, unknown keys (kept in `extra`).
+    pub fn from_stored(stored: &Map<String, Value>) -> Self {
+        let mut o = JobOptions::default();
+        for (k, v) in stored {
+            match k.as_str() {
+                "delay" => o.delay = v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)),
+                "priority" => o.priority = v.as_i64(),
+                "lifo" => o.lifo = v.as_bool().unwrap_or(false),
+                "jobId" => o.job_id = v.as_str().map(str::to_owned).or_else(|| Some(v.to_string())),
+                "attempts" => o.attempts = v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)),
+                "backoff" => o.backoff = backoff_from_value(v),
+                "removeOnComplete" => o.remove_on_complete = KeepJobs::from_value(v),
+                "removeOnFail" => o.remove_on_fail = KeepJobs::from_value(v),
+                "kl" | "keepLogs" => o.keep_logs = v.as_u64(),
+                "timestamp" => o.timestamp = v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)),
+                "stackTraceLimit" => o.stack_trace_limit = v.as_u64(),
+                "sizeLimit" => o.size_limit = v.as_u64(),
+                _ => {
+                    o.extra.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        o
+    }
+
+    /// The public (long-name) form, as BullMQ Node presents `job.opts`.
+    pub fn to_public(&self) -> Map<String, Value> {
+        let mut m = self.to_stored();
+        for (short, long) in SHORT_NAMES {
+            if let Some(v) = m.remove(*short) {
+                m.insert((*long).into(), v);
+            }
+        }
+        m
+    }
+}
+
+/// Options stored under a short name, and their public names (job.md §3).
+pub const SHORT_NAMES: &[(&str, &str)] = &[
+    ("de", "deduplication"),
+    ("fpof", "failParentOnFailure"),
+    ("cpof", "continueParentOnFailure"),
+    ("idof", "ignoreDependencyOnFailure"),
+    ("rdof", "removeDependencyOnFailure"),
+    ("kl", "keepLogs"),
+    ("tm", "telemetryMetadata"),
+    ("omc", "telemetryOmitContext"),
+];
+
+fn backoff_to_value(b: &Backoff) -> Value {
+    let (kind, delay, jitter) = match b {
+        Backoff::Fixed { delay, jitter } => ("fixed", *delay, *jitter),
+        Backoff::Exponential { delay, jitter } => ("exponential", *delay, *jitter),
+        Backoff::Custom(v) => return v.clone(),
+    };
+    let mut m = Map::new();
+    m.insert("type".into(), Value::from(kind));
+    m.insert("delay".into(), Value::from(delay));
+    if let Some(j) = jitter {
+        m.insert("jitter".into(), Value::from(j));
+    }
+    Value::Object(m)
+}
+
+fn backoff_from_value(v: &Value) -> Option<Backoff> {
+    if let Some(n) = v.as_u64() {
+        return Some(Backoff::Fixed { delay: n, jitter: None });
+    }
+    let m = v.as_object()?;
+    let delay = m.get("delay").and_then(Value::as_u64).unwrap_or(0);
+    let jitter = m.get("jitter").and_then(Value::as_f64);
+    match m.get("type").and_then(Value::as_str) {
+        Some("fixed") => Some(Backoff::Fixed { delay, jitter }),
+        Some("exponential") => Some(Backoff::Exponential { delay, jitter }),
+        _ => Some(Backoff::Custom(v.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plain_add_stores_attempts_zero() {
+        assert_eq!(Value::Object(JobOptions::new().to_stored()), json!({"attempts": 0}));
+    }
+
+    #[test]
+    fn job_md_example() {
+        let o = JobOptions::new()
+            .job_id("abc")
+            .attempts(3)
+            .backoff(Backoff::Fixed { delay: 1000, jitter: None })
+            .remove_on_complete(KeepJobs::Remove(true))
+            .keep_logs(5);
+        assert_eq!(
+            Value::Object(o.to_stored()),
+            json!({"jobId":"abc","attempts":3,"backoff":{"type":"fixed","delay":1000},"removeOnComplete":true,"kl":5})
+        );
+        assert_eq!(JobOptions::from_stored(&o.to_stored()), o);
+    }
+
+    #[test]
+    fn numeric_backoff_and_unknown_keys_are_tolerated() {
+        let stored = json!({"backoff": 500, "de": {"id": "D"}, "attempts": 2});
+        let o = JobOptions::from_stored(stored.as_object().unwrap());
+        assert_eq!(o.backoff, Some(Backoff::Fixed { delay: 500, jitter: None }));
+        assert_eq!(o.extra.get("de"), Some(&json!({"id": "D"})));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(JobOptions { delay: Some(-1), ..Default::default() }.validate().is_err());
+        assert!(JobOptions::new().priority(MAX_PRIORITY + 1).validate().is_err());
+        assert!(JobOptions::new().attempts(-1).validate().is_err());
+        assert!(JobOptions::new().job_id("12").validate().is_err());
+        assert!(JobOptions::new().priority(MAX_PRIORITY).validate().is_ok());
+    }
+
+    #[test]
+    fn keep_jobs_mapping() {
+        assert_eq!(Value::Object(KeepJobs::to_keep_jobs(None)), json!({"count": -1}));
+        assert_eq!(Value::Object(KeepJobs::to_keep_jobs(Some(&KeepJobs::Remove(true)))), json!({"count": 0}));
+        assert_eq!(Value::Object(KeepJobs::to_keep_jobs(Some(&KeepJobs::Count(5)))), json!({"count": 5}));
+    }
+}

@@ -1,0 +1,189 @@
+//! The msgpack arguments scripts take (scripts.md §0.3).
+//!
+//! Rules that matter on the wire: numbers are msgpack numbers, never strings;
+//! "absent" is msgpack nil or an omitted map key, never `""`.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+fn pack<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    // Serialising plain structs, strings, numbers and JSON values to a Vec
+    // cannot fail: there is no I/O and no non-string map key.
+    rmp_serde::to_vec_named(value).expect("msgpack encoding of plain data")
+}
+
+/// The 9-element AddArgs array of the add scripts.
+#[derive(Debug, Clone, Default)]
+pub struct AddArgs<'a> {
+    /// `{P}` of the queue.
+    pub prefix_key: &'a str,
+    /// The custom id, or `""` for a generated one.
+    pub custom_id: &'a str,
+    /// Job name.
+    pub name: &'a str,
+    /// Creation time, ms.
+    pub timestamp: u64,
+    /// Full key of the parent (flows).
+    pub parent_key: Option<&'a str>,
+    /// `<parentKey>:dependencies`.
+    pub parent_dependencies_key: Option<&'a str>,
+    /// Parent descriptor `{id, queueKey, …}`.
+    pub parent: Option<&'a Value>,
+    /// Scheduler id of a scheduler iteration.
+    pub repeat_job_key: Option<&'a str>,
+    /// `{P}de:<dedupId>`.
+    pub deduplication_key: Option<&'a str>,
+}
+
+impl AddArgs<'_> {
+    /// Packs the array; positions never shift, absent entries are nil.
+    pub fn pack(&self) -> Vec<u8> {
+        pack(&(
+            self.prefix_key,
+            self.custom_id,
+            self.name,
+            self.timestamp,
+            self.parent_key,
+            self.parent_dependencies_key,
+            self.parent,
+            self.repeat_job_key,
+            self.deduplication_key,
+        ))
+    }
+}
+
+/// Packs a JSON object as a msgpack map (job options, keepJobs, scheduler options).
+pub fn pack_map(map: &Map<String, Value>) -> Vec<u8> {
+    pack(map)
+}
+
+/// A worker's rate limiter `{max, duration}`.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct Limiter {
+    /// Jobs per window.
+    pub max: u64,
+    /// Window length, ms.
+    pub duration: u64,
+}
+
+/// FetchOpts of moveToActive and fetch-next.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchOpts<'a> {
+    /// Lock token for the taken job (`"0"` = do not lock; EchoMQ never sends it).
+    pub token: &'a str,
+    /// Lock TTL, ms.
+    #[serde(rename = "lockDuration")]
+    pub lock_duration: u64,
+    /// Worker rate limiter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limiter: Option<Limiter>,
+    /// Worker name, stored as `pb` on the taken job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+}
+
+impl FetchOpts<'_> {
+    /// Packs the map.
+    pub fn pack(&self) -> Vec<u8> {
+        pack(self)
+    }
+}
+
+/// `maxMetricsSize`: a number, or `""` when metrics are off (never nil).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(untagged)]
+pub enum MetricsSize {
+    /// Data points to keep.
+    Points(u64),
+    /// Metrics disabled; serialises as `""`.
+    #[serde(serialize_with = "empty_string")]
+    Off,
+}
+
+fn empty_string<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("")
+}
+
+/// FinishOpts of moveToFinished.
+#[derive(Debug, Clone, Serialize)]
+pub struct FinishOpts<'a> {
+    /// Lock token of the finishing worker.
+    pub token: &'a str,
+    /// Worker name (for `pb` of a fetched next job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    /// Retention of the target set; required.
+    #[serde(rename = "keepJobs")]
+    pub keep_jobs: Map<String, Value>,
+    /// Worker rate limiter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limiter: Option<Limiter>,
+    /// Lock TTL of a fetched next job, ms.
+    #[serde(rename = "lockDuration")]
+    pub lock_duration: u64,
+    /// The job's `opts.attempts` (0 when unset); required.
+    pub attempts: i64,
+    /// Metrics size or `""`.
+    #[serde(rename = "maxMetricsSize")]
+    pub max_metrics_size: MetricsSize,
+}
+
+impl FinishOpts<'_> {
+    /// Packs the map.
+    pub fn pack(&self) -> Vec<u8> {
+        pack(self)
+    }
+}
+
+/// FieldsToUpdate: alternating names and values, or `None` when there is nothing
+/// (the caller then sends `""`).
+pub fn pack_fields(fields: &[(&str, &str)]) -> Option<Vec<u8>> {
+    if fields.is_empty() {
+        return None;
+    }
+    let flat: Vec<&str> = fields.iter().flat_map(|(k, v)| [*k, *v]).collect();
+    Some(pack(&flat))
+}
+
+/// A msgpack array of strings (extendLocks tokens and ids).
+pub fn pack_strings<S: AsRef<str>>(items: &[S]) -> Vec<u8> {
+    let v: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    pack(&v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_args_is_a_nine_element_array_with_nils() {
+        let bytes = AddArgs { prefix_key: "emq:q:", name: "n", timestamp: 5, ..Default::default() }.pack();
+        let v: rmpv_like::Val = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(v.0.len(), 9);
+        assert_eq!(bytes[0], 0x99); // fixarray of 9
+        assert_eq!(*bytes.last().unwrap(), 0xc0); // nil
+    }
+
+    #[test]
+    fn metrics_off_is_an_empty_string() {
+        let bytes = FinishOpts {
+            token: "t",
+            name: None,
+            keep_jobs: Map::new(),
+            limiter: None,
+            lock_duration: 1,
+            attempts: 0,
+            max_metrics_size: MetricsSize::Off,
+        }
+        .pack();
+        let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(v["maxMetricsSize"], "");
+        assert_eq!(v["attempts"], 0);
+        assert!(v.get("name").is_none());
+    }
+
+    mod rmpv_like {
+        #[derive(serde::Deserialize)]
+        pub struct Val(pub Vec<serde_json::Value>);
+    }
+}

@@ -1,0 +1,143 @@
+//! The L2 script catalogue: every Lua script EchoMQ calls, with its KEYS count,
+//! its expanded source (the `--- @include` directives resolved at build time)
+//! and the SHA1 it is called by.
+
+include!(concat!(env!("OUT_DIR"), "/scripts_generated.rs"));
+
+/// A script as compiled into the crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptDef {
+    /// The script id.
+    pub id: ScriptId,
+    /// Expanded Lua source: the exact bytes hashed and sent to Redis.
+    pub source: &'static str,
+    /// Lowercase hex SHA1 of `source`.
+    pub sha1: &'static str,
+}
+
+macro_rules! script_ids {
+    ($($(#[$doc:meta])* $variant:ident => $file:literal, $keys:literal;)*) => {
+        /// Every script of the catalogue. The file name is `<name>-<KEYS>.lua`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum ScriptId { $($(#[$doc])* $variant,)* }
+
+        impl ScriptId {
+            /// All scripts, in catalogue order.
+            pub const ALL: &'static [ScriptId] = &[$(ScriptId::$variant,)*];
+
+            /// The BullMQ name (`moveToActive`).
+            pub fn name(self) -> &'static str {
+                match self { $(ScriptId::$variant => $file,)* }
+            }
+
+            /// How many KEYS it takes (the file name suffix).
+            pub fn num_keys(self) -> usize {
+                match self { $(ScriptId::$variant => $keys,)* }
+            }
+        }
+    };
+}
+
+script_ids! {
+    /// Add a ready job with priority 0.
+    AddStandardJob => "addStandardJob", 9;
+    /// Add a delayed job.
+    AddDelayedJob => "addDelayedJob", 6;
+    /// Add a prioritized job.
+    AddPrioritizedJob => "addPrioritizedJob", 9;
+    /// Take the next job and lock it.
+    MoveToActive => "moveToActive", 11;
+    /// Complete or finally fail a job, optionally fetching the next.
+    MoveToFinished => "moveToFinished", 14;
+    /// Move an active job to delayed (retry with backoff, or on request).
+    MoveToDelayed => "moveToDelayed", 12;
+    /// Move an active job straight back to wait.
+    RetryJob => "retryJob", 11;
+    /// Renew one lock.
+    ExtendLock => "extendLock", 2;
+    /// Renew many locks in one call.
+    ExtendLocks => "extendLocks", 1;
+    /// Release a lock held with a token.
+    ReleaseLock => "releaseLock", 1;
+    /// The two-phase stalled check (DECISIONS.md §1: eight KEYS).
+    MoveStalledJobsToWait => "moveStalledJobsToWait", 8;
+    /// Put an active job back in front of the queue.
+    MoveJobFromActiveToWait => "moveJobFromActiveToWait", 9;
+    /// Store progress and emit `progress`.
+    UpdateProgress => "updateProgress", 3;
+    /// Replace a job's data.
+    UpdateData => "updateData", 1;
+    /// Append a log line.
+    AddLog => "addLog", 2;
+    /// Counts by state.
+    GetCounts => "getCounts", 1;
+    /// The state of one job.
+    GetStateV2 => "getStateV2", 8;
+    /// Whether a job finished, and how.
+    IsFinished => "isFinished", 3;
+    /// Pause or resume the queue.
+    Pause => "pause", 7;
+    /// Remove waiting (and delayed) jobs.
+    Drain => "drain", 5;
+    /// Destroy a paused queue in chunks.
+    Obliterate => "obliterate", 2;
+    /// Remove one job (and its children).
+    RemoveJob => "removeJob", 2;
+    /// Move one delayed job to wait now.
+    Promote => "promote", 9;
+    /// Re-queue a completed or failed job.
+    ReprocessJob => "reprocessJob", 8;
+    /// Delete old jobs of one state.
+    CleanJobsInSet => "cleanJobsInSet", 3;
+    /// Ids by state, paginated.
+    GetRanges => "getRanges", 1;
+    /// Change the delay of a delayed job.
+    ChangeDelay => "changeDelay", 4;
+    /// Change the priority of a job.
+    ChangePriority => "changePriority", 7;
+}
+
+impl ScriptId {
+    /// The file name in `lua/`.
+    pub fn file_name(self) -> String {
+        format!("{}-{}.lua", self.name(), self.num_keys())
+    }
+
+    /// The compiled script, or `None` when `lua/` did not hold its file at build time.
+    pub fn def(self) -> Option<ScriptDef> {
+        let stem = format!("{}-{}", self.name(), self.num_keys());
+        GENERATED
+            .iter()
+            .find(|(s, _, _)| *s == stem)
+            .map(|(_, source, sha1)| ScriptDef { id: self, source, sha1 })
+    }
+}
+
+/// Every expanded script file found in `lua/` at build time: (file stem, source, sha1).
+/// Includes scripts not (yet) in [`ScriptId`], so the freeze check covers them too.
+pub fn compiled() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
+    GENERATED.iter().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalogued_script_is_compiled() {
+        let missing: Vec<String> = ScriptId::ALL
+            .iter()
+            .filter(|id| id.def().is_none())
+            .map(|id| id.file_name())
+            .collect();
+        assert!(missing.is_empty(), "scripts missing from lua/: {missing:?}");
+    }
+
+    #[test]
+    fn expanded_sources_have_no_directives_left() {
+        for (stem, source, _) in compiled() {
+            assert!(!source.contains("--- @include"), "{stem} still has an include directive");
+        }
+    }
+}

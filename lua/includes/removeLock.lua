@@ -1,0 +1,21 @@
+--[[
+  H14: a transition out of active is only allowed for the lock owner. Token
+  "0" means the caller runs without locks. Releasing the lock also takes the
+  job out of the stalled candidates, since its owner is clearly alive.
+]]
+local function removeLock(jobKey, stalledKey, token, jobId)
+  if token == "0" then
+    return 0
+  end
+  local lockKey = jobKey .. ":lock"
+  local owner = redis.call("GET", lockKey)
+  if owner == token then
+    redis.call("DEL", lockKey)
+    redis.call("SREM", stalledKey, jobId)
+    return 0
+  end
+  if owner then
+    return -6
+  end
+  return -2
+end
