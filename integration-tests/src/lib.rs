@@ -1,1 +1,186 @@
-//! placeholder
+//! Test harness: every test gets its own throwaway `redis-server` on a free
+//! loopback port, in a temporary directory, with persistence off. Tests never
+//! touch a Redis they did not start.
+//!
+//! ```no_run
+//! # async fn t() {
+//! let redis = echomq_integration_tests::RedisServer::start();
+//! let conn = redis.connect().await;
+//! # }
+//! ```
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use echomq::{Connection, ConnectionConfig};
+use fred::prelude::{Builder, Client, ClientLike, Config};
+
+/// A `redis-server` child process, stopped (killed) when dropped.
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port and waits until it answers.
+    ///
+    /// Panics with one line saying how to install `redis-server` when it is
+    /// missing: a test cannot run without it, and no other Redis is used.
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (`--maxmemory`, …).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let binary = redis_server_binary();
+        let dir = tempfile::tempdir().expect("temp dir for redis-server");
+        // Bind-then-release can race with another process taking the port, so
+        // retry a few times on a fresh port.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(&binary)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    dir.path().to_str().expect("utf-8 temp path"),
+                    "--maxmemory-policy",
+                    "noeviction",
+                    "--loglevel",
+                    "warning",
+                ])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            if wait_until_listening(port, &mut child) {
+                return RedisServer { child, port, _dir: dir };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server did not start on a free port after 5 attempts");
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// An EchoMQ connection (pool + scripts) to this server.
+    pub async fn connect(&self) -> Connection {
+        Connection::connect(ConnectionConfig::with_url(self.url()))
+            .await
+            .expect("connect to the test redis-server")
+    }
+
+    /// A plain fred client, for asserting Redis state directly.
+    pub async fn client(&self) -> Client {
+        let client = Builder::from_config(Config::from_url(&self.url()).unwrap())
+            .build()
+            .unwrap();
+        client.init().await.expect("connect plain client");
+        client
+    }
+
+    /// Kills the server at once (a crash, for fault tests).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn redis_server_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("REDIS_SERVER") {
+        return PathBuf::from(p);
+    }
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/bin", "/usr/local/bin", "/usr/sbin"]) {
+        let candidate = PathBuf::from(dir).join("redis-server");
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!("redis-server not found: install it (Debian/Ubuntu: `apt-get install redis-server`, macOS: `brew install redis`) or set REDIS_SERVER");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn wait_until_listening(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false; // exited: most likely the port was taken
+        }
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{Read, Write};
+            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+            if s.write_all(b"PING\r\n").is_ok() {
+                let mut buf = [0u8; 7];
+                if s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Reads the whole events stream of a queue as `(event name, fields)` pairs,
+/// fields in stream order.
+pub async fn events(client: &Client, key: &str) -> Vec<(String, Vec<(String, String)>)> {
+    use fred::prelude::{StreamsInterface, Value};
+    let raw: Value = client.xrange(key, "-", "+", None).await.expect("XRANGE events");
+    let Value::Array(entries) = raw else { return Vec::new() };
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            let Value::Array(mut parts) = entry else { return None };
+            let Value::Array(flat) = parts.pop()? else { return None };
+            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
+            let pairs: Vec<(String, String)> = flat.chunks(2).map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default())).collect();
+            let name = pairs.iter().find(|(k, _)| k == "event").map(|(_, v)| v.clone()).unwrap_or_default();
+            Some((name, pairs.into_iter().filter(|(k, _)| k != "event").collect()))
+        })
+        .collect()
+}
+
+/// The names of the events in a stream, in order.
+pub async fn event_names(client: &Client, key: &str) -> Vec<String> {
+    events(client, key).await.into_iter().map(|(n, _)| n).collect()
+}
+
+/// `KEYS pattern`, sorted (fred has no typed KEYS; fine on a test server).
+pub async fn keys(client: &Client, pattern: &str) -> Vec<String> {
+    use fred::types::{ClusterHash, CustomCommand};
+    let cmd = CustomCommand::new_static("KEYS", ClusterHash::FirstKey, false);
+    let mut keys: Vec<String> = client.custom(cmd, vec![pattern.to_string()]).await.expect("KEYS");
+    keys.sort();
+    keys
+}

@@ -1,1 +1,37 @@
-//! placeholder
+//! # EchoMQ
+//!
+//! A Redis job queue whose wire protocol is BullMQ 6.2.0's (prefix `emq`): a
+//! BullMQ Node client and this runtime work on the same queues, both ways.
+//!
+//! ## Layout
+//!
+//! * [`Connection`] — one fred pool shared by everything, with the frozen Lua
+//!   scripts loaded into Redis; dedicated clients for blocking reads.
+//! * [`Queue`] — the producer and admin API of one queue.
+//! * The protocol itself (keys, job fields, options, events, scripts) lives in
+//!   the `echomq-protocol` crate, re-exported here as [`protocol`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), echomq::Error> {
+//! use echomq::{Connection, JobOptions, Queue};
+//! let conn = Connection::connect_url("redis://127.0.0.1:6379").await?;
+//! let queue = Queue::new(&conn, "mail").await?;
+//! let id = queue.add("welcome", &serde_json::json!({"to": "a@b.c"}), JobOptions::new().attempts(3)).await?;
+//! println!("added job {id}");
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod queue;
+mod reply;
+
+pub use config::ConnectionConfig;
+pub use connection::Connection;
+pub use echomq_protocol as protocol;
+pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
+pub use error::{Error, Result};
+pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
