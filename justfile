@@ -1,0 +1,58 @@
+# EchoMQ — task runner. `just --list` shows the recipes.
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Run the demo against its own throwaway redis-server.
+demo: _ensure-redis
+    #!/usr/bin/env bash
+    set -euo pipefail
+    source <(just _throwaway-redis)
+    cargo run -q -p echomq --example demo
+
+# Run every test (each test starts its own redis-server on a free port).
+test: _ensure-redis
+    cargo test --workspace --all-targets
+
+# Formatting and lints, as CI checks them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# A throwaway redis-server in the foreground for manual use (port 6399, no persistence).
+redis port="6399": _ensure-redis
+    redis-server --port {{port}} --bind 127.0.0.1 --save '' --appendonly no
+
+# Rewrite lua/scripts.sha1 after an intended change of a frozen script.
+freeze:
+    ECHOMQ_UPDATE_MANIFEST=1 cargo test -q -p echomq-protocol --test frozen
+
+# Installs redis-server when it is missing (apt-get where available).
+_ensure-redis:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if command -v redis-server >/dev/null 2>&1; then exit 0; fi
+    if command -v apt-get >/dev/null 2>&1; then
+        echo "redis-server is missing: installing it with apt-get" >&2
+        SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+    else
+        echo "redis-server is missing: install Redis >= 6.2 (e.g. 'brew install redis') and retry" >&2
+        exit 1
+    fi
+
+# Prints shell lines that start a redis-server on a free port and export REDIS_URL;
+# the server is killed when the sourcing shell exits.
+_throwaway-redis:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cat <<'SH'
+    EMQ_REDIS_DIR=$(mktemp -d)
+    for _ in $(seq 1 20); do
+      EMQ_PORT=$(( 20000 + RANDOM % 20000 ))
+      (exec 3<>/dev/tcp/127.0.0.1/$EMQ_PORT) 2>/dev/null || break
+    done
+    redis-server --port "$EMQ_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$EMQ_REDIS_DIR" --daemonize yes --pidfile "$EMQ_REDIS_DIR/redis.pid" --logfile "$EMQ_REDIS_DIR/redis.log" >/dev/null
+    trap 'kill "$(cat "$EMQ_REDIS_DIR/redis.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$EMQ_REDIS_DIR"' EXIT
+    for _ in $(seq 1 100); do redis-cli -p "$EMQ_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    export REDIS_URL="redis://127.0.0.1:$EMQ_PORT"
+    echo "throwaway redis-server on $REDIS_URL" >&2
+    SH
