@@ -8,9 +8,10 @@ demo: _ensure-redis
     source <(just _throwaway-redis)
     cargo run -q -p echomq --example demo
 
-# Run every test (each test starts its own redis-server on a free port).
-test: _ensure-redis
-    cargo test --workspace --all-targets
+# Run every test (each test starts its own redis-server on a free port; the
+# interop tests drive the real BullMQ Node client).
+test: _ensure-redis _ensure-node-packages
+    cargo test --workspace
 
 # Formatting and lints, as CI checks them.
 lint:
@@ -38,6 +39,18 @@ _ensure-redis:
         echo "redis-server is missing: install Redis >= 6.2 (e.g. 'brew install redis') and retry" >&2
         exit 1
     fi
+
+# Installs the BullMQ Node client of the interop tests (npm ci, from the lock file).
+_ensure-node-packages:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cd integration-tests/interop
+    if [ -d node_modules/bullmq ] && [ node_modules/.package-lock.json -nt package-lock.json ]; then exit 0; fi
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "node/npm are missing: install Node.js >= 18 (Debian: apt-get install nodejs npm)" >&2
+        exit 1
+    fi
+    npm ci --no-audit --no-fund --loglevel=error
 
 # Prints shell lines that start a redis-server on a free port and export REDIS_URL;
 # the server is killed when the sourcing shell exits.

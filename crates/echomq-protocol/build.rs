@@ -16,7 +16,10 @@ fn main() {
     let lua_dir = manifest_dir.join("../../lua");
     let lua_dir = lua_dir.canonicalize().unwrap_or(lua_dir);
     println!("cargo:rerun-if-changed={}", lua_dir.display());
-    println!("cargo:rerun-if-changed={}", lua_dir.join("includes").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        lua_dir.join("includes").display()
+    );
 
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let mut names: Vec<String> = fs::read_dir(&lua_dir)
@@ -29,7 +32,9 @@ fn main() {
         .unwrap_or_default();
     names.sort();
 
-    let mut table = String::from("/// Every expanded script found in `lua/`: (file stem, expanded source, sha1).\n");
+    let mut table = String::from(
+        "/// Every expanded script found in `lua/`: (file stem, expanded source, sha1).\n",
+    );
     table.push_str("pub(crate) static GENERATED: &[(&str, &str, &str)] = &[\n");
     for name in &names {
         let path = lua_dir.join(name);
@@ -39,11 +44,18 @@ fn main() {
             Ok(text) => text,
             Err(e) => panic!("expanding {}: {e}", path.display()),
         };
-        let sha = sha1_smol::Sha1::from(expanded.as_bytes()).digest().to_string();
+        let sha = sha1_smol::Sha1::from(expanded.as_bytes())
+            .digest()
+            .to_string();
         let stem = name.trim_end_matches(".lua");
         let out = out_dir.join(format!("{stem}.expanded.lua"));
         fs::write(&out, &expanded).unwrap();
-        writeln!(table, "    ({stem:?}, include_str!({:?}), {sha:?}),", out.display().to_string()).unwrap();
+        writeln!(
+            table,
+            "    ({stem:?}, include_str!({:?}), {sha:?}),",
+            out.display().to_string()
+        )
+        .unwrap();
     }
     table.push_str("];\n");
     fs::write(out_dir.join("scripts_generated.rs"), table).unwrap();
@@ -63,7 +75,9 @@ fn expand(path: &Path, lua_dir: &Path, seen: &mut HashSet<PathBuf>) -> Result<St
                 .ok_or_else(|| format!("malformed include line: {line}"))?;
             let file = lua_dir.join(format!("{target}.lua"));
             println!("cargo:rerun-if-changed={}", file.display());
-            let key = file.canonicalize().map_err(|e| format!("include {target}: {e}"))?;
+            let key = file
+                .canonicalize()
+                .map_err(|e| format!("include {target}: {e}"))?;
             if seen.insert(key) {
                 let inner = expand(&file, lua_dir, seen)?;
                 out.push_str(&inner);

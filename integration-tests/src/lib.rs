@@ -64,7 +64,11 @@ impl RedisServer {
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
             if wait_until_listening(port, &mut child) {
-                return RedisServer { child, port, _dir: dir };
+                return RedisServer {
+                    child,
+                    port,
+                    _dir: dir,
+                };
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -115,7 +119,11 @@ fn redis_server_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("REDIS_SERVER") {
         return PathBuf::from(p);
     }
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/bin", "/usr/local/bin", "/usr/sbin"]) {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
+        "/usr/bin",
+        "/usr/local/bin",
+        "/usr/sbin",
+    ]) {
         let candidate = PathBuf::from(dir).join("redis-server");
         if candidate.is_file() {
             return candidate;
@@ -156,31 +164,80 @@ fn wait_until_listening(port: u16, child: &mut Child) -> bool {
 /// fields in stream order.
 pub async fn events(client: &Client, key: &str) -> Vec<(String, Vec<(String, String)>)> {
     use fred::prelude::{StreamsInterface, Value};
-    let raw: Value = client.xrange(key, "-", "+", None).await.expect("XRANGE events");
-    let Value::Array(entries) = raw else { return Vec::new() };
+    let raw: Value = client
+        .xrange(key, "-", "+", None)
+        .await
+        .expect("XRANGE events");
+    let Value::Array(entries) = raw else {
+        return Vec::new();
+    };
     entries
         .into_iter()
         .filter_map(|entry| {
-            let Value::Array(mut parts) = entry else { return None };
-            let Value::Array(flat) = parts.pop()? else { return None };
+            let Value::Array(mut parts) = entry else {
+                return None;
+            };
+            let Value::Array(flat) = parts.pop()? else {
+                return None;
+            };
             let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
-            let pairs: Vec<(String, String)> = flat.chunks(2).map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default())).collect();
-            let name = pairs.iter().find(|(k, _)| k == "event").map(|(_, v)| v.clone()).unwrap_or_default();
-            Some((name, pairs.into_iter().filter(|(k, _)| k != "event").collect()))
+            let pairs: Vec<(String, String)> = flat
+                .chunks(2)
+                .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+                .collect();
+            let name = pairs
+                .iter()
+                .find(|(k, _)| k == "event")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            Some((
+                name,
+                pairs.into_iter().filter(|(k, _)| k != "event").collect(),
+            ))
         })
         .collect()
 }
 
 /// The names of the events in a stream, in order.
 pub async fn event_names(client: &Client, key: &str) -> Vec<String> {
-    events(client, key).await.into_iter().map(|(n, _)| n).collect()
+    events(client, key)
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
 }
 
 /// `KEYS pattern`, sorted (fred has no typed KEYS; fine on a test server).
 pub async fn keys(client: &Client, pattern: &str) -> Vec<String> {
     use fred::types::{ClusterHash, CustomCommand};
     let cmd = CustomCommand::new_static("KEYS", ClusterHash::FirstKey, false);
-    let mut keys: Vec<String> = client.custom(cmd, vec![pattern.to_string()]).await.expect("KEYS");
+    let mut keys: Vec<String> = client
+        .custom(cmd, vec![pattern.to_string()])
+        .await
+        .expect("KEYS");
     keys.sort();
     keys
+}
+
+/// Runs a command of the BullMQ Node driver (`integration-tests/interop/driver.js`)
+/// against `url`/`queue` and returns its JSON output. Panics with a clear line when
+/// Node or the npm packages are missing (`npm ci` in `integration-tests/interop`).
+pub fn bullmq(command: &str, url: &str, queue: &str, args: serde_json::Value) -> serde_json::Value {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
+    assert!(
+        dir.join("node_modules/bullmq").is_dir(),
+        "BullMQ Node packages missing: run `npm ci` in {}",
+        dir.display()
+    );
+    let out = Command::new("node")
+        .current_dir(&dir)
+        .args(["driver.js", command, url, queue, &args.to_string()])
+        .output()
+        .expect("node is installed");
+    assert!(
+        out.status.success(),
+        "node driver.js {command} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("driver prints JSON")
 }

@@ -15,7 +15,10 @@ async fn standard_add_writes_hash_wait_marker_and_events() {
     let c = redis.client().await;
     let q = Queue::new(&conn, "mail").await.unwrap();
 
-    let id = q.add("welcome", &json!({"to": "a@b.c"}), JobOptions::new()).await.unwrap();
+    let id = q
+        .add("welcome", &json!({"to": "a@b.c"}), JobOptions::new())
+        .await
+        .unwrap();
     assert_eq!(id, "1");
 
     let meta: std::collections::HashMap<String, String> = c.hgetall("emq:mail:meta").await.unwrap();
@@ -24,19 +27,37 @@ async fn standard_add_writes_hash_wait_marker_and_events() {
 
     let h: std::collections::HashMap<String, String> = c.hgetall("emq:mail:1").await.unwrap();
     assert_eq!(h["name"], "welcome");
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&h["data"]).unwrap(), json!({"to": "a@b.c"}));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&h["opts"]).unwrap(), json!({"attempts": 0}));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&h["data"]).unwrap(),
+        json!({"to": "a@b.c"})
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&h["opts"]).unwrap(),
+        json!({"attempts": 0})
+    );
     assert_eq!(h["delay"], "0");
     assert_eq!(h["priority"], "0");
     assert_eq!(h["timestamp"].len(), 13);
 
     let wait: Vec<String> = c.lrange("emq:mail:wait", 0, -1).await.unwrap();
     assert_eq!(wait, vec!["1"]);
-    let marker: Vec<(String, f64)> = c.zrange("emq:mail:marker", 0, -1, None, false, None, true).await.unwrap();
+    let marker: Vec<(String, f64)> = c
+        .zrange("emq:mail:marker", 0, -1, None, false, None, true)
+        .await
+        .unwrap();
     assert_eq!(marker, vec![("0".to_string(), 0.0)]);
-    assert_eq!(event_names(&c, "emq:mail:events").await, vec!["added", "waiting"]);
+    assert_eq!(
+        event_names(&c, "emq:mail:events").await,
+        vec!["added", "waiting"]
+    );
     let ev = events(&c, "emq:mail:events").await;
-    assert_eq!(ev[0].1, vec![("jobId".into(), "1".into()), ("name".into(), "welcome".into())]);
+    assert_eq!(
+        ev[0].1,
+        vec![
+            ("jobId".into(), "1".into()),
+            ("name".into(), "welcome".into())
+        ]
+    );
     assert_eq!(ev[1].1, vec![("jobId".into(), "1".into())]);
 
     let job = q.get_job("1").await.unwrap().unwrap();
@@ -52,7 +73,9 @@ async fn fifo_and_lifo_order_in_wait() {
     let q = Queue::new(&conn, "q").await.unwrap();
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     q.add("b", &json!({}), JobOptions::new()).await.unwrap();
-    q.add("c", &json!({}), JobOptions::new().lifo(true)).await.unwrap();
+    q.add("c", &json!({}), JobOptions::new().lifo(true))
+        .await
+        .unwrap();
     // Workers take from the tail: the LIFO job first, then FIFO order.
     let wait: Vec<String> = c.lrange("emq:q:wait", 0, -1).await.unwrap();
     assert_eq!(wait, vec!["2", "1", "3"]);
@@ -66,18 +89,43 @@ async fn delayed_add_uses_the_sequenced_score_and_delay_marker() {
     let q = Queue::new(&conn, "d").await.unwrap();
     let ts = 1_700_000_000_000u64;
     for _ in 0..3 {
-        q.add("x", &json!(null), JobOptions::new().delay(Duration::from_millis(500)).timestamp(ts))
-            .await
-            .unwrap();
+        q.add(
+            "x",
+            &json!(null),
+            JobOptions::new()
+                .delay(Duration::from_millis(500))
+                .timestamp(ts),
+        )
+        .await
+        .unwrap();
     }
-    let delayed: Vec<(String, f64)> = c.zrange("emq:d:delayed", 0, -1, None, false, None, true).await.unwrap();
+    let delayed: Vec<(String, f64)> = c
+        .zrange("emq:d:delayed", 0, -1, None, false, None, true)
+        .await
+        .unwrap();
     let scores: Vec<u64> = delayed.iter().map(|(_, s)| *s as u64).collect();
-    assert_eq!(scores, vec![6_963_200_002_048_000, 6_963_200_002_048_001, 6_963_200_002_048_002]);
-    let marker: Vec<(String, f64)> = c.zrange("emq:d:marker", 0, -1, None, false, None, true).await.unwrap();
+    assert_eq!(
+        scores,
+        vec![
+            6_963_200_002_048_000,
+            6_963_200_002_048_001,
+            6_963_200_002_048_002
+        ]
+    );
+    let marker: Vec<(String, f64)> = c
+        .zrange("emq:d:marker", 0, -1, None, false, None, true)
+        .await
+        .unwrap();
     assert_eq!(marker, vec![("1".to_string(), 1_700_000_000_500.0)]);
     let ev = events(&c, "emq:d:events").await;
     assert_eq!(ev[1].0, "delayed");
-    assert_eq!(ev[1].1, vec![("jobId".into(), "1".into()), ("delay".into(), "1700000000500".into())]);
+    assert_eq!(
+        ev[1].1,
+        vec![
+            ("jobId".into(), "1".into()),
+            ("delay".into(), "1700000000500".into())
+        ]
+    );
     let h: std::collections::HashMap<String, String> = c.hgetall("emq:d:1").await.unwrap();
     assert_eq!(h["delay"], "500");
     assert_eq!(q.get_state("1").await.unwrap(), JobState::Delayed);
@@ -89,18 +137,34 @@ async fn prioritized_add_uses_priority_score() {
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, "p").await.unwrap();
-    q.add("x", &json!({}), JobOptions::new().priority(3)).await.unwrap();
-    q.add("y", &json!({}), JobOptions::new().priority(1)).await.unwrap();
-    q.add("z", &json!({}), JobOptions::new().priority(3)).await.unwrap();
-    let p: Vec<(String, f64)> = c.zrange("emq:p:prioritized", 0, -1, None, false, None, true).await.unwrap();
+    q.add("x", &json!({}), JobOptions::new().priority(3))
+        .await
+        .unwrap();
+    q.add("y", &json!({}), JobOptions::new().priority(1))
+        .await
+        .unwrap();
+    q.add("z", &json!({}), JobOptions::new().priority(3))
+        .await
+        .unwrap();
+    let p: Vec<(String, f64)> = c
+        .zrange("emq:p:prioritized", 0, -1, None, false, None, true)
+        .await
+        .unwrap();
     let two32 = 4_294_967_296f64;
     assert_eq!(
         p,
-        vec![("2".into(), two32 + 2.0), ("1".into(), 3.0 * two32 + 1.0), ("3".into(), 3.0 * two32 + 3.0)]
+        vec![
+            ("2".into(), two32 + 2.0),
+            ("1".into(), 3.0 * two32 + 1.0),
+            ("3".into(), 3.0 * two32 + 3.0)
+        ]
     );
     assert_eq!(c.get::<String, _>("emq:p:pc").await.unwrap(), "3");
     assert_eq!(q.get_state("2").await.unwrap(), JobState::Prioritized);
-    assert_eq!(event_names(&c, "emq:p:events").await, vec!["added", "waiting", "added", "waiting", "added", "waiting"]);
+    assert_eq!(
+        event_names(&c, "emq:p:events").await,
+        vec!["added", "waiting", "added", "waiting", "added", "waiting"]
+    );
 }
 
 #[tokio::test]
@@ -112,20 +176,32 @@ async fn custom_id_duplicate_is_not_stored_twice() {
     let opts = JobOptions::new()
         .job_id("abc")
         .attempts(3)
-        .backoff(Backoff::Fixed { delay: 1000, jitter: None })
+        .backoff(Backoff::Fixed {
+            delay: 1000,
+            jitter: None,
+        })
         .remove_on_complete(KeepJobs::Remove(true))
         .keep_logs(5);
-    assert_eq!(q.add("n", &json!({"v": 1}), opts.clone()).await.unwrap(), "abc");
+    assert_eq!(
+        q.add("n", &json!({"v": 1}), opts.clone()).await.unwrap(),
+        "abc"
+    );
     assert_eq!(q.add("n", &json!({"v": 2}), opts).await.unwrap(), "abc");
     let h: std::collections::HashMap<String, String> = c.hgetall("emq:dup:abc").await.unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&h["data"]).unwrap(), json!({"v": 1}));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&h["data"]).unwrap(),
+        json!({"v": 1})
+    );
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&h["opts"]).unwrap(),
         json!({"jobId":"abc","attempts":3,"backoff":{"type":"fixed","delay":1000},"removeOnComplete":true,"kl":5})
     );
     // The id counter moves on every add, even duplicates (job.md §4).
     assert_eq!(c.get::<String, _>("emq:dup:id").await.unwrap(), "2");
-    assert_eq!(event_names(&c, "emq:dup:events").await, vec!["added", "waiting", "duplicated"]);
+    assert_eq!(
+        event_names(&c, "emq:dup:events").await,
+        vec!["added", "waiting", "duplicated"]
+    );
     assert_eq!(c.llen::<u64, _>("emq:dup:wait").await.unwrap(), 1);
 }
 
@@ -134,32 +210,63 @@ async fn invalid_input_is_a_typed_error_and_writes_nothing() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
-    assert!(matches!(Queue::new(&conn, "").await, Err(Error::Validation(_))));
-    assert!(matches!(Queue::new(&conn, "a:b").await, Err(Error::Validation(_))));
+    assert!(matches!(
+        Queue::new(&conn, "").await,
+        Err(Error::Validation(_))
+    ));
+    assert!(matches!(
+        Queue::new(&conn, "a:b").await,
+        Err(Error::Validation(_))
+    ));
     let q = Queue::new(&conn, "v").await.unwrap();
     let cases = vec![
         JobOptions::new().job_id("42"),
         JobOptions::new().job_id("a:b"),
-        JobOptions { delay: Some(-5), ..Default::default() },
+        JobOptions {
+            delay: Some(-5),
+            ..Default::default()
+        },
         JobOptions::new().priority(2_097_152),
         JobOptions::new().priority(-1),
         JobOptions::new().attempts(-1),
-        JobOptions::new().backoff(Backoff::Fixed { delay: 5, jitter: Some(1.5) }),
+        JobOptions::new().backoff(Backoff::Fixed {
+            delay: 5,
+            jitter: Some(1.5),
+        }),
     ];
     for opts in cases {
         let r = q.add("n", &json!({}), opts.clone()).await;
-        assert!(matches!(r, Err(Error::Validation(_))), "{opts:?} gave {r:?}");
+        assert!(
+            matches!(r, Err(Error::Validation(_))),
+            "{opts:?} gave {r:?}"
+        );
     }
-    assert!(matches!(q.add("", &json!({}), JobOptions::new()).await, Err(Error::Validation(_))));
+    assert!(matches!(
+        q.add("", &json!({}), JobOptions::new()).await,
+        Err(Error::Validation(_))
+    ));
     // Data that cannot be serialised to JSON (a map with non-string keys).
     let mut bad = std::collections::HashMap::new();
     bad.insert(vec![1u8], 1);
-    assert!(matches!(q.add("n", &bad, JobOptions::new()).await, Err(Error::Validation(_))));
+    assert!(matches!(
+        q.add("n", &bad, JobOptions::new()).await,
+        Err(Error::Validation(_))
+    ));
     // Oversized data.
-    let small = Queue::with_options(&conn, "v", echomq::QueueOptions { max_data_bytes: 10, ..Default::default() })
-        .await
-        .unwrap();
-    assert!(matches!(small.add("n", &"x".repeat(100), JobOptions::new()).await, Err(Error::Validation(_))));
+    let small = Queue::with_options(
+        &conn,
+        "v",
+        echomq::QueueOptions {
+            max_data_bytes: 10,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        small.add("n", &"x".repeat(100), JobOptions::new()).await,
+        Err(Error::Validation(_))
+    ));
     // Nothing but the meta hash was written.
     let keys = echomq_integration_tests::keys(&c, "emq:v:*").await;
     assert_eq!(keys, vec!["emq:v:meta".to_string()]);
@@ -175,7 +282,11 @@ async fn add_bulk_is_one_round_trip_and_keeps_order() {
         .map(|i| NewJob {
             name: "n".into(),
             data: json!({ "i": i }),
-            options: if i % 10 == 0 { JobOptions::new().priority(2) } else { JobOptions::new() },
+            options: if i % 10 == 0 {
+                JobOptions::new().priority(2)
+            } else {
+                JobOptions::new()
+            },
         })
         .collect();
     let ids = q.add_bulk(jobs).await.unwrap();
@@ -187,8 +298,16 @@ async fn add_bulk_is_one_round_trip_and_keeps_order() {
     assert_eq!(counts.prioritized, 100);
     // A bad job anywhere refuses the whole batch before anything is sent.
     let bad = vec![
-        NewJob { name: "ok".into(), data: json!(1), options: JobOptions::new() },
-        NewJob { name: "bad".into(), data: json!(1), options: JobOptions::new().job_id("7") },
+        NewJob {
+            name: "ok".into(),
+            data: json!(1),
+            options: JobOptions::new(),
+        },
+        NewJob {
+            name: "bad".into(),
+            data: json!(1),
+            options: JobOptions::new().job_id("7"),
+        },
     ];
     assert!(matches!(q.add_bulk(bad).await, Err(Error::Validation(_))));
     assert_eq!(c.get::<String, _>("emq:bulk:id").await.unwrap(), "1000");
@@ -204,7 +323,14 @@ async fn scripts_reload_after_script_flush() {
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     c.script_flush(false).await.unwrap();
     let ids = q
-        .add_bulk(vec![NewJob { name: "b".into(), data: json!({}), options: JobOptions::new() }; 3])
+        .add_bulk(vec![
+            NewJob {
+                name: "b".into(),
+                data: json!({}),
+                options: JobOptions::new()
+            };
+            3
+        ])
         .await
         .unwrap();
     assert_eq!(ids, vec!["2", "3", "4"]);

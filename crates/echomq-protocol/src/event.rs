@@ -147,7 +147,10 @@ impl EventKind {
             | Duplicated { job_id }
             | Deduplicated { job_id, .. }
             | WaitingChildren { job_id, .. } => Some(job_id),
-            Unknown { fields, .. } => fields.iter().find(|(k, _)| k == "jobId").map(|(_, v)| v.as_str()),
+            Unknown { fields, .. } => fields
+                .iter()
+                .find(|(k, _)| k == "jobId")
+                .map(|(_, v)| v.as_str()),
             Paused | Resumed | Drained | Cleaned { .. } => None,
         }
     }
@@ -200,16 +203,40 @@ impl Event {
 }
 
 fn decode(fields: &[(String, String)]) -> Option<EventKind> {
-    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
     let job = || get("jobId");
     let json = |s: String| serde_json::from_str(&s).unwrap_or(Value::String(s));
-    let num = |s: String| s.parse::<u64>().ok().or_else(|| s.parse::<f64>().ok().map(|f| f as u64));
+    let num = |s: String| {
+        s.parse::<u64>()
+            .ok()
+            .or_else(|| s.parse::<f64>().ok().map(|f| f as u64))
+    };
     Some(match get("event")?.as_str() {
-        "added" => EventKind::Added { job_id: job()?, name: get("name").unwrap_or_default() },
-        "waiting" => EventKind::Waiting { job_id: job()?, prev: get("prev") },
-        "delayed" => EventKind::Delayed { job_id: job()?, delay: num(get("delay")?)? },
-        "active" => EventKind::Active { job_id: job()?, prev: get("prev") },
-        "progress" => EventKind::Progress { job_id: job()?, data: json(get("data")?) },
+        "added" => EventKind::Added {
+            job_id: job()?,
+            name: get("name").unwrap_or_default(),
+        },
+        "waiting" => EventKind::Waiting {
+            job_id: job()?,
+            prev: get("prev"),
+        },
+        "delayed" => EventKind::Delayed {
+            job_id: job()?,
+            delay: num(get("delay")?)?,
+        },
+        "active" => EventKind::Active {
+            job_id: job()?,
+            prev: get("prev"),
+        },
+        "progress" => EventKind::Progress {
+            job_id: job()?,
+            data: json(get("data")?),
+        },
         "completed" => EventKind::Completed {
             job_id: job()?,
             return_value: get("returnvalue").map(json).unwrap_or(Value::Null),
@@ -228,15 +255,23 @@ fn decode(fields: &[(String, String)]) -> Option<EventKind> {
         "paused" => EventKind::Paused,
         "resumed" => EventKind::Resumed,
         "drained" => EventKind::Drained,
-        "removed" => EventKind::Removed { job_id: job()?, prev: get("prev").unwrap_or_default() },
-        "cleaned" => EventKind::Cleaned { count: num(get("count")?)? },
+        "removed" => EventKind::Removed {
+            job_id: job()?,
+            prev: get("prev").unwrap_or_default(),
+        },
+        "cleaned" => EventKind::Cleaned {
+            count: num(get("count")?)?,
+        },
         "duplicated" => EventKind::Duplicated { job_id: job()? },
         "deduplicated" => EventKind::Deduplicated {
             job_id: job()?,
             deduplication_id: get("deduplicationId")?,
             deduplicated_job_id: get("deduplicatedJobId")?,
         },
-        "waiting-children" => EventKind::WaitingChildren { job_id: job()?, prev: get("prev") },
+        "waiting-children" => EventKind::WaitingChildren {
+            job_id: job()?,
+            prev: get("prev"),
+        },
         _ => return None,
     })
 }
@@ -246,16 +281,42 @@ mod tests {
     use super::*;
 
     fn f(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn typed_events() {
-        let e = Event::parse("1-0", f(&[("event", "completed"), ("jobId", "3"), ("returnvalue", "{\"x\":1}"), ("prev", "active")]));
+        let e = Event::parse(
+            "1-0",
+            f(&[
+                ("event", "completed"),
+                ("jobId", "3"),
+                ("returnvalue", "{\"x\":1}"),
+                ("prev", "active"),
+            ]),
+        );
         assert_eq!(e.kind.job_id(), Some("3"));
-        assert!(matches!(e.kind, EventKind::Completed { ref return_value, .. } if return_value["x"] == 1));
-        let e = Event::parse("1-1", f(&[("event", "delayed"), ("jobId", "4"), ("delay", "1700000000500")]));
-        assert_eq!(e.kind, EventKind::Delayed { job_id: "4".into(), delay: 1_700_000_000_500 });
+        assert!(
+            matches!(e.kind, EventKind::Completed { ref return_value, .. } if return_value["x"] == 1)
+        );
+        let e = Event::parse(
+            "1-1",
+            f(&[
+                ("event", "delayed"),
+                ("jobId", "4"),
+                ("delay", "1700000000500"),
+            ]),
+        );
+        assert_eq!(
+            e.kind,
+            EventKind::Delayed {
+                job_id: "4".into(),
+                delay: 1_700_000_000_500
+            }
+        );
         let e = Event::parse("1-2", f(&[("event", "drained")]));
         assert_eq!(e.kind, EventKind::Drained);
     }
@@ -263,7 +324,13 @@ mod tests {
     #[test]
     fn unknown_and_malformed_are_kept() {
         let e = Event::parse("1-0", f(&[("event", "custom"), ("x", "y")]));
-        assert_eq!(e.kind, EventKind::Unknown { name: "custom".into(), fields: f(&[("x", "y")]) });
+        assert_eq!(
+            e.kind,
+            EventKind::Unknown {
+                name: "custom".into(),
+                fields: f(&[("x", "y")])
+            }
+        );
         let e = Event::parse("1-0", f(&[("event", "delayed"), ("jobId", "1")]));
         assert!(matches!(e.kind, EventKind::Unknown { ref name, .. } if name == "delayed"));
     }

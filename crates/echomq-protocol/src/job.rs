@@ -160,7 +160,9 @@ impl JobRecord {
             match hash.remove(f) {
                 None => Ok(None),
                 Some(s) if s.is_empty() => Ok(None),
-                Some(s) => parse_int(&s).map(Some).ok_or_else(|| invalid(f, format!("not an integer: {s:?}"))),
+                Some(s) => parse_int(&s)
+                    .map(Some)
+                    .ok_or_else(|| invalid(f, format!("not an integer: {s:?}"))),
             }
         };
         let timestamp = int(field::TIMESTAMP)?.unwrap_or(0).max(0) as u64;
@@ -181,7 +183,11 @@ impl JobRecord {
             .and_then(|s| serde_json::from_str::<Vec<Value>>(&s).ok())
             .map(|v| {
                 v.into_iter()
-                    .map(|e| e.as_str().map(str::to_owned).unwrap_or_else(|| e.to_string()))
+                    .map(|e| {
+                        e.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| e.to_string())
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -222,9 +228,12 @@ impl JobRecord {
 /// Integers as scripts write them; tolerates a float rendering (`"12.0"`) that
 /// a Lua number can produce.
 fn parse_int(s: &str) -> Option<i64> {
-    s.parse::<i64>()
-        .ok()
-        .or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite()).map(|f| f as i64))
+    s.parse::<i64>().ok().or_else(|| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(|f| f as i64)
+    })
 }
 
 #[cfg(test)]
@@ -232,7 +241,10 @@ mod tests {
     use super::*;
 
     fn hash(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -262,7 +274,8 @@ mod tests {
 
     #[test]
     fn foreign_data_is_a_typed_error() {
-        let e = JobRecord::from_hash("1", hash(&[("name", "n"), ("data", "not json")])).unwrap_err();
+        let e =
+            JobRecord::from_hash("1", hash(&[("name", "n"), ("data", "not json")])).unwrap_err();
         assert!(matches!(e, DecodeError::InvalidField { field: "data", .. }));
         let e = JobRecord::from_hash("1", hash(&[("data", "{}")])).unwrap_err();
         assert!(matches!(e, DecodeError::MissingField { field: "name", .. }));

@@ -162,7 +162,10 @@ mod tests {
         assert_eq!(k.waiting_children(), "emq:mail:waiting-children");
         assert_eq!(k.job("42"), "emq:mail:42");
         assert_eq!(k.lock("42"), "emq:mail:42:lock");
-        assert_eq!(k.worker_client_name(Some("rust-1")), "emq:bWFpbA==:w:rust-1");
+        assert_eq!(
+            k.worker_client_name(Some("rust-1")),
+            "emq:bWFpbA==:w:rust-1"
+        );
         assert_eq!(k.worker_client_name(None), "emq:bWFpbA==");
         assert_eq!(k.events_client_name(), "emq:bWFpbA==:qe");
     }

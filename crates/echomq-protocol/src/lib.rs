@@ -26,7 +26,7 @@ pub mod scripts;
 pub mod validate;
 
 pub use event::{Event, EventKind};
-pub use job::{JobRecord, DecodeError};
+pub use job::{DecodeError, JobRecord};
 pub use keys::QueueKeys;
 pub use options::{Backoff, JobOptions, KeepJobs};
 pub use reply::ScriptErrorCode;

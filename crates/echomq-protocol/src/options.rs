@@ -75,7 +75,10 @@ impl KeepJobs {
     fn from_value(v: &Value) -> Option<Self> {
         match v {
             Value::Bool(b) => Some(KeepJobs::Remove(*b)),
-            Value::Number(n) => n.as_u64().map(KeepJobs::Count).or(Some(KeepJobs::Remove(false))),
+            Value::Number(n) => n
+                .as_u64()
+                .map(KeepJobs::Count)
+                .or(Some(KeepJobs::Remove(false))),
             Value::Object(m) => Some(KeepJobs::Policy {
                 age: m.get("age").and_then(Value::as_u64),
                 count: m.get("count").and_then(Value::as_u64),
@@ -224,7 +227,10 @@ impl JobOptions {
         }
         if let Some(p) = self.priority {
             if !(0..=MAX_PRIORITY).contains(&p) {
-                return opt("priority", format!("must be within 0..={MAX_PRIORITY} (got {p})"));
+                return opt(
+                    "priority",
+                    format!("must be within 0..={MAX_PRIORITY} (got {p})"),
+                );
             }
         }
         if let Some(a) = self.attempts {
@@ -243,12 +249,10 @@ impl JobOptions {
                     }
                 }
             }
-            Some(Backoff::Custom(v)) => {
-                if !v.is_object() {
-                    return opt("backoff", "a custom backoff must be an object".into());
-                }
+            Some(Backoff::Custom(v)) if !v.is_object() => {
+                return opt("backoff", "a custom backoff must be an object".into());
             }
-            None => {}
+            Some(Backoff::Custom(_)) | None => {}
         }
         Ok(())
     }
@@ -303,7 +307,12 @@ impl JobOptions {
                 "delay" => o.delay = v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)),
                 "priority" => o.priority = v.as_i64(),
                 "lifo" => o.lifo = v.as_bool().unwrap_or(false),
-                "jobId" => o.job_id = v.as_str().map(str::to_owned).or_else(|| Some(v.to_string())),
+                "jobId" => {
+                    o.job_id = v
+                        .as_str()
+                        .map(str::to_owned)
+                        .or_else(|| Some(v.to_string()))
+                }
                 "attempts" => o.attempts = v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)),
                 "backoff" => o.backoff = backoff_from_value(v),
                 "removeOnComplete" => o.remove_on_complete = KeepJobs::from_value(v),
@@ -361,7 +370,10 @@ fn backoff_to_value(b: &Backoff) -> Value {
 
 fn backoff_from_value(v: &Value) -> Option<Backoff> {
     if let Some(n) = v.as_u64() {
-        return Some(Backoff::Fixed { delay: n, jitter: None });
+        return Some(Backoff::Fixed {
+            delay: n,
+            jitter: None,
+        });
     }
     let m = v.as_object()?;
     let delay = m.get("delay").and_then(Value::as_u64).unwrap_or(0);
@@ -380,7 +392,10 @@ mod tests {
 
     #[test]
     fn plain_add_stores_attempts_zero() {
-        assert_eq!(Value::Object(JobOptions::new().to_stored()), json!({"attempts": 0}));
+        assert_eq!(
+            Value::Object(JobOptions::new().to_stored()),
+            json!({"attempts": 0})
+        );
     }
 
     #[test]
@@ -388,7 +403,10 @@ mod tests {
         let o = JobOptions::new()
             .job_id("abc")
             .attempts(3)
-            .backoff(Backoff::Fixed { delay: 1000, jitter: None })
+            .backoff(Backoff::Fixed {
+                delay: 1000,
+                jitter: None,
+            })
             .remove_on_complete(KeepJobs::Remove(true))
             .keep_logs(5);
         assert_eq!(
@@ -402,14 +420,28 @@ mod tests {
     fn numeric_backoff_and_unknown_keys_are_tolerated() {
         let stored = json!({"backoff": 500, "de": {"id": "D"}, "attempts": 2});
         let o = JobOptions::from_stored(stored.as_object().unwrap());
-        assert_eq!(o.backoff, Some(Backoff::Fixed { delay: 500, jitter: None }));
+        assert_eq!(
+            o.backoff,
+            Some(Backoff::Fixed {
+                delay: 500,
+                jitter: None
+            })
+        );
         assert_eq!(o.extra.get("de"), Some(&json!({"id": "D"})));
     }
 
     #[test]
     fn validation() {
-        assert!(JobOptions { delay: Some(-1), ..Default::default() }.validate().is_err());
-        assert!(JobOptions::new().priority(MAX_PRIORITY + 1).validate().is_err());
+        assert!(JobOptions {
+            delay: Some(-1),
+            ..Default::default()
+        }
+        .validate()
+        .is_err());
+        assert!(JobOptions::new()
+            .priority(MAX_PRIORITY + 1)
+            .validate()
+            .is_err());
         assert!(JobOptions::new().attempts(-1).validate().is_err());
         assert!(JobOptions::new().job_id("12").validate().is_err());
         assert!(JobOptions::new().priority(MAX_PRIORITY).validate().is_ok());
@@ -417,8 +449,17 @@ mod tests {
 
     #[test]
     fn keep_jobs_mapping() {
-        assert_eq!(Value::Object(KeepJobs::to_keep_jobs(None)), json!({"count": -1}));
-        assert_eq!(Value::Object(KeepJobs::to_keep_jobs(Some(&KeepJobs::Remove(true)))), json!({"count": 0}));
-        assert_eq!(Value::Object(KeepJobs::to_keep_jobs(Some(&KeepJobs::Count(5)))), json!({"count": 5}));
+        assert_eq!(
+            Value::Object(KeepJobs::to_keep_jobs(None)),
+            json!({"count": -1})
+        );
+        assert_eq!(
+            Value::Object(KeepJobs::to_keep_jobs(Some(&KeepJobs::Remove(true)))),
+            json!({"count": 0})
+        );
+        assert_eq!(
+            Value::Object(KeepJobs::to_keep_jobs(Some(&KeepJobs::Count(5)))),
+            json!({"count": 5})
+        );
     }
 }

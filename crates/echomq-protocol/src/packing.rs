@@ -157,7 +157,13 @@ mod tests {
 
     #[test]
     fn add_args_is_a_nine_element_array_with_nils() {
-        let bytes = AddArgs { prefix_key: "emq:q:", name: "n", timestamp: 5, ..Default::default() }.pack();
+        let bytes = AddArgs {
+            prefix_key: "emq:q:",
+            name: "n",
+            timestamp: 5,
+            ..Default::default()
+        }
+        .pack();
         let v: rmpv_like::Val = rmp_serde::from_slice(&bytes).unwrap();
         assert_eq!(v.0.len(), 9);
         assert_eq!(bytes[0], 0x99); // fixarray of 9

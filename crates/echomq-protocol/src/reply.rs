@@ -82,7 +82,10 @@ impl ScriptErrorCode {
 
     /// True for the codes that mean "this worker no longer owns the job".
     pub fn is_lock_lost(self) -> bool {
-        matches!(self, ScriptErrorCode::JobLockNotExist | ScriptErrorCode::JobLockMismatch)
+        matches!(
+            self,
+            ScriptErrorCode::JobLockNotExist | ScriptErrorCode::JobLockMismatch
+        )
     }
 }
 

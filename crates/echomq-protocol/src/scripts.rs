@@ -110,7 +110,11 @@ impl ScriptId {
         GENERATED
             .iter()
             .find(|(s, _, _)| *s == stem)
-            .map(|(_, source, sha1)| ScriptDef { id: self, source, sha1 })
+            .map(|(_, source, sha1)| ScriptDef {
+                id: self,
+                source,
+                sha1,
+            })
     }
 }
 
@@ -137,7 +141,10 @@ mod tests {
     #[test]
     fn expanded_sources_have_no_directives_left() {
         for (stem, source, _) in compiled() {
-            assert!(!source.contains("--- @include"), "{stem} still has an include directive");
+            assert!(
+                !source.contains("--- @include"),
+                "{stem} still has an include directive"
+            );
         }
     }
 }

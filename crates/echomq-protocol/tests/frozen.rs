@@ -16,7 +16,9 @@ fn current() -> String {
     let mut lines: Vec<String> = echomq_protocol::scripts::compiled()
         .map(|(stem, source, sha1)| {
             // Recompute rather than trust the build script's table.
-            let actual = sha1_smol::Sha1::from(source.as_bytes()).digest().to_string();
+            let actual = sha1_smol::Sha1::from(source.as_bytes())
+                .digest()
+                .to_string();
             assert_eq!(actual, sha1, "{stem}: compiled SHA1 is stale");
             format!("{sha1}  {stem}.lua")
         })
@@ -35,7 +37,10 @@ fn frozen_scripts_match_manifest() {
     let recorded = std::fs::read_to_string(manifest_path()).unwrap_or_default();
     if recorded != now {
         let recorded_lines: Vec<&str> = recorded.lines().collect();
-        let changed: Vec<&str> = now.lines().filter(|l| !recorded_lines.contains(l)).collect();
+        let changed: Vec<&str> = now
+            .lines()
+            .filter(|l| !recorded_lines.contains(l))
+            .collect();
         panic!(
             "lua/ no longer matches lua/scripts.sha1 — a frozen script changed.\n\
              Changed or new: {changed:#?}\n\
@@ -50,7 +55,13 @@ fn every_script_file_is_named_name_dash_numkeys() {
         let (_, n) = stem.rsplit_once('-').expect("file name has a -<N> suffix");
         let n: usize = n.parse().expect("KEYS count suffix is a number");
         // The highest KEYS[i] a script reads must not exceed the count in its name.
-        let max_used = (1..=20).rev().find(|i| source.contains(&format!("KEYS[{i}]"))).unwrap_or(0);
-        assert!(max_used <= n, "{stem} reads KEYS[{max_used}] but declares {n}");
+        let max_used = (1..=20)
+            .rev()
+            .find(|i| source.contains(&format!("KEYS[{i}]")))
+            .unwrap_or(0);
+        assert!(
+            max_used <= n,
+            "{stem} reads KEYS[{max_used}] but declares {n}"
+        );
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use echomq_protocol::ScriptId;
 use fred::prelude::{
-    Builder, Client, ClientInterface, ClientLike, Config, LuaInterface, Options, Pool, ReconnectPolicy, Value,
+    Builder, Client, ClientInterface, ClientLike, Config, LuaInterface, Options, Pool,
+    ReconnectPolicy, Value,
 };
 use tracing::{debug, warn};
 
@@ -104,11 +105,18 @@ impl Connection {
         for id in ScriptId::ALL {
             let def = id.def().ok_or(Error::MissingScript(id.name()))?;
             if clustered {
-                self.inner.pool.next().script_load_cluster::<(), _>(def.source).await?;
+                self.inner
+                    .pool
+                    .next()
+                    .script_load_cluster::<(), _>(def.source)
+                    .await?;
             } else {
                 let sha: String = self.inner.pool.next().script_load(def.source).await?;
                 if sha != def.sha1 {
-                    return Err(Error::protocol("SCRIPT LOAD", format!("{}: server hash {sha} differs from {}", id.name(), def.sha1)));
+                    return Err(Error::protocol(
+                        "SCRIPT LOAD",
+                        format!("{}: server hash {sha} differs from {}", id.name(), def.sha1),
+                    ));
                 }
             }
         }
@@ -122,11 +130,25 @@ impl Connection {
     /// and tests use it to drive a script directly. On NOSCRIPT the script is
     /// loaded again and the call retried once; the first attempt did nothing,
     /// so this is safe.
-    pub async fn run_script(&self, id: ScriptId, keys: Vec<String>, args: Vec<Value>) -> Result<Value> {
+    pub async fn run_script(
+        &self,
+        id: ScriptId,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Value> {
         let def = id.def().ok_or(Error::MissingScript(id.name()))?;
-        debug_assert_eq!(keys.len(), id.num_keys(), "{} takes {} keys", id.name(), id.num_keys());
+        debug_assert_eq!(
+            keys.len(),
+            id.num_keys(),
+            "{} takes {} keys",
+            id.name(),
+            id.num_keys()
+        );
         let client = self.inner.pool.next();
-        match client.evalsha::<Value, _, _, _>(def.sha1, keys.clone(), args.clone()).await {
+        match client
+            .evalsha::<Value, _, _, _>(def.sha1, keys.clone(), args.clone())
+            .await
+        {
             Err(e) if is_noscript(&e) => {
                 warn!(script = id.name(), "NOSCRIPT: reloading");
                 if client.is_clustered() {

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use echomq_protocol::packing::{pack_map, AddArgs};
 use echomq_protocol::validate::{validate_job_id, ValidationError};
-use echomq_protocol::{JobOptions, JobRecord, QueueKeys, ScriptId, DEFAULT_MAX_LEN_EVENTS, PROTOCOL_VERSION};
+use echomq_protocol::{
+    JobOptions, JobRecord, QueueKeys, ScriptId, DEFAULT_MAX_LEN_EVENTS, PROTOCOL_VERSION,
+};
 use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface, Value};
 use serde::Serialize;
 use tracing::instrument;
@@ -168,7 +170,11 @@ impl Queue {
     }
 
     /// Opens queue `name` with `options`.
-    pub async fn with_options(conn: &Connection, name: &str, options: QueueOptions) -> Result<Self> {
+    pub async fn with_options(
+        conn: &Connection,
+        name: &str,
+        options: QueueOptions,
+    ) -> Result<Self> {
         let keys = QueueKeys::new(conn.prefix(), name)?;
         options.default_job_options.validate()?;
         let q = Queue {
@@ -182,7 +188,10 @@ impl Queue {
                 .pool()
                 .hset::<(), _, _>(
                     q.keys.meta(),
-                    [("opts.maxLenEvents", max_len.as_str()), ("version", PROTOCOL_VERSION)],
+                    [
+                        ("opts.maxLenEvents", max_len.as_str()),
+                        ("version", PROTOCOL_VERSION),
+                    ],
                 )
                 .await?;
         }
@@ -229,7 +238,11 @@ impl Queue {
             .unwrap_or(self.options.max_data_bytes)
             .min(self.options.max_data_bytes);
         if data.len() > limit {
-            return Err(ValidationError::DataTooLarge { size: data.len(), limit }.into());
+            return Err(ValidationError::DataTooLarge {
+                size: data.len(),
+                limit,
+            }
+            .into());
         }
         let timestamp = options.timestamp.unwrap_or_else(Connection::now_ms);
         let custom_id = options.job_id.clone().unwrap_or_default();
@@ -250,7 +263,14 @@ impl Queue {
         };
         let k = &self.keys;
         let keys = match script {
-            ScriptId::AddDelayedJob => vec![k.marker(), k.meta(), k.id(), k.delayed(), k.completed(), k.events()],
+            ScriptId::AddDelayedJob => vec![
+                k.marker(),
+                k.meta(),
+                k.id(),
+                k.delayed(),
+                k.completed(),
+                k.events(),
+            ],
             ScriptId::AddPrioritizedJob => vec![
                 k.marker(),
                 k.meta(),
@@ -274,14 +294,23 @@ impl Queue {
                 k.marker(),
             ],
         };
-        let args = vec![bytes(add_args), text(data), bytes(pack_map(&options.to_stored()))];
+        let args = vec![
+            bytes(add_args),
+            text(data),
+            bytes(pack_map(&options.to_stored())),
+        ];
         Ok(Prepared { script, keys, args })
     }
 
     /// Adds one job and returns its id. With a custom id that already exists the
     /// existing id is returned and nothing is stored (a `duplicated` event).
     #[instrument(level = "debug", skip(self, data, options), fields(queue = %self.name()))]
-    pub async fn add(&self, name: &str, data: &impl Serialize, options: JobOptions) -> Result<String> {
+    pub async fn add(
+        &self,
+        name: &str,
+        data: &impl Serialize,
+        options: JobOptions,
+    ) -> Result<String> {
         let p = self.prepare(name, data, options)?;
         let reply = self.conn.run_script(p.script, p.keys, p.args).await?;
         added_id(p.script, &reply)
@@ -302,7 +331,10 @@ impl Queue {
         let mut results = run_pipeline(client, &prepared).await;
         // A NOSCRIPT inside the pipeline means that call did nothing: reload
         // and resend exactly those, so no job is added twice.
-        if results.iter().any(|r| matches!(r, Err(e) if crate::connection::is_noscript(e))) {
+        if results
+            .iter()
+            .any(|r| matches!(r, Err(e) if crate::connection::is_noscript(e)))
+        {
             self.conn.load_scripts().await?;
             let retry: Vec<usize> = results
                 .iter()
@@ -345,7 +377,10 @@ impl Queue {
             k.waiting_children(),
             k.prioritized(),
         ];
-        let v = self.conn.run_script(ScriptId::GetStateV2, keys, vec![text(id)]).await?;
+        let v = self
+            .conn
+            .run_script(ScriptId::GetStateV2, keys, vec![text(id)])
+            .await?;
         let s = as_string(&v).ok_or_else(|| Error::protocol("getStateV2", format!("{v:?}")))?;
         Ok(JobState::parse(&s))
     }
@@ -378,25 +413,49 @@ impl Queue {
         let args = states.iter().map(|s| text(s.key_suffix())).collect();
         let v = self
             .conn
-            .run_script(ScriptId::GetCounts, vec![self.keys.prefix_key().to_owned()], args)
+            .run_script(
+                ScriptId::GetCounts,
+                vec![self.keys.prefix_key().to_owned()],
+                args,
+            )
             .await?;
         let items = as_array(v).ok_or_else(|| Error::protocol("getCounts", "expected an array"))?;
         items
             .iter()
-            .map(|i| as_i64(i).map(|n| n.max(0) as u64).ok_or_else(|| Error::protocol("getCounts", format!("{i:?}"))))
+            .map(|i| {
+                as_i64(i)
+                    .map(|n| n.max(0) as u64)
+                    .ok_or_else(|| Error::protocol("getCounts", format!("{i:?}")))
+            })
             .collect()
     }
 
     fn pause_keys(&self, resume: bool) -> Vec<String> {
         let k = &self.keys;
-        let (a, b) = if resume { (k.paused(), k.wait()) } else { (k.wait(), k.paused()) };
-        vec![a, b, k.meta(), k.prioritized(), k.events(), k.delayed(), k.marker()]
+        let (a, b) = if resume {
+            (k.paused(), k.wait())
+        } else {
+            (k.wait(), k.paused())
+        };
+        vec![
+            a,
+            b,
+            k.meta(),
+            k.prioritized(),
+            k.events(),
+            k.delayed(),
+            k.marker(),
+        ]
     }
 
     /// Pauses the queue: workers stop taking jobs (meta `paused`), jobs stay in `wait`.
     pub async fn pause(&self) -> Result<()> {
         self.conn
-            .run_script(ScriptId::Pause, self.pause_keys(false), vec![text("paused"), text("1")])
+            .run_script(
+                ScriptId::Pause,
+                self.pause_keys(false),
+                vec![text("paused"), text("1")],
+            )
             .await?;
         Ok(())
     }
@@ -407,7 +466,11 @@ impl Queue {
         loop {
             let v = self
                 .conn
-                .run_script(ScriptId::Pause, self.pause_keys(true), vec![text("resumed"), text(emit)])
+                .run_script(
+                    ScriptId::Pause,
+                    self.pause_keys(true),
+                    vec![text("resumed"), text(emit)],
+                )
                 .await?;
             if int_or_code("pause", &v)? == 0 {
                 return Ok(());
@@ -425,8 +488,17 @@ impl Queue {
     /// except current scheduler iterations. Active and finished jobs stay.
     pub async fn drain(&self, include_delayed: bool) -> Result<()> {
         let k = &self.keys;
-        let keys = vec![k.wait(), k.paused(), k.delayed(), k.prioritized(), k.repeat()];
-        let args = vec![text(k.prefix_key()), text(if include_delayed { "1" } else { "0" })];
+        let keys = vec![
+            k.wait(),
+            k.paused(),
+            k.delayed(),
+            k.prioritized(),
+            k.repeat(),
+        ];
+        let args = vec![
+            text(k.prefix_key()),
+            text(if include_delayed { "1" } else { "0" }),
+        ];
         self.conn.run_script(ScriptId::Drain, keys, args).await?;
         Ok(())
     }
@@ -438,7 +510,10 @@ impl Queue {
         loop {
             let keys = vec![self.keys.meta(), self.keys.prefix_key().to_owned()];
             let args = vec![text(1000), text(if force { "force" } else { "" })];
-            let v = self.conn.run_script(ScriptId::Obliterate, keys, args).await?;
+            let v = self
+                .conn
+                .run_script(ScriptId::Obliterate, keys, args)
+                .await?;
             match as_i64(&v) {
                 Some(0) => return Ok(()),
                 Some(1) => continue,
@@ -453,8 +528,15 @@ impl Queue {
     /// left alone; the current iteration of a scheduler is refused.
     pub async fn remove(&self, id: &str, remove_children: bool) -> Result<RemoveOutcome> {
         let keys = vec![self.keys.job(id), self.keys.repeat()];
-        let args = vec![text(id), text(if remove_children { "1" } else { "0" }), text(self.keys.prefix_key())];
-        let v = self.conn.run_script(ScriptId::RemoveJob, keys, args).await?;
+        let args = vec![
+            text(id),
+            text(if remove_children { "1" } else { "0" }),
+            text(self.keys.prefix_key()),
+        ];
+        let v = self
+            .conn
+            .run_script(ScriptId::RemoveJob, keys, args)
+            .await?;
         Ok(match int_or_code("removeJob", &v)? {
             0 => RemoveOutcome::Locked,
             _ => RemoveOutcome::Removed,
@@ -472,9 +554,21 @@ impl Queue {
             .into());
         }
         let cutoff = Connection::now_ms().saturating_sub(grace.as_millis() as u64);
-        let keys = vec![self.keys.key(state.key_suffix()), self.keys.events(), self.keys.repeat()];
-        let args = vec![text(self.keys.prefix_key()), text(cutoff), text(limit), text(state.key_suffix())];
-        let v = self.conn.run_script(ScriptId::CleanJobsInSet, keys, args).await?;
+        let keys = vec![
+            self.keys.key(state.key_suffix()),
+            self.keys.events(),
+            self.keys.repeat(),
+        ];
+        let args = vec![
+            text(self.keys.prefix_key()),
+            text(cutoff),
+            text(limit),
+            text(state.key_suffix()),
+        ];
+        let v = self
+            .conn
+            .run_script(ScriptId::CleanJobsInSet, keys, args)
+            .await?;
         strings("cleanJobsInSet", v)
     }
 
@@ -493,9 +587,22 @@ impl Queue {
                 })
             }
         };
-        let lifo = self.get_job(id).await?.map(|j| j.opts.lifo).unwrap_or(false);
+        let lifo = self
+            .get_job(id)
+            .await?
+            .map(|j| j.opts.lifo)
+            .unwrap_or(false);
         let k = &self.keys;
-        let keys = vec![k.job(id), k.events(), set, k.wait(), k.meta(), k.paused(), k.active(), k.marker()];
+        let keys = vec![
+            k.job(id),
+            k.events(),
+            set,
+            k.wait(),
+            k.meta(),
+            k.paused(),
+            k.active(),
+            k.marker(),
+        ];
         let reset = if reset_attempts { "1" } else { "0" };
         let args = vec![
             text(id),
@@ -505,7 +612,10 @@ impl Queue {
             text(reset),
             text(reset),
         ];
-        let v = self.conn.run_script(ScriptId::ReprocessJob, keys, args).await?;
+        let v = self
+            .conn
+            .run_script(ScriptId::ReprocessJob, keys, args)
+            .await?;
         int_or_code("reprocessJob", &v)?;
         Ok(())
     }
@@ -515,7 +625,15 @@ impl Queue {
         let ids: Vec<String> = self
             .conn
             .pool()
-            .zrange(self.keys.failed(), 0, count as i64 - 1, None, false, None, false)
+            .zrange(
+                self.keys.failed(),
+                0,
+                count as i64 - 1,
+                None,
+                false,
+                None,
+                false,
+            )
             .await?;
         let mut moved = 0;
         for id in ids {
@@ -545,7 +663,11 @@ impl Queue {
         ];
         let v = self
             .conn
-            .run_script(ScriptId::Promote, keys, vec![text(k.prefix_key()), text(id)])
+            .run_script(
+                ScriptId::Promote,
+                keys,
+                vec![text(k.prefix_key()), text(id)],
+            )
             .await?;
         int_or_code("promote", &v)?;
         Ok(())
@@ -556,7 +678,15 @@ impl Queue {
         let ids: Vec<String> = self
             .conn
             .pool()
-            .zrange(self.keys.delayed(), 0, count as i64 - 1, None, false, None, false)
+            .zrange(
+                self.keys.delayed(),
+                0,
+                count as i64 - 1,
+                None,
+                false,
+                None,
+                false,
+            )
             .await?;
         let mut moved = 0;
         for id in ids {
@@ -573,8 +703,16 @@ impl Queue {
     pub async fn change_delay(&self, id: &str, delay: Duration) -> Result<()> {
         let k = &self.keys;
         let keys = vec![k.delayed(), k.meta(), k.marker(), k.events()];
-        let args = vec![text(delay.as_millis()), text(Connection::now_ms()), text(id), text(k.job(id))];
-        let v = self.conn.run_script(ScriptId::ChangeDelay, keys, args).await?;
+        let args = vec![
+            text(delay.as_millis()),
+            text(Connection::now_ms()),
+            text(id),
+            text(k.job(id)),
+        ];
+        let v = self
+            .conn
+            .run_script(ScriptId::ChangeDelay, keys, args)
+            .await?;
         int_or_code("changeDelay", &v)?;
         Ok(())
     }
@@ -583,16 +721,33 @@ impl Queue {
     pub async fn change_priority(&self, id: &str, priority: i64, lifo: bool) -> Result<()> {
         JobOptions::new().priority(priority).validate()?;
         let k = &self.keys;
-        let keys = vec![k.wait(), k.paused(), k.meta(), k.prioritized(), k.active(), k.pc(), k.marker()];
-        let args = vec![text(priority), text(k.prefix_key()), text(id), text(if lifo { "1" } else { "0" })];
-        let v = self.conn.run_script(ScriptId::ChangePriority, keys, args).await?;
+        let keys = vec![
+            k.wait(),
+            k.paused(),
+            k.meta(),
+            k.prioritized(),
+            k.active(),
+            k.pc(),
+            k.marker(),
+        ];
+        let args = vec![
+            text(priority),
+            text(k.prefix_key()),
+            text(id),
+            text(if lifo { "1" } else { "0" }),
+        ];
+        let v = self
+            .conn
+            .run_script(ScriptId::ChangePriority, keys, args)
+            .await?;
         int_or_code("changePriority", &v)?;
         Ok(())
     }
 
     /// Stores progress (any JSON value) and emits `progress`.
     pub async fn update_progress(&self, id: &str, progress: &impl Serialize) -> Result<()> {
-        let json = serde_json::to_string(progress).map_err(|e| ValidationError::Data(e.to_string()))?;
+        let json =
+            serde_json::to_string(progress).map_err(|e| ValidationError::Data(e.to_string()))?;
         let keys = vec![self.keys.job(id), self.keys.events(), self.keys.meta()];
         let v = self
             .conn
@@ -613,7 +768,11 @@ impl Queue {
         }
         let v = self
             .conn
-            .run_script(ScriptId::UpdateData, vec![self.keys.job(id)], vec![text(json)])
+            .run_script(
+                ScriptId::UpdateData,
+                vec![self.keys.job(id)],
+                vec![text(json)],
+            )
             .await?;
         not_found_or(id, int_or_code("updateData", &v))
     }
@@ -625,7 +784,11 @@ impl Queue {
         let keep = keep_logs.map(|k| k.to_string()).unwrap_or_default();
         let v = self
             .conn
-            .run_script(ScriptId::AddLog, keys, vec![text(id), text(line), text(keep)])
+            .run_script(
+                ScriptId::AddLog,
+                keys,
+                vec![text(id), text(line), text(keep)],
+            )
             .await?;
         match int_or_code("addLog", &v) {
             Ok(n) => Ok(n as u64),
@@ -635,14 +798,22 @@ impl Queue {
 
     /// A job's log lines in `[start, end]` (inclusive, negative from the end).
     pub async fn get_logs(&self, id: &str, start: i64, end: i64) -> Result<Vec<String>> {
-        Ok(self.conn.pool().lrange(self.keys.logs(id), start, end).await?)
+        Ok(self
+            .conn
+            .pool()
+            .lrange(self.keys.logs(id), start, end)
+            .await?)
     }
 
     /// Whether a job finished, with its result or failure reason.
     pub async fn is_finished(&self, id: &str) -> Result<Finished> {
         let keys = vec![self.keys.completed(), self.keys.failed(), self.keys.job(id)];
-        let v = self.conn.run_script(ScriptId::IsFinished, keys, vec![text(id), text("1")]).await?;
-        let items = as_array(v).ok_or_else(|| Error::protocol("isFinished", "expected an array"))?;
+        let v = self
+            .conn
+            .run_script(ScriptId::IsFinished, keys, vec![text(id), text("1")])
+            .await?;
+        let items =
+            as_array(v).ok_or_else(|| Error::protocol("isFinished", "expected an array"))?;
         let code = items.first().and_then(as_i64).unwrap_or(0);
         let value = items.get(1).and_then(as_string);
         match code {
@@ -659,14 +830,29 @@ impl Queue {
 
     /// Job ids in the given states, `start..=end` of each, newest first unless
     /// `ascending` (getRanges). Ids are unique in the result.
-    pub async fn get_ranges(&self, states: &[JobState], start: i64, end: i64, ascending: bool) -> Result<Vec<String>> {
-        let mut args = vec![text(start), text(end), text(if ascending { "1" } else { "0" })];
+    pub async fn get_ranges(
+        &self,
+        states: &[JobState],
+        start: i64,
+        end: i64,
+        ascending: bool,
+    ) -> Result<Vec<String>> {
+        let mut args = vec![
+            text(start),
+            text(end),
+            text(if ascending { "1" } else { "0" }),
+        ];
         args.extend(states.iter().map(|s| text(s.key_suffix())));
         let v = self
             .conn
-            .run_script(ScriptId::GetRanges, vec![self.keys.prefix_key().to_owned()], args)
+            .run_script(
+                ScriptId::GetRanges,
+                vec![self.keys.prefix_key().to_owned()],
+                args,
+            )
             .await?;
-        let per_state = as_array(v).ok_or_else(|| Error::protocol("getRanges", "expected an array"))?;
+        let per_state =
+            as_array(v).ok_or_else(|| Error::protocol("getRanges", "expected an array"))?;
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for (state, ids) in states.iter().zip(per_state) {
@@ -683,7 +869,13 @@ impl Queue {
 
     /// Jobs in the given states (see [`Queue::get_ranges`]); ids whose hash has
     /// meanwhile disappeared are skipped.
-    pub async fn get_jobs(&self, states: &[JobState], start: i64, end: i64, ascending: bool) -> Result<Vec<JobRecord>> {
+    pub async fn get_jobs(
+        &self,
+        states: &[JobState],
+        start: i64,
+        end: i64,
+        ascending: bool,
+    ) -> Result<Vec<JobRecord>> {
         let ids = self.get_ranges(states, start, end, ascending).await?;
         let mut jobs = Vec::with_capacity(ids.len());
         for id in ids {
@@ -708,7 +900,10 @@ struct Prepared {
     args: Vec<Value>,
 }
 
-async fn run_pipeline(client: &fred::prelude::Client, prepared: &[Prepared]) -> Vec<std::result::Result<Value, fred::error::Error>> {
+async fn run_pipeline(
+    client: &fred::prelude::Client,
+    prepared: &[Prepared],
+) -> Vec<std::result::Result<Value, fred::error::Error>> {
     use fred::prelude::ClientLike;
     use fred::types::{ClusterHash, CustomCommand};
     let pipeline = client.pipeline();

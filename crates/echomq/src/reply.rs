@@ -17,7 +17,8 @@ pub(crate) fn text(v: impl ToString) -> Value {
 
 /// An integer reply, or an error for the protocol's negative codes.
 pub(crate) fn int_or_code(script: &'static str, v: &Value) -> Result<i64> {
-    let n = as_i64(v).ok_or_else(|| Error::protocol(script, format!("expected an integer, got {v:?}")))?;
+    let n = as_i64(v)
+        .ok_or_else(|| Error::protocol(script, format!("expected an integer, got {v:?}")))?;
     check_code(script, n)
 }
 
@@ -65,7 +66,10 @@ pub(crate) fn strings(script: &'static str, v: Value) -> Result<Vec<String>> {
     as_array(v)
         .ok_or_else(|| Error::protocol(script, "expected an array"))?
         .iter()
-        .map(|e| as_string(e).ok_or_else(|| Error::protocol(script, format!("expected a string, got {e:?}"))))
+        .map(|e| {
+            as_string(e)
+                .ok_or_else(|| Error::protocol(script, format!("expected a string, got {e:?}")))
+        })
         .collect()
 }
 
