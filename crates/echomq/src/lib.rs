@@ -28,6 +28,7 @@ pub mod connection;
 pub mod error;
 pub mod queue;
 mod reply;
+pub mod stalled_checker;
 
 pub use config::ConnectionConfig;
 pub use connection::Connection;
@@ -35,3 +36,6 @@ pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
+pub use stalled_checker::{
+    JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
+};

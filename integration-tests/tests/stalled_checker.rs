@@ -1,0 +1,368 @@
+//! The StalledChecker against real Redis: two-phase recovery, maxStalledCount,
+//! the fleet-wide throttle, scheduler iterations, restarts.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use echomq::protocol::packing::FetchOpts;
+use echomq::protocol::ScriptId;
+use echomq::{
+    Connection, JobOptions, Queue, StalledChecker, StalledCheckerArgs, StalledCheckerMsg,
+};
+use echomq_integration_tests::{events, RedisServer};
+use fred::prelude::*;
+use ractor::{call_t, Actor};
+use serde_json::json;
+
+/// Takes the next job as a worker would (moveToActive) and returns its id.
+async fn take(conn: &Connection, q: &Queue, token: &str, lock_ms: u64) -> Option<String> {
+    let k = q.keys();
+    let keys = vec![
+        k.wait(),
+        k.active(),
+        k.prioritized(),
+        k.events(),
+        k.stalled(),
+        k.limiter(),
+        k.delayed(),
+        k.paused(),
+        k.meta(),
+        k.pc(),
+        k.marker(),
+    ];
+    let opts = FetchOpts {
+        token,
+        lock_duration: lock_ms,
+        limiter: None,
+        name: None,
+    }
+    .pack();
+    let args = vec![
+        Value::from(k.prefix_key().to_string()),
+        Value::from(Connection::now_ms().to_string()),
+        Value::Bytes(opts.into()),
+    ];
+    match conn
+        .run_script(ScriptId::MoveToActive, keys, args)
+        .await
+        .unwrap()
+    {
+        Value::Array(items) => items
+            .get(1)
+            .and_then(|v| v.as_string())
+            .filter(|s| s != "0"),
+        _ => None,
+    }
+}
+
+fn args(
+    conn: &Connection,
+    queue: &str,
+    recovered: Option<Arc<Mutex<Vec<String>>>>,
+) -> StalledCheckerArgs {
+    let mut a = StalledCheckerArgs::new(conn.clone(), queue);
+    a.interval = Duration::from_millis(100);
+    if let Some(sink) = recovered {
+        a.on_recovered = Some(Arc::new(move |r| sink.lock().unwrap().extend(r.job_ids)));
+    }
+    a
+}
+
+async fn check_now(actor: &ractor::ActorRef<StalledCheckerMsg>) -> echomq::SweepReport {
+    call_t!(actor, StalledCheckerMsg::CheckNow, 5000)
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_dead_workers_job_is_recovered_after_two_sweeps() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "s").await.unwrap();
+    q.add("j", &json!({}), JobOptions::new()).await.unwrap();
+    let id = take(&conn, &q, "tok-1", 30_000).await.unwrap();
+    // The worker dies: its lock expires.
+    c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
+
+    let recovered = Arc::new(Mutex::new(Vec::new()));
+    let mut a = args(&conn, "s", Some(recovered.clone()));
+    a.interval = Duration::from_secs(3600); // drive it by hand
+    let (actor, handle) = Actor::spawn(None, StalledChecker, a).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await; // the first sweep runs at start: it marks
+    assert!(c
+        .sismember::<bool, _, _>(q.keys().stalled(), &id)
+        .await
+        .unwrap());
+    // Throttled: the stalled-check key holds the fleet for one interval.
+    let r = check_now(&actor).await;
+    assert!(r.recovered.is_empty());
+    assert_eq!(r.without_lock, vec![id.clone()]);
+    c.del::<(), _>(q.keys().stalled_check()).await.unwrap();
+    let r = check_now(&actor).await;
+    assert_eq!(r.recovered, vec![id.clone()]);
+    assert_eq!(*recovered.lock().unwrap(), vec![id.clone()]);
+
+    let wait: Vec<String> = c.lrange(q.keys().wait(), 0, -1).await.unwrap();
+    assert_eq!(wait, vec![id.clone()]);
+    assert_eq!(c.llen::<u64, _>(q.keys().active()).await.unwrap(), 0);
+    assert_eq!(
+        c.hget::<String, _, _>(q.keys().job(&id), "stc")
+            .await
+            .unwrap(),
+        "1"
+    );
+    assert!(!c
+        .hexists::<bool, _, _>(q.keys().job(&id), "defa")
+        .await
+        .unwrap());
+    let ev = events(&c, &q.keys().events()).await;
+    let tail: Vec<(String, Vec<(String, String)>)> = ev[ev.len() - 2..].to_vec();
+    assert_eq!(
+        tail[0],
+        (
+            "waiting".into(),
+            vec![
+                ("jobId".into(), id.clone()),
+                ("prev".into(), "active".into())
+            ]
+        )
+    );
+    assert_eq!(
+        tail[1],
+        ("stalled".into(), vec![("jobId".into(), id.clone())])
+    );
+    let stats = call_t!(actor, StalledCheckerMsg::GetStats, 1000).unwrap();
+    assert_eq!(stats.recovered, 1);
+    assert_eq!(stats.sweeps, 3);
+    actor.stop(None);
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn stalling_twice_sets_the_deferred_failure() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "s2").await.unwrap();
+    q.add("j", &json!({}), JobOptions::new()).await.unwrap();
+    let (actor, _h) = Actor::spawn(None, StalledChecker, args(&conn, "s2", None))
+        .await
+        .unwrap();
+    for round in 1..=2 {
+        let id = take(&conn, &q, &format!("tok-{round}"), 30_000)
+            .await
+            .unwrap();
+        c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
+        // Wait for the timer-driven sweeps (100 ms) to mark and recover it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while c.llen::<u64, _>(q.keys().wait()).await.unwrap() == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "round {round}: not recovered"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let h: std::collections::HashMap<String, String> = c.hgetall(q.keys().job("1")).await.unwrap();
+    assert_eq!(h["stc"], "2");
+    assert_eq!(h["defa"], "job stalled more than allowable limit");
+    actor.stop(None);
+}
+
+#[tokio::test]
+async fn a_renewed_lock_is_never_recovered() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "s3").await.unwrap();
+    q.add("j", &json!({}), JobOptions::new()).await.unwrap();
+    let id = take(&conn, &q, "alive", 300).await.unwrap();
+    let (actor, _h) = Actor::spawn(None, StalledChecker, args(&conn, "s3", None))
+        .await
+        .unwrap();
+    // Renew the short lock for 2 s (20 sweeps) with extendLock, as a live worker would.
+    for _ in 0..20 {
+        let keys = vec![q.keys().lock(&id), q.keys().stalled()];
+        let v = conn
+            .run_script(
+                ScriptId::ExtendLock,
+                keys,
+                vec![
+                    Value::from("alive"),
+                    Value::from("300"),
+                    Value::from(id.clone()),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(v.as_i64(), Some(1));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stats = call_t!(actor, StalledCheckerMsg::GetStats, 1000).unwrap();
+    assert!(stats.sweeps >= 10, "sweeps ran: {}", stats.sweeps);
+    assert_eq!(stats.recovered, 0);
+    assert_eq!(q.get_state(&id).await.unwrap(), echomq::JobState::Active);
+    assert!(!c
+        .hexists::<bool, _, _>(q.keys().job(&id), "stc")
+        .await
+        .unwrap());
+    actor.stop(None);
+}
+
+#[tokio::test]
+async fn fifty_racing_checkers_move_each_job_exactly_once() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "race").await.unwrap();
+    for _ in 0..100 {
+        q.add("j", &json!({}), JobOptions::new()).await.unwrap();
+    }
+    let mut ids = Vec::new();
+    while let Some(id) = take(&conn, &q, "t", 30_000).await {
+        c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
+        ids.push(id);
+    }
+    assert_eq!(ids.len(), 100);
+    let recovered = Arc::new(Mutex::new(Vec::new()));
+    let mut actors = Vec::new();
+    for _ in 0..50 {
+        let (a, _) = Actor::spawn(
+            None,
+            StalledChecker,
+            args(&conn, "race", Some(recovered.clone())),
+        )
+        .await
+        .unwrap();
+        actors.push(a);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while c.llen::<u64, _>(q.keys().wait()).await.unwrap() < 100 {
+        assert!(tokio::time::Instant::now() < deadline, "not all recovered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // let further sweeps run
+    let mut got = recovered.lock().unwrap().clone();
+    got.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "each job recovered exactly once across 50 checkers"
+    );
+    let stalled_events = events(&c, &q.keys().events())
+        .await
+        .into_iter()
+        .filter(|(n, _)| n == "stalled")
+        .count();
+    assert_eq!(stalled_events, 100);
+    for id in &ids {
+        assert_eq!(
+            c.hget::<String, _, _>(q.keys().job(id), "stc")
+                .await
+                .unwrap(),
+            "1"
+        );
+    }
+    for a in actors {
+        a.stop(None);
+    }
+}
+
+#[tokio::test]
+async fn a_scheduler_iteration_that_stalls_is_requeued_never_failed() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "sch").await.unwrap();
+    // A scheduler iteration as the scheduler scripts would store it.
+    let id = "repeat:nightly:1700000000000";
+    c.hset::<(), _, _>(
+        q.keys().job(id),
+        [
+            ("name", "n"),
+            ("data", "{}"),
+            ("opts", "{}"),
+            ("timestamp", "1700000000000"),
+            ("delay", "0"),
+            ("priority", "0"),
+            ("rjk", "nightly"),
+        ],
+    )
+    .await
+    .unwrap();
+    c.zadd::<(), _, _>(
+        q.keys().repeat(),
+        None,
+        None,
+        false,
+        false,
+        (1_700_000_000_000f64, "nightly"),
+    )
+    .await
+    .unwrap();
+    c.lpush::<(), _, _>(q.keys().wait(), id).await.unwrap();
+    let (actor, _h) = Actor::spawn(None, StalledChecker, args(&conn, "sch", None))
+        .await
+        .unwrap();
+    for round in 1..=3 {
+        assert_eq!(take(&conn, &q, "t", 30_000).await.as_deref(), Some(id));
+        c.del::<(), _>(q.keys().lock(id)).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while c.llen::<u64, _>(q.keys().wait()).await.unwrap() == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "round {round}: not recovered"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let h: std::collections::HashMap<String, String> = c.hgetall(q.keys().job(id)).await.unwrap();
+    assert_eq!(h["stc"], "3");
+    assert!(!h.contains_key("defa"));
+    actor.stop(None);
+}
+
+#[tokio::test]
+async fn stopping_and_restarting_mid_run_loses_nothing() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "restart").await.unwrap();
+    for _ in 0..20 {
+        q.add("j", &json!({}), JobOptions::new()).await.unwrap();
+    }
+    let mut ids = Vec::new();
+    while let Some(id) = take(&conn, &q, "t", 30_000).await {
+        c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
+        ids.push(id);
+    }
+    for _ in 0..5 {
+        let (a, h) = Actor::spawn(None, StalledChecker, args(&conn, "restart", None))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(70)).await;
+        a.kill();
+        let _ = h.await;
+    }
+    let (a, _h) = Actor::spawn(None, StalledChecker, args(&conn, "restart", None))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while c.llen::<u64, _>(q.keys().wait()).await.unwrap() < 20 {
+        assert!(tokio::time::Instant::now() < deadline, "not all recovered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.active), (20, 0));
+    for id in &ids {
+        assert_eq!(
+            c.hget::<String, _, _>(q.keys().job(id), "stc")
+                .await
+                .unwrap(),
+            "1"
+        );
+    }
+    a.stop(None);
+}
