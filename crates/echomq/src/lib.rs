@@ -27,6 +27,7 @@ pub mod config;
 pub mod connection;
 pub mod error;
 pub mod queue;
+pub mod queue_events;
 mod reply;
 pub mod stalled_checker;
 
@@ -36,6 +37,9 @@ pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
+pub use queue_events::{
+    Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom, Subscription,
+};
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
 };

@@ -1,0 +1,426 @@
+//! QueueEvents: the events stream `{P}events` as typed messages (seed E2.03.3).
+//!
+//! A reader task the actor owns runs `XREAD BLOCK` on a dedicated client and
+//! casts each batch to the actor, which fans it out to subscribers. The start
+//! position is fixed in `pre_start` (`$` is resolved to the stream's current
+//! last id), so every event appended after `spawn` returns is delivered: the
+//! actor is ready before its first event can exist.
+//!
+//! Subscribers get [`Delivery`] values through a bounded channel: a slow
+//! subscriber is never buffered without bound — it is told how many events it
+//! missed ([`Delivery::Lagged`]) once it has room again. A resume from an id the
+//! stream has already trimmed is reported as [`Delivery::Gap`] instead of
+//! skipping silently. Contract: `docs/queue-events.md`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use echomq_protocol::{Event, QueueKeys};
+use fred::prelude::{Client, ClientLike, StreamsInterface, Value};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use crate::connection::{blocking_options, Connection};
+use crate::error::{Error, Result};
+use crate::reply::as_string;
+
+/// Where a new QueueEvents starts reading.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartFrom {
+    /// Only events appended after the actor started (`$`, resolved at start).
+    Now,
+    /// Every event after this stream id (a saved cursor).
+    After(String),
+}
+
+/// Arguments of a [`QueueEvents`] actor.
+#[derive(Clone, Debug)]
+pub struct QueueEventsArgs {
+    /// The shared connection (a dedicated blocking client is made from it).
+    pub connection: Connection,
+    /// The queue whose stream is read.
+    pub queue: String,
+    /// Start position. Default [`StartFrom::Now`].
+    pub start: StartFrom,
+    /// XREAD block time, capped at 10 s. Default 10 s (as BullMQ Node).
+    pub block: Duration,
+    /// Entries per XREAD. Default 1000.
+    pub batch: u64,
+}
+
+impl QueueEventsArgs {
+    /// Defaults for `queue`.
+    pub fn new(connection: Connection, queue: impl Into<String>) -> Self {
+        Self {
+            connection,
+            queue: queue.into(),
+            start: StartFrom::Now,
+            block: Duration::from_secs(10),
+            batch: 1000,
+        }
+    }
+}
+
+/// What a subscriber receives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivery {
+    /// One event, in stream order.
+    Event(Event),
+    /// This many events were dropped for this subscriber because its buffer was full.
+    Lagged(u64),
+    /// The stream was trimmed past the cursor: entries after `after` up to `next`
+    /// (exclusive) are gone.
+    Gap {
+        /// The last id read before the gap.
+        after: String,
+        /// The first id still in the stream.
+        next: String,
+    },
+}
+
+/// A subscription handle for non-actor code: a bounded stream of [`Delivery`].
+#[derive(Debug)]
+pub struct Subscription {
+    /// Its id, for [`QueueEventsMsg::Unsubscribe`].
+    pub id: u64,
+    rx: mpsc::Receiver<Delivery>,
+}
+
+impl Subscription {
+    /// The next delivery; `None` once the QueueEvents actor stopped.
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        self.rx.recv().await
+    }
+}
+
+/// Messages of the [`QueueEvents`] actor.
+pub enum QueueEventsMsg {
+    /// Subscribe with a bounded buffer of `capacity` deliveries.
+    Subscribe(usize, RpcReplyPort<Subscription>),
+    /// Subscribe a host actor: `convert` maps a delivery to the host's message
+    /// (or `None` to skip it). Deliveries are cast; a stopped actor is dropped.
+    SubscribeActor(
+        Box<dyn Fn(Delivery) -> bool + Send + Sync>,
+        RpcReplyPort<u64>,
+    ),
+    /// Drop a subscription.
+    Unsubscribe(u64),
+    /// Reply with the id of the last entry delivered (the resume cursor).
+    GetLastId(RpcReplyPort<String>),
+    /// Stop reading and stop the actor.
+    Close,
+    /// A batch from the reader task (internal).
+    Batch(Vec<Event>, Option<(String, String)>),
+}
+
+impl std::fmt::Debug for QueueEventsMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueEventsMsg::Subscribe(c, _) => write!(f, "Subscribe({c})"),
+            QueueEventsMsg::SubscribeActor(..) => write!(f, "SubscribeActor"),
+            QueueEventsMsg::Unsubscribe(id) => write!(f, "Unsubscribe({id})"),
+            QueueEventsMsg::GetLastId(_) => write!(f, "GetLastId"),
+            QueueEventsMsg::Close => write!(f, "Close"),
+            QueueEventsMsg::Batch(b, g) => write!(f, "Batch({} events, gap {g:?})", b.len()),
+        }
+    }
+}
+
+/// Builds the converter for [`QueueEventsMsg::SubscribeActor`] from a host actor
+/// and a conversion function.
+pub fn actor_subscriber<M: ractor::Message>(
+    actor: ActorRef<M>,
+    convert: impl Fn(Delivery) -> Option<M> + Send + Sync + 'static,
+) -> Box<dyn Fn(Delivery) -> bool + Send + Sync> {
+    Box::new(move |d| match convert(d) {
+        Some(m) => actor.cast(m).is_ok(),
+        None => true,
+    })
+}
+
+/// The actor. Spawn it under the host's supervisor; `spawn` returns once the
+/// start position is fixed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueEvents;
+
+enum Sink {
+    Channel {
+        tx: mpsc::Sender<Delivery>,
+        missed: u64,
+    },
+    Actor(Box<dyn Fn(Delivery) -> bool + Send + Sync>),
+}
+
+/// Runtime state: the cursor and the subscribers.
+pub struct QueueEventsState {
+    last_id: String,
+    subscribers: HashMap<u64, Sink>,
+    next_id: u64,
+    reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Actor for QueueEvents {
+    type Msg = QueueEventsMsg;
+    type State = QueueEventsState;
+    type Arguments = QueueEventsArgs;
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> std::result::Result<Self::State, ActorProcessingErr> {
+        let keys = QueueKeys::new(args.connection.prefix(), &args.queue)?;
+        let stream = keys.events();
+        let last_id = match &args.start {
+            StartFrom::After(id) => {
+                parse_id(id).ok_or_else(|| Error::Config(format!("invalid stream id {id:?}")))?;
+                id.clone()
+            }
+            // Resolving `$` here, before spawn returns, is what makes the actor
+            // ready before its first event: nothing appended later is missed.
+            StartFrom::Now => last_entry_id(&args.connection, &stream).await?,
+        };
+        let client = args
+            .connection
+            .dedicated_client(Some(&keys.events_client_name()))
+            .await?;
+        let block = args
+            .block
+            .min(Duration::from_secs(10))
+            .max(Duration::from_millis(1));
+        let reader = tokio::spawn(read_loop(
+            me,
+            args.connection.clone(),
+            client,
+            stream,
+            last_id.clone(),
+            block,
+            args.batch.max(1),
+        ));
+        Ok(QueueEventsState {
+            last_id,
+            subscribers: HashMap::new(),
+            next_id: 1,
+            reader: Some(reader),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _me: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        if let Some(r) = state.reader.take() {
+            r.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        match msg {
+            QueueEventsMsg::Subscribe(capacity, reply) => {
+                let (tx, rx) = mpsc::channel(capacity.max(1));
+                let id = state.next_id;
+                state.next_id += 1;
+                state
+                    .subscribers
+                    .insert(id, Sink::Channel { tx, missed: 0 });
+                let _ = reply.send(Subscription { id, rx });
+            }
+            QueueEventsMsg::SubscribeActor(f, reply) => {
+                let id = state.next_id;
+                state.next_id += 1;
+                state.subscribers.insert(id, Sink::Actor(f));
+                let _ = reply.send(id);
+            }
+            QueueEventsMsg::Unsubscribe(id) => {
+                state.subscribers.remove(&id);
+            }
+            QueueEventsMsg::GetLastId(reply) => {
+                let _ = reply.send(state.last_id.clone());
+            }
+            QueueEventsMsg::Close => {
+                if let Some(r) = state.reader.take() {
+                    r.abort();
+                }
+                me.stop(Some("closed".into()));
+            }
+            QueueEventsMsg::Batch(events, gap) => {
+                if let Some((after, next)) = gap {
+                    state.deliver(Delivery::Gap { after, next });
+                }
+                for e in events {
+                    state.last_id = e.id.clone();
+                    state.deliver(Delivery::Event(e));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl QueueEventsState {
+    fn deliver(&mut self, d: Delivery) {
+        self.subscribers.retain(|_, sink| match sink {
+            Sink::Actor(f) => f(d.clone()),
+            Sink::Channel { tx, missed } => {
+                if *missed > 0 {
+                    match tx.try_send(Delivery::Lagged(*missed)) {
+                        Ok(()) => *missed = 0,
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            *missed += 1;
+                            return true;
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => return false,
+                    }
+                }
+                match tx.try_send(d.clone()) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        *missed += 1;
+                        true
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                }
+            }
+        });
+    }
+}
+
+/// The reader: XREAD BLOCK in a loop on its own client. Exits when the actor
+/// is gone (a failed cast). On a Redis error it waits, makes a fresh client and
+/// resumes from its cursor, checking for a trimmed gap.
+async fn read_loop(
+    me: ActorRef<QueueEventsMsg>,
+    conn: Connection,
+    mut client: Client,
+    stream: String,
+    mut cursor: String,
+    block: Duration,
+    batch: u64,
+) {
+    let opts = blocking_options(block);
+    let mut check_gap = true;
+    loop {
+        let gap = if check_gap {
+            trimmed_past(&client, &stream, &cursor).await
+        } else {
+            None
+        };
+        let reply = client
+            .with_options(&opts)
+            .xread::<Value, _, _>(
+                Some(batch),
+                Some(block.as_millis() as u64),
+                stream.as_str(),
+                cursor.as_str(),
+            )
+            .await;
+        match reply {
+            Ok(v) => {
+                let events = parse_xread(v);
+                if let Some(last) = events.last() {
+                    cursor = last.id.clone();
+                }
+                // A full batch means we are behind: the stream may be trimming
+                // past us, so look before the next read.
+                check_gap = events.len() as u64 >= batch;
+                if (!events.is_empty() || gap.is_some())
+                    && me.cast(QueueEventsMsg::Batch(events, gap)).is_err()
+                {
+                    break;
+                }
+            }
+            Err(e) => {
+                warn!(stream = %stream, error = %e, "XREAD failed; reconnecting");
+                let _ = client.quit().await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                if me.get_status() != ractor::ActorStatus::Running {
+                    break;
+                }
+                match conn.dedicated_client(None).await {
+                    Ok(c) => client = c,
+                    Err(e) => debug!(error = %e, "reconnect failed; retrying"),
+                }
+                check_gap = true;
+            }
+        }
+    }
+    let _ = client.quit().await;
+}
+
+/// `Some((cursor, first))` when entries after `cursor` may have been trimmed
+/// away. Trimming removes the oldest entries, so while the cursor's own entry
+/// still exists nothing after it is gone. Once it is gone and the first entry
+/// left is newer, entries in between may be lost; Redis keeps no count of
+/// trimmed ids (`max-deleted-entry-id` only follows XDEL), so this is reported
+/// conservatively: a gap may be empty, a lost entry is never silent.
+async fn trimmed_past(client: &Client, stream: &str, cursor: &str) -> Option<(String, String)> {
+    let cur = parse_id(cursor)?;
+    if cur == (0, 0) {
+        return None;
+    }
+    let own: Value = client.xrange(stream, cursor, cursor, Some(1)).await.ok()?;
+    if parse_xrange_first(own).is_some() {
+        return None;
+    }
+    let first: Value = client.xrange(stream, "-", "+", Some(1)).await.ok()?;
+    let first_id = parse_xrange_first(first)?;
+    (parse_id(&first_id)? > cur).then(|| (cursor.to_owned(), first_id))
+}
+
+async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
+    let v: Value = conn.pool().xrevrange(stream, "+", "-", Some(1)).await?;
+    Ok(parse_xrange_first(v).unwrap_or_else(|| "0-0".to_owned()))
+}
+
+fn parse_xrange_first(v: Value) -> Option<String> {
+    match v {
+        Value::Array(mut entries) if !entries.is_empty() => match entries.swap_remove(0) {
+            Value::Array(parts) => parts.first().and_then(as_string),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn parse_id(id: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// `[[key, [[id, [f, v, …]], …]]]` (RESP2) into events; nil (timeout) into none.
+fn parse_xread(v: Value) -> Vec<Event> {
+    let mut out = Vec::new();
+    let Value::Array(streams) = v else { return out };
+    for s in streams {
+        let Value::Array(mut parts) = s else { continue };
+        let Some(Value::Array(entries)) = parts.pop() else {
+            continue;
+        };
+        for entry in entries {
+            let Value::Array(mut e) = entry else { continue };
+            let fields = match e.pop() {
+                Some(Value::Array(f)) => f,
+                _ => continue,
+            };
+            let Some(id) = e.first().and_then(as_string) else {
+                continue;
+            };
+            let flat: Vec<String> = fields.iter().filter_map(as_string).collect();
+            let pairs = flat
+                .chunks(2)
+                .filter(|c| c.len() == 2)
+                .map(|c| (c[0].clone(), c[1].clone()))
+                .collect();
+            out.push(Event::parse(id, pairs));
+        }
+    }
+    out
+}

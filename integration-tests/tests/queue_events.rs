@@ -1,0 +1,176 @@
+//! QueueEvents against real Redis: typed, ordered, resumable, bounded.
+
+use std::time::Duration;
+
+use echomq::protocol::EventKind;
+use echomq::{
+    Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
+};
+use echomq_integration_tests::RedisServer;
+use fred::prelude::*;
+use ractor::{call_t, Actor};
+use serde_json::json;
+
+async fn next_event(sub: &mut echomq::Subscription) -> Delivery {
+    tokio::time::timeout(Duration::from_secs(5), sub.recv())
+        .await
+        .expect("a delivery within 5 s")
+        .expect("actor alive")
+}
+
+#[tokio::test]
+async fn events_arrive_typed_and_in_order_from_spawn_on() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "ev").await.unwrap();
+    q.add("before", &json!({}), JobOptions::new())
+        .await
+        .unwrap(); // not delivered: before spawn
+    let mut args = QueueEventsArgs::new(conn.clone(), "ev");
+    args.block = Duration::from_millis(200);
+    let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
+    // Ready as soon as spawn returns: an add right now is not missed.
+    q.add("a", &json!({}), JobOptions::new()).await.unwrap();
+    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 100).unwrap();
+    q.add(
+        "d",
+        &json!({}),
+        JobOptions::new().delay(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    q.update_progress("2", &json!({"step": 1})).await.unwrap();
+    q.pause().await.unwrap();
+    q.resume().await.unwrap();
+    let want = [
+        "added", "waiting", "added", "delayed", "progress", "paused", "resumed",
+    ];
+    let mut got = Vec::new();
+    for _ in 0..want.len() {
+        match next_event(&mut sub).await {
+            Delivery::Event(e) => got.push(e.kind),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(
+        got.iter().map(|k| k.name().to_string()).collect::<Vec<_>>(),
+        want
+    );
+    assert_eq!(
+        got[0],
+        EventKind::Added {
+            job_id: "2".into(),
+            name: "a".into()
+        }
+    );
+    assert!(matches!(&got[3], EventKind::Delayed { job_id, .. } if job_id == "3"));
+    assert!(matches!(&got[4], EventKind::Progress { data, .. } if data["step"] == 1));
+    qe.cast(QueueEventsMsg::Close).unwrap();
+}
+
+#[tokio::test]
+async fn a_restart_from_the_last_id_loses_nothing() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "rs").await.unwrap();
+    let mut args = QueueEventsArgs::new(conn.clone(), "rs");
+    args.block = Duration::from_millis(200);
+    let (qe, h) = Actor::spawn(None, QueueEvents, args.clone()).await.unwrap();
+    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 1000).unwrap();
+    for _ in 0..5 {
+        q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    }
+    for _ in 0..10 {
+        next_event(&mut sub).await;
+    }
+    let last = call_t!(qe, QueueEventsMsg::GetLastId, 2000).unwrap();
+    qe.kill();
+    let _ = h.await;
+    // Events while no consumer runs.
+    for _ in 0..5 {
+        q.add("y", &json!({}), JobOptions::new()).await.unwrap();
+    }
+    args.start = StartFrom::After(last);
+    let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
+    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 1000).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        if let Delivery::Event(e) = next_event(&mut sub).await {
+            ids.push(e.kind.job_id().unwrap().to_string());
+        }
+    }
+    assert_eq!(
+        ids,
+        vec!["6", "6", "7", "7", "8", "8", "9", "9", "10", "10"]
+    );
+    qe.cast(QueueEventsMsg::Close).unwrap();
+}
+
+#[tokio::test]
+async fn a_trimmed_stream_yields_a_gap() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "gap").await.unwrap();
+    q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let first: Value = c.xrange("emq:gap:events", "-", "+", Some(1)).await.unwrap();
+    let cursor = match first {
+        Value::Array(e) => match &e[0] {
+            Value::Array(p) => p[0].as_string().unwrap(),
+            _ => unreachable!(),
+        },
+        _ => unreachable!(),
+    };
+    for _ in 0..50 {
+        q.add("y", &json!({}), JobOptions::new()).await.unwrap();
+    }
+    // Trim exactly, far past the cursor.
+    c.xtrim::<(), _, _>("emq:gap:events", ("MAXLEN", "=", 10))
+        .await
+        .unwrap();
+    let mut args = QueueEventsArgs::new(conn.clone(), "gap");
+    args.start = StartFrom::After(cursor.clone());
+    args.block = Duration::from_millis(200);
+    let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
+    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 1000).unwrap();
+    match next_event(&mut sub).await {
+        Delivery::Gap { after, next } => {
+            assert_eq!(after, cursor);
+            assert_ne!(next, cursor);
+        }
+        other => panic!("expected a gap, got {other:?}"),
+    }
+    qe.cast(QueueEventsMsg::Close).unwrap();
+}
+
+#[tokio::test]
+async fn a_slow_subscriber_is_told_it_lagged() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "lag").await.unwrap();
+    let mut args = QueueEventsArgs::new(conn.clone(), "lag");
+    args.block = Duration::from_millis(200);
+    let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
+    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 4).unwrap();
+    for _ in 0..50 {
+        q.add("x", &json!({}), JobOptions::new()).await.unwrap(); // 100 events
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut events = 0u64;
+    let mut lagged = 0u64;
+    while let Ok(Some(d)) = tokio::time::timeout(Duration::from_millis(500), sub.recv()).await {
+        match d {
+            Delivery::Event(_) => events += 1,
+            Delivery::Lagged(n) => lagged += n,
+            Delivery::Gap { .. } => panic!("no gap here"),
+        }
+        if events + lagged >= 100 {
+            break;
+        }
+        // Give the actor a chance to deliver the Lagged notice once we made room.
+        q.update_progress("1", &json!(events)).await.unwrap();
+    }
+    assert_eq!(events.min(4), 4);
+    assert!(lagged > 0, "a 4-slot subscriber of 100+ events must lag");
+    qe.cast(QueueEventsMsg::Close).unwrap();
+}
