@@ -622,6 +622,10 @@ impl Queue {
 
     /// Retries up to `count` failed jobs (oldest first); returns how many moved.
     pub async fn retry_failed(&self, count: u64) -> Result<u64> {
+        if count == 0 {
+            // ZRANGE 0 -1 would mean "all of them".
+            return Ok(0);
+        }
         let ids: Vec<String> = self
             .conn
             .pool()
@@ -675,6 +679,10 @@ impl Queue {
 
     /// Promotes up to `count` delayed jobs (earliest first); returns how many moved.
     pub async fn promote_all(&self, count: u64) -> Result<u64> {
+        if count == 0 {
+            // ZRANGE 0 -1 would mean "all of them".
+            return Ok(0);
+        }
         let ids: Vec<String> = self
             .conn
             .pool()
@@ -713,8 +721,7 @@ impl Queue {
             .conn
             .run_script(ScriptId::ChangeDelay, keys, args)
             .await?;
-        int_or_code("changeDelay", &v)?;
-        Ok(())
+        not_found_or(id, int_or_code("changeDelay", &v))
     }
 
     /// Sets a new priority; a waiting job moves to its new place.
@@ -740,8 +747,7 @@ impl Queue {
             .conn
             .run_script(ScriptId::ChangePriority, keys, args)
             .await?;
-        int_or_code("changePriority", &v)?;
-        Ok(())
+        not_found_or(id, int_or_code("changePriority", &v))
     }
 
     /// Stores progress (any JSON value) and emits `progress`.
