@@ -1,0 +1,461 @@
+//! One function per subcommand.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use echomq::protocol::{Event, QueueKeys};
+use echomq::{
+    Backoff, Connection, ConnectionConfig, Delivery, JobOptions, NewJob, Queue, QueueEvents,
+    QueueEventsArgs, QueueEventsMsg, QueueOptions, StartFrom,
+};
+use fred::prelude::{ClientInterface, SortedSetsInterface, StreamsInterface, Value};
+use serde_json::json;
+
+use crate::cli::{AddOpts, Cli, Command};
+use crate::style::{self, paint};
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+pub async fn run(cli: Cli) -> Res {
+    // Validate everything that can be validated before touching Redis.
+    let queue_name = queue_of(&cli.command);
+    QueueKeys::new(&cli.prefix, queue_name)?;
+    let plan = Plan::build(&cli.command)?;
+    let conn = Connection::connect(ConnectionConfig {
+        url: cli.url.clone(),
+        prefix: cli.prefix.clone(),
+        pool_size: 2,
+        ..Default::default()
+    })
+    .await?;
+    // Read-only commands must not write the meta hash.
+    let read_only = matches!(
+        cli.command,
+        Command::Stats { .. }
+            | Command::Jobs { .. }
+            | Command::Job { .. }
+            | Command::Events { .. }
+            | Command::Audit { .. }
+    );
+    let queue = Queue::with_options(
+        &conn,
+        queue_name,
+        QueueOptions {
+            skip_meta_update: read_only,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let r = execute(&conn, &queue, cli.command, plan).await;
+    conn.close().await;
+    r
+}
+
+fn queue_of(c: &Command) -> &str {
+    match c {
+        Command::Stats { queue }
+        | Command::Add { queue, .. }
+        | Command::AddBulk { queue, .. }
+        | Command::Jobs { queue, .. }
+        | Command::Job { queue, .. }
+        | Command::Retry { queue, .. }
+        | Command::Promote { queue, .. }
+        | Command::Remove { queue, .. }
+        | Command::Pause { queue }
+        | Command::Resume { queue }
+        | Command::Drain { queue, .. }
+        | Command::Clean { queue, .. }
+        | Command::Events { queue, .. }
+        | Command::Audit { queue } => queue,
+    }
+}
+
+/// What a writing command will send, fully validated before connecting.
+enum Plan {
+    None,
+    Add(serde_json::Value, JobOptions),
+    Bulk(Vec<NewJob>),
+}
+
+impl Plan {
+    fn build(c: &Command) -> Res<Plan> {
+        Ok(match c {
+            Command::Add { data, opts, .. } => {
+                let data: serde_json::Value = serde_json::from_str(data)
+                    .map_err(|e| format!("job data is not valid JSON: {e}"))?;
+                let o = add_options(opts)?;
+                o.validate()?;
+                Plan::Add(data, o)
+            }
+            Command::AddBulk { file, .. } => {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| format!("{}: {e}", file.display()))?;
+                let mut jobs = Vec::new();
+                for (n, line) in text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| !l.trim().is_empty())
+                {
+                    let v: serde_json::Value = serde_json::from_str(line)
+                        .map_err(|e| format!("line {}: not JSON: {e}", n + 1))?;
+                    let name = v["name"]
+                        .as_str()
+                        .ok_or_else(|| format!("line {}: `name` (a string) is required", n + 1))?;
+                    let options = match v.get("opts") {
+                        Some(serde_json::Value::Object(m)) => JobOptions::from_stored(m),
+                        None | Some(serde_json::Value::Null) => JobOptions::new(),
+                        Some(_) => {
+                            return Err(format!("line {}: `opts` must be an object", n + 1).into())
+                        }
+                    };
+                    options
+                        .validate()
+                        .map_err(|e| format!("line {}: {e}", n + 1))?;
+                    jobs.push(NewJob {
+                        name: name.to_owned(),
+                        data: v.get("data").cloned().unwrap_or(json!({})),
+                        options,
+                    });
+                }
+                Plan::Bulk(jobs)
+            }
+            Command::Retry {
+                id: None,
+                all: false,
+                ..
+            }
+            | Command::Promote {
+                id: None,
+                all: false,
+                ..
+            } => return Err("give a job id or --all".into()),
+            _ => Plan::None,
+        })
+    }
+}
+
+fn add_options(o: &AddOpts) -> Res<JobOptions> {
+    let mut opts = JobOptions {
+        delay: o.delay,
+        priority: o.priority,
+        lifo: o.lifo,
+        job_id: o.job_id.clone(),
+        attempts: o.attempts,
+        ..Default::default()
+    };
+    if let Some(b) = &o.backoff {
+        let (kind, ms) = b
+            .split_once(':')
+            .ok_or("--backoff takes fixed:MS or exponential:MS")?;
+        let delay: u64 = ms
+            .parse()
+            .map_err(|_| format!("--backoff delay {ms:?} is not a number of ms"))?;
+        opts.backoff = Some(match kind {
+            "fixed" => Backoff::Fixed {
+                delay,
+                jitter: None,
+            },
+            "exponential" => Backoff::Exponential {
+                delay,
+                jitter: None,
+            },
+            other => {
+                return Err(format!("unknown backoff type {other:?} (fixed or exponential)").into())
+            }
+        });
+    }
+    Ok(opts)
+}
+
+async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> Res {
+    match command {
+        Command::Stats { .. } => stats(conn, q).await,
+        Command::Add { name, .. } => {
+            let Plan::Add(data, opts) = plan else {
+                unreachable!()
+            };
+            anstream::println!("{}", q.add(&name, &data, opts).await?);
+            Ok(())
+        }
+        Command::AddBulk { .. } => {
+            let Plan::Bulk(jobs) = plan else {
+                unreachable!()
+            };
+            let n = jobs.len();
+            let ids = q.add_bulk(jobs).await?;
+            anstream::println!(
+                "added {n} jobs{}",
+                ids.first()
+                    .map(|f| format!(" ({f}..{})", ids[ids.len() - 1]))
+                    .unwrap_or_default()
+            );
+            Ok(())
+        }
+        Command::Jobs {
+            state,
+            start,
+            end,
+            asc,
+            ..
+        } => {
+            for job in q.get_jobs(&[state.into()], start, end, asc).await? {
+                anstream::println!(
+                    "{}  {}  {}",
+                    paint(style::BOLD, &job.id),
+                    job.name,
+                    paint(style::DIM, truncate(&job.data.to_string(), 80))
+                );
+            }
+            Ok(())
+        }
+        Command::Job { id, .. } => show_job(conn, q, &id).await,
+        Command::Retry { id, all, count, .. } => {
+            match (id, all) {
+                (Some(id), _) => q.retry_job(&id, false).await?,
+                (None, _) => println!("retried {}", q.retry_failed(count).await?),
+            }
+            Ok(())
+        }
+        Command::Promote { id, count, .. } => {
+            match id {
+                Some(id) => q.promote(&id).await?,
+                None => println!("promoted {}", q.promote_all(count).await?),
+            }
+            Ok(())
+        }
+        Command::Remove {
+            id, keep_children, ..
+        } => {
+            match q.remove(&id, !keep_children).await? {
+                echomq::RemoveOutcome::Removed => println!("removed {id}"),
+                echomq::RemoveOutcome::Locked => {
+                    return Err(format!("job {id} is locked by a worker; nothing removed").into())
+                }
+            }
+            Ok(())
+        }
+        Command::Pause { .. } => Ok(q.pause().await?),
+        Command::Resume { .. } => Ok(q.resume().await?),
+        Command::Drain { delayed, .. } => Ok(q.drain(delayed).await?),
+        Command::Clean {
+            state,
+            grace,
+            limit,
+            ..
+        } => {
+            let ids = q
+                .clean(Duration::from_millis(grace), limit, state.into())
+                .await?;
+            anstream::println!("cleaned {}", ids.len());
+            Ok(())
+        }
+        Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
+        Command::Audit { .. } => {
+            let report = echomq::audit::audit(conn, q.name()).await?;
+            for v in &report.violations {
+                let s = if v.hard { style::BAD } else { style::WARN };
+                anstream::println!(
+                    "{} {} {}",
+                    paint(s, &v.check),
+                    v.job_id.as_deref().unwrap_or("-"),
+                    v.detail
+                );
+            }
+            anstream::println!(
+                "audit of {}: {} ids, {} violations ({} hard)",
+                q.name(),
+                report.ids,
+                report.violations.len(),
+                report.hard_count()
+            );
+            if report.hard_count() > 0 {
+                return Err("hard invariant violations found".into());
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn stats(conn: &Connection, q: &Queue) -> Res {
+    let c = q.counts().await?;
+    anstream::println!(
+        "{} {}{}",
+        paint(style::BOLD, "queue"),
+        q.name(),
+        if q.is_paused().await? {
+            paint(style::WARN, "  (paused)")
+        } else {
+            String::new()
+        }
+    );
+    for (name, n) in [
+        ("waiting", c.waiting),
+        ("prioritized", c.prioritized),
+        ("delayed", c.delayed),
+        ("active", c.active),
+        ("completed", c.completed),
+        ("failed", c.failed),
+        ("waiting-children", c.waiting_children),
+    ] {
+        anstream::println!("  {name:<17}{n}");
+    }
+    let schedulers: u64 = conn.pool().zcard(q.keys().repeat()).await?;
+    anstream::println!("  {:<17}{schedulers}", "schedulers");
+    let list: String = conn
+        .pool()
+        .next()
+        .client_list::<String, String>(None, None)
+        .await
+        .unwrap_or_default();
+    let base = q.keys().worker_client_name(None);
+    let workers: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.split(' ').find_map(|kv| kv.strip_prefix("name=")))
+        .filter(|n| *n == base || n.starts_with(&format!("{base}:w:")))
+        .map(|n| {
+            n.strip_prefix(&format!("{base}:w:"))
+                .unwrap_or("(unnamed)")
+                .to_owned()
+        })
+        .collect();
+    anstream::println!(
+        "  {:<17}{} {}",
+        "workers",
+        workers.len(),
+        paint(style::DIM, workers.join(", "))
+    );
+    Ok(())
+}
+
+async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
+    let Some(job) = q.get_job(id).await? else {
+        return Err(format!("job {id} not found").into());
+    };
+    let state = q.get_state(id).await?;
+    anstream::println!("{} {}  {:?}", paint(style::BOLD, "job"), job.id, state);
+    let raw: HashMap<String, String> =
+        fred::prelude::HashesInterface::hgetall(conn.pool(), q.keys().job(id)).await?;
+    let mut fields: Vec<_> = raw.into_iter().collect();
+    fields.sort();
+    for (k, v) in fields {
+        anstream::println!("  {k:<13}{v}");
+    }
+    let logs = q.get_logs(id, 0, -1).await?;
+    if !logs.is_empty() {
+        anstream::println!("{}", paint(style::BOLD, "logs"));
+        for l in logs {
+            anstream::println!("  {l}");
+        }
+    }
+    Ok(())
+}
+
+async fn events(conn: &Connection, q: &Queue, follow: bool, from: Option<String>) -> Res {
+    if !follow {
+        let entries: Value = match &from {
+            Some(id) => {
+                conn.pool()
+                    .xrange(q.keys().events(), format!("({id}"), "+", Some(1000))
+                    .await?
+            }
+            None => {
+                let mut v: Value = conn
+                    .pool()
+                    .xrevrange(q.keys().events(), "+", "-", Some(20))
+                    .await?;
+                if let Value::Array(a) = &mut v {
+                    a.reverse();
+                }
+                v
+            }
+        };
+        for e in parse_entries(entries) {
+            print_event(&e);
+        }
+        return Ok(());
+    }
+    let mut args = QueueEventsArgs::new(conn.clone(), q.name());
+    args.start = from.map(StartFrom::After).unwrap_or(StartFrom::Now);
+    let (actor, _h) = ractor::Actor::spawn(None, QueueEvents, args)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut sub = ractor::call_t!(actor, QueueEventsMsg::Subscribe, 5000, 10_000)
+        .map_err(|e| e.to_string())?;
+    loop {
+        tokio::select! {
+            d = sub.recv() => match d {
+                Some(Delivery::Event(e)) => print_event(&e),
+                Some(Delivery::Lagged(n)) => anstream::println!("{}", paint(style::WARN, format!("… {n} events skipped (output too slow)"))),
+                Some(Delivery::Gap { after, next }) => anstream::println!("{}", paint(style::WARN, format!("… gap: stream trimmed between {after} and {next}"))),
+                None => return Err("the events reader stopped".into()),
+            },
+            _ = tokio::signal::ctrl_c() => {
+                actor.cast(QueueEventsMsg::Close).ok();
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn parse_entries(v: Value) -> Vec<Event> {
+    let Value::Array(entries) = v else {
+        return Vec::new();
+    };
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let Value::Array(mut parts) = e else {
+                return None;
+            };
+            let Value::Array(flat) = parts.pop()? else {
+                return None;
+            };
+            let id = parts.first()?.as_string()?;
+            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
+            Some(Event::parse(
+                id,
+                flat.chunks(2)
+                    .filter(|c| c.len() == 2)
+                    .map(|c| (c[0].clone(), c[1].clone()))
+                    .collect(),
+            ))
+        })
+        .collect()
+}
+
+fn print_event(e: &Event) {
+    let name = e.kind.name();
+    let detail = match &e.kind {
+        echomq::EventKind::Completed { return_value, .. } => {
+            format!("→ {}", truncate(&return_value.to_string(), 60))
+        }
+        echomq::EventKind::Failed { failed_reason, .. } => {
+            format!("✗ {}", truncate(failed_reason, 60))
+        }
+        echomq::EventKind::Progress { data, .. } => data.to_string(),
+        echomq::EventKind::Delayed { delay, .. } => format!("due {delay}"),
+        echomq::EventKind::Waiting { prev: Some(p), .. }
+        | echomq::EventKind::Removed { prev: p, .. } => format!("from {p}"),
+        echomq::EventKind::RetriesExhausted { attempts_made, .. } => {
+            format!("after {attempts_made} attempts")
+        }
+        echomq::EventKind::Cleaned { count } => format!("{count} jobs"),
+        echomq::EventKind::Unknown { fields, .. } => format!("{fields:?}"),
+        _ => String::new(),
+    };
+    anstream::println!(
+        "{} {:<17} {:<10} {}",
+        paint(style::DIM, &e.id),
+        paint(style::for_event(name), name),
+        e.kind.job_id().unwrap_or(""),
+        detail
+    );
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
