@@ -13,6 +13,11 @@ demo: _ensure-redis
 test: _ensure-redis _ensure-node-packages
     cargo test --workspace
 
+# Benchmarks: EchoMQ and BullMQ Node on the same fresh redis-server, one table
+# with ratios (BENCH_SCALE=0.1 for a quick run).
+bench: _ensure-redis _ensure-node-packages
+    cargo run --release -q -p echomq-integration-tests --bin bench
+
 # Formatting and lints, as CI checks them.
 lint:
     cargo fmt --all -- --check

@@ -39,7 +39,7 @@ pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, Keep
 pub use error::{Error, Result};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
-    Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom, Subscription,
+    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom, Subscription,
 };
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
