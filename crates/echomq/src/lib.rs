@@ -27,10 +27,12 @@ pub mod audit;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod lock_manager;
 pub mod queue;
 pub mod queue_events;
 mod reply;
 pub mod stalled_checker;
+pub mod worker;
 
 pub use config::ConnectionConfig;
 pub use connection::Connection;
@@ -44,3 +46,5 @@ pub use queue_events::{
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
 };
+pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
+pub use worker::{ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};

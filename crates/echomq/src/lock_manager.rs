@@ -1,0 +1,324 @@
+//! The [`LockManager`] actor: one timer per worker, and every lock due for
+//! renewal extended in one `extendLocks` call, whatever the number of held
+//! jobs (processes.md §1). The contract is in `docs/lock-manager.md`.
+//!
+//! N held jobs cost one timer and at most one Redis round trip per tick, not
+//! N. A lock that cannot be renewed is reported to the Worker at once, which
+//! cancels that job's processor and does not finish the job.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use echomq_protocol::packing::pack_strings;
+use echomq_protocol::{QueueKeys, ScriptId};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::{debug, info, info_span, warn, Instrument};
+
+use crate::connection::Connection;
+use crate::reply::{bytes, strings, text};
+use crate::worker::WorkerMsg;
+
+/// Start-up arguments of a [`LockManager`].
+#[derive(Clone, Debug)]
+pub struct LockManagerArgs {
+    /// The shared connection.
+    pub connection: Connection,
+    /// The queue's keys.
+    pub keys: QueueKeys,
+    /// TTL each renewal gives a lock. BullMQ default 30 s.
+    pub lock_duration: Duration,
+    /// Renewal window; `None` = `lock_duration / 2`. The timer ticks every
+    /// half window and renews the locks last renewed more than half a window
+    /// ago.
+    pub lock_renew_time: Option<Duration>,
+    /// The Worker to report lost locks to. When set, the LockManager attaches
+    /// itself to that Worker on start ([`WorkerMsg::AttachLockManager`]), so
+    /// a restarted LockManager gets every held job tracked again.
+    pub worker: Option<ActorRef<WorkerMsg>>,
+}
+
+impl LockManagerArgs {
+    fn renew_time(&self) -> Duration {
+        self.lock_renew_time
+            .unwrap_or(self.lock_duration / 2)
+            .max(Duration::from_millis(2))
+    }
+}
+
+/// One tracked lock, as answered to [`LockManagerMsg::GetTracked`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedLock {
+    /// Job id.
+    pub id: String,
+    /// Lock token.
+    pub token: String,
+    /// Time since the last renewal (or since tracking started).
+    pub since_renewal: Duration,
+}
+
+/// Counters, answered to [`LockManagerMsg::GetStats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// Timer ticks handled.
+    pub ticks: u64,
+    /// `extendLocks` calls made (one per tick at most, plus one per RenewNow).
+    pub extend_calls: u64,
+    /// Locks renewed, summed over all calls.
+    pub renewed: u64,
+    /// Locks found lost.
+    pub lost: u64,
+    /// Size of the last batch sent.
+    pub last_batch: usize,
+    /// Renewal calls that failed on Redis and were retried.
+    pub redis_errors: u64,
+}
+
+/// The LockManager's messages.
+#[derive(Debug)]
+pub enum LockManagerMsg {
+    /// Renew this job's lock from now on.
+    Track {
+        /// Job id.
+        id: String,
+        /// The token the lock holds.
+        token: String,
+    },
+    /// Stop renewing this job's lock.
+    Untrack {
+        /// Job id.
+        id: String,
+    },
+    /// Renew every tracked lock now, due or not (one call); the timer is
+    /// not affected.
+    RenewNow,
+    /// The tracked locks.
+    GetTracked(RpcReplyPort<Vec<TrackedLock>>),
+    /// The counters.
+    GetStats(RpcReplyPort<LockStats>),
+    /// The timer (opaque to hosts).
+    Tick(Tick),
+}
+
+/// A timer message; only the LockManager makes them.
+#[derive(Debug)]
+pub struct Tick(u64);
+
+/// The LockManager actor. Spawn it linked to the host's supervisor, one per
+/// Worker; name it `None` (the registry is global).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LockManager;
+
+/// The actor's state.
+pub struct LockManagerState {
+    args: LockManagerArgs,
+    renew_time: Duration,
+    tracked: HashMap<String, Entry>,
+    stats: LockStats,
+    timer_gen: u64,
+    failing_since: Option<Instant>,
+    span: tracing::Span,
+}
+
+struct Entry {
+    token: String,
+    last: Instant,
+}
+
+impl Actor for LockManager {
+    type Msg = LockManagerMsg;
+    type State = LockManagerState;
+    type Arguments = LockManagerArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LockManagerMsg>,
+        args: LockManagerArgs,
+    ) -> Result<LockManagerState, ActorProcessingErr> {
+        if args.lock_duration.is_zero() {
+            return Err("lock_duration must be positive".into());
+        }
+        let renew_time = args.renew_time();
+        let span = info_span!("lock_manager", queue = %args.keys.name());
+        Ok(LockManagerState {
+            args,
+            renew_time,
+            tracked: HashMap::new(),
+            stats: LockStats::default(),
+            timer_gen: 0,
+            failing_since: None,
+            span,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<LockManagerMsg>,
+        state: &mut LockManagerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let _enter = state.span.clone().entered();
+        info!(
+            renew_every_ms = (state.renew_time / 2).as_millis() as u64,
+            "lock manager started"
+        );
+        arm(&myself, state, state.renew_time / 2);
+        if let Some(w) = &state.args.worker {
+            // The Worker answers with Track for every job it holds.
+            let _ = w.cast(WorkerMsg::AttachLockManager(myself.clone()));
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<LockManagerMsg>,
+        msg: LockManagerMsg,
+        state: &mut LockManagerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = state.span.clone();
+        handle(myself, msg, state).instrument(span).await
+    }
+}
+
+async fn handle(
+    myself: ActorRef<LockManagerMsg>,
+    msg: LockManagerMsg,
+    state: &mut LockManagerState,
+) -> Result<(), ActorProcessingErr> {
+    {
+        match msg {
+            LockManagerMsg::Track { id, token } => {
+                // Tracking starts at take time: the lock is fresh, first
+                // renewal due half a window later.
+                state.tracked.insert(
+                    id,
+                    Entry {
+                        token,
+                        last: Instant::now(),
+                    },
+                );
+            }
+            LockManagerMsg::Untrack { id } => {
+                state.tracked.remove(&id);
+            }
+            LockManagerMsg::RenewNow => {
+                if let Err(e) = renew(state, true).await {
+                    return on_error(state, e);
+                }
+            }
+            LockManagerMsg::GetTracked(reply) => {
+                let now = Instant::now();
+                let mut v: Vec<TrackedLock> = state
+                    .tracked
+                    .iter()
+                    .map(|(id, e)| TrackedLock {
+                        id: id.clone(),
+                        token: e.token.clone(),
+                        since_renewal: now.saturating_duration_since(e.last),
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.id.cmp(&b.id));
+                let _ = reply.send(v);
+            }
+            LockManagerMsg::GetStats(reply) => {
+                let _ = reply.send(state.stats.clone());
+            }
+            LockManagerMsg::Tick(Tick(gen)) => {
+                if gen != state.timer_gen {
+                    return Ok(());
+                }
+                state.stats.ticks += 1;
+                let period = state.renew_time / 2;
+                match renew(state, false).await {
+                    Ok(()) => arm(&myself, state, period),
+                    Err(e) => {
+                        on_error(state, e)?;
+                        // Retry soon, still inside the window.
+                        arm(&myself, state, (period / 4).max(Duration::from_millis(10)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Re-arms the one timer; an older pending tick is ignored by generation, so
+/// there is never more than one live timer, and a slow call never piles
+/// ticks up.
+fn arm(myself: &ActorRef<LockManagerMsg>, state: &mut LockManagerState, after: Duration) {
+    state.timer_gen += 1;
+    let gen = state.timer_gen;
+    myself.send_after(after, move || LockManagerMsg::Tick(Tick(gen)));
+}
+
+/// A failed renewal call: retried while the oldest lock may still be alive,
+/// otherwise the actor fails for its supervisor.
+fn on_error(state: &mut LockManagerState, e: crate::Error) -> Result<(), ActorProcessingErr> {
+    state.stats.redis_errors += 1;
+    if !e.is_connection() {
+        return Err(Box::new(e));
+    }
+    let since = *state.failing_since.get_or_insert_with(Instant::now);
+    if since.elapsed() > state.args.lock_duration {
+        warn!(error = %e, "renewals failing for longer than a lock lives");
+        return Err(Box::new(e));
+    }
+    warn!(error = %e, "lock renewal failed; retrying");
+    Ok(())
+}
+
+/// One `extendLocks` call for every lock due (all of them with `force`).
+async fn renew(state: &mut LockManagerState, force: bool) -> Result<(), crate::Error> {
+    let now = Instant::now();
+    let threshold = state.renew_time / 2;
+    let mut ids = Vec::new();
+    let mut tokens = Vec::new();
+    for (id, e) in &state.tracked {
+        if force || now.saturating_duration_since(e.last) >= threshold {
+            ids.push(id.clone());
+            tokens.push(e.token.clone());
+        }
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let k = &state.args.keys;
+    let args = vec![
+        text(k.prefix_key()),
+        bytes(pack_strings(&tokens)),
+        bytes(pack_strings(&ids)),
+        text(state.args.lock_duration.as_millis()),
+    ];
+    state.stats.extend_calls += 1;
+    state.stats.last_batch = ids.len();
+    let v = state
+        .args
+        .connection
+        .run_script(ScriptId::ExtendLocks, vec![k.stalled()], args)
+        .await?;
+    state.failing_since = None;
+    let failed = strings("extendLocks", v)?;
+    let lost: std::collections::HashSet<&str> = failed.iter().map(String::as_str).collect();
+    let mut renewed = 0u64;
+    for (id, token) in ids.iter().zip(&tokens) {
+        if lost.contains(id.as_str()) {
+            // Track/Untrack wait behind this handler, so the entry is still
+            // the one that was sent.
+            state.tracked.remove(id);
+            state.stats.lost += 1;
+            warn!(job_id = %id, "lock lost: reporting to the worker");
+            if let Some(w) = &state.args.worker {
+                let _ = w.cast(WorkerMsg::LockLost {
+                    job_id: id.clone(),
+                    token: token.clone(),
+                });
+            }
+        } else if let Some(e) = state.tracked.get_mut(id) {
+            e.last = now;
+            renewed += 1;
+        }
+    }
+    state.stats.renewed += renewed;
+    debug!(renewed, lost = failed.len(), "locks renewed");
+    Ok(())
+}

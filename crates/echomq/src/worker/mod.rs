@@ -1,0 +1,535 @@
+//! The [`Worker`] actor: fetches jobs of one queue, locks them, runs a
+//! [`Processor`] on each and finishes them, as BullMQ 6.2.0 workers do
+//! (shared/protocol/worker-loop.md). The contract is in `docs/worker.md`.
+//!
+//! The library ships no supervision tree: the host spawns the Worker and its
+//! [`LockManager`](crate::lock_manager::LockManager) under its own supervisor
+//! (see [`spawn_linked`]) and decides about restarts.
+
+mod backoff;
+mod core;
+mod fetcher;
+mod job;
+mod processor;
+mod run;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+pub use self::backoff::{decide as retry_decision, delay as backoff_delay, RetryDecision};
+pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
+pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};
+
+use self::core::{lock, WorkerCore, CANCEL_LOCK_LOST, CANCEL_SHUTDOWN};
+use crate::lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
+use crate::{Connection, KeepJobs, Queue};
+
+/// Settings of a worker; the defaults are BullMQ 6.2.0's.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// Jobs run at the same time. Default 1.
+    pub concurrency: usize,
+    /// TTL of a job lock, set on take and on every renewal. Default 30 s.
+    pub lock_duration: Duration,
+    /// How often the lock is renewed; `None` = `lock_duration / 2`.
+    pub lock_renew_time: Option<Duration>,
+    /// Period of the stalled check (run by the StalledChecker actor; kept
+    /// here so one settings struct describes the worker). Default 30 s.
+    pub stalled_interval: Duration,
+    /// Stalls tolerated before a job is failed. Default 1.
+    pub max_stalled_count: u64,
+    /// BZPOPMIN timeout when nothing is delayed. Default 5 s (capped at 10 s).
+    pub drain_delay: Duration,
+    /// Worker name: `pb` of taken jobs and the `:w:<name>` suffix of the
+    /// blocking connection's client name. Default none.
+    pub name: Option<String>,
+    /// Jobs whose `ats` exceeds this are failed on pick-up. Default none.
+    pub max_started_attempts: Option<u64>,
+    /// Retention after completion when the job sets none.
+    pub remove_on_complete: Option<KeepJobs>,
+    /// Retention after final failure when the job sets none.
+    pub remove_on_fail: Option<KeepJobs>,
+    /// Metrics data points (`None` = metrics off).
+    pub max_metrics_size: Option<u64>,
+    /// How often the actor checks that the blocking read is alive. Default 5 s.
+    pub watchdog_interval: Duration,
+    /// How long a cancelled processor may run on before its future is
+    /// dropped. Default 1 s.
+    pub cancel_grace: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            concurrency: 1,
+            lock_duration: Duration::from_millis(30_000),
+            lock_renew_time: None,
+            stalled_interval: Duration::from_millis(30_000),
+            max_stalled_count: 1,
+            drain_delay: Duration::from_secs(5),
+            name: None,
+            max_started_attempts: None,
+            remove_on_complete: None,
+            remove_on_fail: None,
+            max_metrics_size: None,
+            watchdog_interval: Duration::from_secs(5),
+            cancel_grace: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Start-up arguments of a [`Worker`].
+#[derive(Clone)]
+pub struct WorkerArgs {
+    /// The queue (and through it the shared connection).
+    pub queue: Queue,
+    /// The code run for every job.
+    pub processor: Arc<dyn Processor>,
+    /// Settings.
+    pub options: WorkerOptions,
+    /// The LockManager that renews this worker's locks, when already spawned.
+    /// A LockManager spawned with this worker's ref attaches itself instead.
+    pub lock_manager: Option<ActorRef<LockManagerMsg>>,
+    /// Where [`WorkerEvent`]s go; full channel = event dropped and counted.
+    pub events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
+}
+
+impl WorkerArgs {
+    /// Arguments with default options and no event channel.
+    pub fn new(queue: Queue, processor: Arc<dyn Processor>) -> Self {
+        WorkerArgs {
+            queue,
+            processor,
+            options: WorkerOptions::default(),
+            lock_manager: None,
+            events: None,
+        }
+    }
+
+    /// The LockManager arguments matching these settings.
+    pub fn lock_manager_args(&self, worker: Option<ActorRef<WorkerMsg>>) -> LockManagerArgs {
+        LockManagerArgs {
+            connection: self.queue.connection().clone(),
+            keys: self.queue.keys().clone(),
+            lock_duration: self.options.lock_duration,
+            lock_renew_time: self.options.lock_renew_time,
+            worker,
+        }
+    }
+}
+
+/// What a worker tells its host, through [`WorkerArgs::events`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorkerEvent {
+    /// The job completed.
+    Completed {
+        /// Job id.
+        job_id: String,
+    },
+    /// An attempt failed; `retrying` says whether the job will run again.
+    Failed {
+        /// Job id.
+        job_id: String,
+        /// `failedReason`.
+        reason: String,
+        /// Moved to `wait`/`delayed` for another attempt.
+        retrying: bool,
+    },
+    /// The job's lock was lost (renewal or transition refused): its
+    /// processor was cancelled and the worker did not finish it.
+    LockLost {
+        /// Job id.
+        job_id: String,
+    },
+    /// A transition found the job gone from `active` (or deleted).
+    FinishRejected {
+        /// Job id.
+        job_id: String,
+    },
+    /// The job was moved back to `wait` at the close deadline.
+    MovedBack {
+        /// Job id.
+        job_id: String,
+    },
+}
+
+/// A snapshot answered to [`WorkerMsg::GetStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerStatus {
+    /// Ids of the jobs held now.
+    pub active_jobs: Vec<String>,
+    /// Transitions made (completed, failed, retried, delayed).
+    pub processed: u64,
+    /// Failed attempts.
+    pub failed: u64,
+    /// Time of the last job taken (ms), if any.
+    pub last_fetch_ms: Option<u64>,
+    /// Current concurrency.
+    pub concurrency: usize,
+    /// Locally paused.
+    pub paused: bool,
+    /// Closing.
+    pub closing: bool,
+    /// A LockManager is attached.
+    pub lock_manager_attached: bool,
+    /// Events dropped because the host's channel was full.
+    pub dropped_events: u64,
+}
+
+/// What [`WorkerMsg::Close`] answers once the worker has let every job go.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CloseReport {
+    /// Jobs still running when Close arrived that finished before the deadline.
+    pub finished_in_time: usize,
+    /// Jobs cancelled at the deadline and moved back to `wait`.
+    pub moved_back: Vec<String>,
+}
+
+/// The Worker's messages. Use `call_t!` for the ones with a reply port.
+pub enum WorkerMsg {
+    /// Stop taking jobs (local; nothing is written to Redis). Running jobs go on.
+    Pause,
+    /// Take jobs again.
+    Resume,
+    /// Change the concurrency (at least 1). Lowering it lets extra slots end
+    /// with their current job.
+    SetConcurrency(usize),
+    /// A snapshot of the worker.
+    GetStatus(RpcReplyPort<WorkerStatus>),
+    /// Ordered shutdown (docs/worker.md): stop fetching, keep renewing locks,
+    /// wait for running jobs up to the timeout, cancel the rest and move them
+    /// back to `wait`, close the blocking connection, answer, stop.
+    Close(Duration, RpcReplyPort<CloseReport>),
+    /// Use this LockManager from now on; every held job is tracked again.
+    AttachLockManager(ActorRef<LockManagerMsg>),
+    /// From the LockManager: the lock of `job_id` (taken with `token`) could
+    /// not be renewed. The job's processor is cancelled; it is not finished.
+    LockLost {
+        /// Job id.
+        job_id: String,
+        /// The token whose renewal failed.
+        token: String,
+    },
+    /// Messages the worker sends itself.
+    Internal(Internal),
+}
+
+/// The worker's own timer and task messages (opaque to hosts).
+#[derive(Debug)]
+pub struct Internal(InternalKind);
+
+#[derive(Debug)]
+enum InternalKind {
+    Beat,
+    SlotFreed,
+    Watchdog,
+    CloseDeadline,
+}
+
+/// The Worker actor. Spawn it with `Actor::spawn_linked(None, Worker,
+/// args, supervisor)`; see [`spawn_linked`] for the Worker + LockManager pair.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Worker;
+
+/// The actor's state.
+pub struct WorkerState {
+    core: Arc<WorkerCore>,
+    stop_fetcher: CancellationToken,
+    fetcher: Option<tokio::task::JoinHandle<()>>,
+    close: Option<PendingClose>,
+    span: tracing::Span,
+}
+
+struct PendingClose {
+    reply: RpcReplyPort<CloseReport>,
+    running_at_close: Vec<String>,
+    moved_back: Vec<String>,
+}
+
+impl Actor for Worker {
+    type Msg = WorkerMsg;
+    type State = WorkerState;
+    type Arguments = WorkerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<WorkerMsg>,
+        args: WorkerArgs,
+    ) -> Result<WorkerState, ActorProcessingErr> {
+        if args.options.lock_duration.is_zero() {
+            return Err("lock_duration must be positive".into());
+        }
+        let span =
+            tracing::info_span!("worker", queue = %args.queue.name(), worker = ?args.options.name);
+        let core = Arc::new(WorkerCore::new(
+            args.queue,
+            args.processor,
+            args.options,
+            myself.clone(),
+            args.events,
+        ));
+        if let Some(lm) = args.lock_manager {
+            lock(&core.seam).lock_manager = Some(lm);
+        }
+        let stop = CancellationToken::new();
+        let fetcher = fetcher::spawn(core.clone(), stop.clone());
+        myself.send_after(core.opts.watchdog_interval, || {
+            WorkerMsg::Internal(Internal(InternalKind::Watchdog))
+        });
+        span.in_scope(|| info!(concurrency = core.opts.concurrency, "worker started"));
+        Ok(WorkerState {
+            core,
+            stop_fetcher: stop,
+            fetcher: Some(fetcher),
+            close: None,
+            span,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<WorkerMsg>,
+        msg: WorkerMsg,
+        state: &mut WorkerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let _enter = state.span.clone().entered();
+        self.handle_sync(&myself, msg, state);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<WorkerMsg>,
+        state: &mut WorkerState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.stop_fetcher.cancel();
+        state.core.gate.set(|g| g.closing = true);
+        fetcher::discard_blocking_client(&state.core);
+        Ok(())
+    }
+}
+
+impl Worker {
+    // Every handler is synchronous: Redis work happens in the tasks the
+    // worker owns, so the mailbox never waits on the network.
+    fn handle_sync(&self, myself: &ActorRef<WorkerMsg>, msg: WorkerMsg, state: &mut WorkerState) {
+        let core = state.core.clone();
+        match msg {
+            WorkerMsg::Pause => core.gate.set(|g| g.paused = true),
+            WorkerMsg::Resume => {
+                // A marker popped while paused is gone: look at the queue
+                // directly instead of waiting for the next one.
+                core.drained.store(false, Ordering::Relaxed);
+                core.gate.set(|g| g.paused = false);
+            }
+            WorkerMsg::SetConcurrency(n) => {
+                info!(concurrency = n, "concurrency changed");
+                core.drained.store(false, Ordering::Relaxed);
+                core.gate.set(|g| g.limit = n.max(1));
+            }
+            WorkerMsg::GetStatus(reply) => {
+                let _ = reply.send(status(&core));
+            }
+            WorkerMsg::AttachLockManager(lm) => {
+                let mut seam = lock(&core.seam);
+                for (id, held) in &seam.held {
+                    let _ = lm.cast(LockManagerMsg::Track {
+                        id: id.clone(),
+                        token: held.token.to_string(),
+                    });
+                }
+                info!(
+                    held = seam.held.len(),
+                    "lock manager attached; held jobs tracked again"
+                );
+                seam.lock_manager = Some(lm);
+            }
+            WorkerMsg::LockLost { job_id, token } => {
+                let held = {
+                    let mut seam = lock(&core.seam);
+                    match seam.held.get(&job_id) {
+                        Some(h) if *h.token == *token => seam.held.remove(&job_id),
+                        _ => None,
+                    }
+                };
+                if let Some(h) = held {
+                    warn!(%job_id, "lock lost: cancelling the job's processor");
+                    h.reason.store(CANCEL_LOCK_LOST, Ordering::Release);
+                    h.cancel.cancel();
+                    core.emit(WorkerEvent::LockLost { job_id });
+                } else {
+                    debug!(%job_id, "lock lost for a job no longer held");
+                }
+            }
+            WorkerMsg::Close(timeout, reply) => self.start_close(myself, state, timeout, reply),
+            WorkerMsg::Internal(Internal(kind)) => match kind {
+                InternalKind::Beat => {}
+                InternalKind::SlotFreed => self.maybe_finish_close(myself, state),
+                InternalKind::CloseDeadline => {
+                    let held: Vec<(String, core::Held)> = lock(&core.seam)
+                        .held
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    if let Some(pc) = state.close.as_mut() {
+                        for (id, h) in held {
+                            warn!(job_id = %id, "close deadline: cancelling and moving back to wait");
+                            h.reason.store(CANCEL_SHUTDOWN, Ordering::Release);
+                            h.cancel.cancel();
+                            pc.moved_back.push(id);
+                        }
+                    }
+                    self.maybe_finish_close(myself, state);
+                }
+                InternalKind::Watchdog => {
+                    self.watchdog(state);
+                    myself.send_after(core.opts.watchdog_interval, || {
+                        WorkerMsg::Internal(Internal(InternalKind::Watchdog))
+                    });
+                }
+            },
+        }
+    }
+
+    fn start_close(
+        &self,
+        myself: &ActorRef<WorkerMsg>,
+        state: &mut WorkerState,
+        timeout: Duration,
+        reply: RpcReplyPort<CloseReport>,
+    ) {
+        if state.close.is_some() {
+            // A second Close gets the same final answer as the first would: not
+            // worth a queue of ports; answer empty at once.
+            let _ = reply.send(CloseReport::default());
+            return;
+        }
+        let core = &state.core;
+        info!(
+            timeout_ms = timeout.as_millis() as u64,
+            "closing: fetching stopped, waiting for running jobs"
+        );
+        core.gate.set(|g| g.closing = true);
+        state.stop_fetcher.cancel();
+        let running: Vec<String> = lock(&core.seam).held.keys().cloned().collect();
+        state.close = Some(PendingClose {
+            reply,
+            running_at_close: running,
+            moved_back: Vec::new(),
+        });
+        myself.send_after(timeout, || {
+            WorkerMsg::Internal(Internal(InternalKind::CloseDeadline))
+        });
+        self.maybe_finish_close(myself, state);
+    }
+
+    fn maybe_finish_close(&self, myself: &ActorRef<WorkerMsg>, state: &mut WorkerState) {
+        if state.close.is_none() {
+            return;
+        }
+        let (_, in_use, _, _) = state.core.gate.snapshot();
+        let fetcher_done = state.fetcher.as_ref().map_or(true, |h| h.is_finished());
+        if in_use > 0 || !fetcher_done {
+            if !fetcher_done {
+                // The fetcher may sit in BZPOPMIN: unblock it, then look again.
+                fetcher::discard_blocking_client(&state.core);
+                myself.send_after(Duration::from_millis(50), || {
+                    WorkerMsg::Internal(Internal(InternalKind::SlotFreed))
+                });
+            }
+            return;
+        }
+        let Some(pc) = state.close.take() else { return };
+        fetcher::discard_blocking_client(&state.core);
+        let moved: std::collections::HashSet<&String> = pc.moved_back.iter().collect();
+        let report = CloseReport {
+            finished_in_time: pc
+                .running_at_close
+                .iter()
+                .filter(|id| !moved.contains(id))
+                .count(),
+            moved_back: pc.moved_back.clone(),
+        };
+        info!(
+            finished = report.finished_in_time,
+            moved_back = report.moved_back.len(),
+            "worker closed"
+        );
+        let _ = pc.reply.send(report);
+        // The LockManager exists for this worker only; with every job let
+        // go it has nothing left to renew.
+        if let Some(lm) = lock(&state.core.seam).lock_manager.take() {
+            lm.stop(Some("worker closed".into()));
+        }
+        myself.stop(Some("closed".into()));
+    }
+
+    fn watchdog(&self, state: &mut WorkerState) {
+        if state.close.is_some() {
+            return;
+        }
+        let core = &state.core;
+        let now = Connection::now_ms();
+        let deadline = core.watch.blocking_deadline.load(Ordering::Relaxed);
+        let stuck = deadline != 0 && now > deadline + fetcher::WATCHDOG_MARGIN.as_millis() as u64;
+        let dead = state.fetcher.as_ref().map_or(true, |h| h.is_finished());
+        if stuck || dead {
+            warn!(
+                stuck,
+                dead, "fetch loop not alive: restarting it on a fresh connection"
+            );
+            state.stop_fetcher.cancel();
+            if let Some(h) = state.fetcher.take() {
+                h.abort();
+            }
+            fetcher::discard_blocking_client(core);
+            core.watch.blocking_deadline.store(0, Ordering::Relaxed);
+            state.stop_fetcher = CancellationToken::new();
+            state.fetcher = Some(fetcher::spawn(core.clone(), state.stop_fetcher.clone()));
+        }
+    }
+}
+
+fn status(core: &WorkerCore) -> WorkerStatus {
+    let (limit, _, paused, closing) = core.gate.snapshot();
+    let seam = lock(&core.seam);
+    let mut active_jobs: Vec<String> = seam.held.keys().cloned().collect();
+    active_jobs.sort();
+    let last = core.last_fetch.load(Ordering::Relaxed);
+    WorkerStatus {
+        active_jobs,
+        processed: core.processed.load(Ordering::Relaxed),
+        failed: core.failed.load(Ordering::Relaxed),
+        last_fetch_ms: (last > 0).then_some(last),
+        concurrency: limit,
+        paused,
+        closing,
+        lock_manager_attached: seam.lock_manager.is_some(),
+        dropped_events: core.dropped_events.load(Ordering::Relaxed),
+    }
+}
+
+/// Spawns a Worker and its LockManager, both linked to `supervisor`, and
+/// returns their refs. The LockManager attaches itself to the Worker; when the
+/// host's supervisor restarts the LockManager with
+/// [`WorkerArgs::lock_manager_args`] and the Worker's ref, the new one
+/// attaches itself again and every held lock is tracked again.
+pub async fn spawn_linked(
+    supervisor: ActorCell,
+    args: WorkerArgs,
+) -> Result<(ActorRef<WorkerMsg>, ActorRef<LockManagerMsg>), SpawnErr> {
+    let lm_args_base = args.lock_manager_args(None);
+    let (worker, _) = Actor::spawn_linked(None, Worker, args, supervisor.clone()).await?;
+    let lm_args = LockManagerArgs {
+        worker: Some(worker.clone()),
+        ..lm_args_base
+    };
+    let (lm, _) = Actor::spawn_linked(None, LockManager, lm_args, supervisor).await?;
+    Ok((worker, lm))
+}

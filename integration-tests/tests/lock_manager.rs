@@ -1,0 +1,513 @@
+//! The LockManager against a real Redis: one `extendLocks` EVALSHA per tick
+//! whatever the number of held jobs (counted by the actor and by `INFO
+//! commandstats`), lost locks cancel their job, long jobs never stall, and a
+//! LockManager killed and restarted by a supervisor keeps every lock alive.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use echomq::lock_manager::{LockStats, TrackedLock};
+use echomq::protocol::ScriptId;
+use echomq::worker::{processor_fn, CloseReport, JobContext, ProcessError};
+use echomq::{
+    Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, Queue, Worker,
+    WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
+};
+use echomq_integration_tests::RedisServer;
+use fred::prelude::*;
+use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::{json, Value as Json};
+
+async fn evalsha_calls(c: &Client) -> u64 {
+    let info: String = c
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn stats(lm: &ActorRef<LockManagerMsg>) -> LockStats {
+    call_t!(lm, LockManagerMsg::GetStats, 5000).unwrap()
+}
+
+/// N held jobs: locks written directly (as moveToActive leaves them), tracked,
+/// then renewed for three lock lifetimes.
+async fn one_call_per_tick(n: usize) {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "lm").await.unwrap();
+    let lock_ms = 1000u64;
+    let pipe = c.pipeline();
+    for i in 0..n {
+        let _: () = pipe
+            .set(
+                format!("emq:lm:{i}:lock"),
+                format!("tok-{i}"),
+                Some(Expiration::PX(lock_ms as i64)),
+                None,
+                false,
+            )
+            .await
+            .unwrap();
+    }
+    let _: Vec<Value> = pipe.all().await.unwrap();
+    let args = LockManagerArgs {
+        connection: conn.clone(),
+        keys: q.keys().clone(),
+        lock_duration: Duration::from_millis(lock_ms),
+        lock_renew_time: None,
+        worker: None,
+    };
+    let (lm, _) = Actor::spawn(None, LockManager, args).await.unwrap();
+    for i in 0..n {
+        lm.cast(LockManagerMsg::Track {
+            id: i.to_string(),
+            token: format!("tok-{i}"),
+        })
+        .unwrap();
+    }
+    let tracked: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 5000).unwrap();
+    assert_eq!(tracked.len(), n);
+    let before = stats(&lm).await;
+    let evalsha_before = evalsha_calls(&c).await;
+    // Three lock lifetimes: without renewal every lock would be gone.
+    tokio::time::sleep(Duration::from_millis(3 * lock_ms)).await;
+    let after = stats(&lm).await;
+    let evalsha_after = evalsha_calls(&c).await;
+    let ticks = after.ticks - before.ticks;
+    let calls = after.extend_calls - before.extend_calls;
+    let evalsha = evalsha_after - evalsha_before;
+    eprintln!(
+        "N={n}: {ticks} ticks, {calls} extendLocks calls, {evalsha} EVALSHA on the server, last batch {}, renewed {}",
+        after.last_batch,
+        after.renewed - before.renewed
+    );
+    // Tick every lockDuration/4 = 250 ms: about 12 in 3 s.
+    assert!(ticks >= 8, "{ticks} ticks");
+    // Exactly one call per tick: the renewal re-arms after the call, so by the
+    // next tick every lock is again older than the threshold.
+    assert!(
+        calls == ticks || calls + 1 == ticks,
+        "{calls} calls for {ticks} ticks"
+    );
+    assert_eq!(
+        evalsha, calls,
+        "every EVALSHA on the server is one extendLocks call"
+    );
+    assert_eq!(after.last_batch, n, "every held lock in the one call");
+    assert_eq!(after.lost, 0);
+    // Every lock is alive and fresh: renewed within the last tick.
+    let pipe = c.pipeline();
+    for i in 0..n {
+        let _: () = pipe.pttl(format!("emq:lm:{i}:lock")).await.unwrap();
+    }
+    let pttls: Vec<i64> = pipe.all().await.unwrap();
+    let min = *pttls.iter().min().unwrap();
+    assert!(min > (lock_ms as i64) / 2, "a lock has only {min} ms left");
+    lm.stop(None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_extend_locks_call_per_tick_1_job() {
+    one_call_per_tick(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_extend_locks_call_per_tick_10_jobs() {
+    one_call_per_tick(10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_extend_locks_call_per_tick_100_jobs() {
+    one_call_per_tick(100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_extend_locks_call_per_tick_1000_jobs() {
+    one_call_per_tick(1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_extend_locks_call_per_tick_10000_jobs() {
+    one_call_per_tick(10_000).await;
+}
+
+/// A host supervisor that restarts the LockManager with the same arguments
+/// whenever it dies (the Worker re-registers its jobs with the new one).
+struct Supervisor {
+    lm_args: LockManagerArgs,
+}
+
+struct SupState {
+    lm: Option<ActorRef<LockManagerMsg>>,
+    restarts: Arc<AtomicUsize>,
+}
+
+enum SupMsg {
+    Spawn(Arc<AtomicUsize>),
+    Current(ractor::RpcReplyPort<Option<ActorRef<LockManagerMsg>>>),
+}
+
+impl Actor for Supervisor {
+    type Msg = SupMsg;
+    type State = SupState;
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<SupMsg>, _: ()) -> Result<SupState, ActorProcessingErr> {
+        Ok(SupState {
+            lm: None,
+            restarts: Arc::default(),
+        })
+    }
+    async fn handle(
+        &self,
+        myself: ActorRef<SupMsg>,
+        msg: SupMsg,
+        state: &mut SupState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupMsg::Spawn(counter) => {
+                state.restarts = counter;
+                let (lm, _) =
+                    Actor::spawn_linked(None, LockManager, self.lm_args.clone(), myself.get_cell())
+                        .await?;
+                state.lm = Some(lm);
+            }
+            SupMsg::Current(reply) => {
+                let _ = reply.send(state.lm.clone());
+            }
+        }
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupMsg>,
+        evt: SupervisionEvent,
+        state: &mut SupState,
+    ) -> Result<(), ActorProcessingErr> {
+        match evt {
+            SupervisionEvent::ActorTerminated(cell, ..)
+            | SupervisionEvent::ActorFailed(cell, _)
+                if state
+                    .lm
+                    .as_ref()
+                    .is_some_and(|lm| lm.get_id() == cell.get_id()) =>
+            {
+                state.restarts.fetch_add(1, Ordering::SeqCst);
+                let (lm, _) =
+                    Actor::spawn_linked(None, LockManager, self.lm_args.clone(), myself.get_cell())
+                        .await?;
+                state.lm = Some(lm);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+struct Setup {
+    _redis: RedisServer,
+    c: Client,
+    q: Queue,
+    worker: ActorRef<WorkerMsg>,
+    sup: ActorRef<SupMsg>,
+    restarts: Arc<AtomicUsize>,
+    events: tokio::sync::mpsc::Receiver<WorkerEvent>,
+}
+
+async fn setup(
+    name: &str,
+    lock_ms: u64,
+    concurrency: usize,
+    processor: Arc<dyn echomq::Processor>,
+) -> Setup {
+    let redis = RedisServer::start();
+    let conn: Connection = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, name).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(1000);
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions {
+        concurrency,
+        lock_duration: Duration::from_millis(lock_ms),
+        drain_delay: Duration::from_millis(300),
+        ..Default::default()
+    };
+    args.events = Some(tx);
+    let lm_args_template = args.lock_manager_args(None);
+    let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();
+    let sup_actor = Supervisor {
+        lm_args: LockManagerArgs {
+            worker: Some(worker.clone()),
+            ..lm_args_template
+        },
+    };
+    let (sup, _) = Actor::spawn(None, sup_actor, ()).await.unwrap();
+    let restarts = Arc::new(AtomicUsize::new(0));
+    sup.cast(SupMsg::Spawn(restarts.clone())).unwrap();
+    Setup {
+        _redis: redis,
+        c,
+        q,
+        worker,
+        sup,
+        restarts,
+        events: rx,
+    }
+}
+
+async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+/// A processor that waits for its cancellation and counts it.
+fn wait_for_cancel(cancelled: Arc<AtomicUsize>) -> Arc<dyn echomq::Processor> {
+    processor_fn(move |job: JobContext| {
+        let cancelled = cancelled.clone();
+        async move {
+            tokio::select! {
+                _ = job.cancelled() => { cancelled.fetch_add(1, Ordering::SeqCst); }
+                _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+            }
+            Ok::<_, ProcessError>(json!("should not be stored"))
+        }
+    })
+}
+
+async fn lost_lock_case(overwrite: bool) {
+    let lock_ms = 1000;
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    let mut s = setup("lost", lock_ms, 1, wait_for_cancel(cancelled.clone())).await;
+    let id = s.q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let lock_key = format!("emq:lost:{id}:lock");
+    let c = s.c.clone();
+    wait_until("job locked", Duration::from_secs(3), async || {
+        c.exists::<u64, _>(&lock_key).await.unwrap() == 1
+    })
+    .await;
+    // Let the LockManager attach and track it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = Instant::now();
+    if overwrite {
+        let _: () =
+            s.c.set(
+                &lock_key,
+                "someone-else",
+                Some(Expiration::PX(60_000)),
+                None,
+                false,
+            )
+            .await
+            .unwrap();
+    } else {
+        let _: () = s.c.del(&lock_key).await.unwrap();
+    }
+    // One tick is lockDuration/4 = 250 ms; the threshold adds at most one more.
+    let lost = tokio::time::timeout(Duration::from_millis(800), async {
+        loop {
+            match s.events.recv().await {
+                Some(WorkerEvent::LockLost { job_id }) => return job_id,
+                Some(_) => continue,
+                None => panic!("event channel closed"),
+            }
+        }
+    })
+    .await
+    .expect("LockLost within a tick");
+    eprintln!("lock loss reported after {:?}", t0.elapsed());
+    assert_eq!(lost, id);
+    let c = s.c.clone();
+    let cn = cancelled.clone();
+    wait_until("processor cancelled", Duration::from_secs(1), async || {
+        cn.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // The worker did not finish it: still in active, no returnvalue, no
+    // completed/failed entry; the foreign lock is untouched.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let active: Vec<String> = c.lrange("emq:lost:active", 0, -1).await.unwrap();
+    assert_eq!(active, vec![id.clone()]);
+    let h: HashMap<String, String> = c.hgetall(format!("emq:lost:{id}")).await.unwrap();
+    assert!(!h.contains_key("returnvalue") && !h.contains_key("finishedOn"));
+    let done: u64 = c.zcard("emq:lost:completed").await.unwrap();
+    assert_eq!(done, 0);
+    if overwrite {
+        let v: String = c.get(&lock_key).await.unwrap();
+        assert_eq!(v, "someone-else");
+    }
+    let st: echomq::worker::WorkerStatus = call_t!(s.worker, WorkerMsg::GetStatus, 2000).unwrap();
+    assert!(st.active_jobs.is_empty());
+    let lm = call_t!(s.sup, SupMsg::Current, 2000).unwrap().unwrap();
+    let tracked: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 2000).unwrap();
+    assert!(tracked.is_empty());
+    let _: CloseReport = call_t!(s.worker, WorkerMsg::Close, 5000, Duration::from_secs(1)).unwrap();
+}
+
+#[tokio::test]
+async fn deleted_lock_is_reported_lost_and_the_processor_cancelled() {
+    lost_lock_case(false).await;
+}
+
+#[tokio::test]
+async fn overwritten_lock_is_reported_lost_and_the_processor_cancelled() {
+    lost_lock_case(true).await;
+}
+
+fn sleeper(ms: u64) -> Arc<dyn echomq::Processor> {
+    processor_fn(move |_job: JobContext| async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok::<_, ProcessError>(Json::Null)
+    })
+}
+
+/// Runs the stalled check (two-phase, throttled by its own key) every
+/// `every` until `stop`.
+fn stalled_checker(
+    conn: Connection,
+    q: &Queue,
+    every: Duration,
+    stop: tokio_util_like::Stop,
+) -> tokio::task::JoinHandle<u64> {
+    let k = q.keys().clone();
+    tokio::spawn(async move {
+        let mut runs = 0;
+        while !stop.is_set() {
+            let keys = vec![
+                k.stalled(),
+                k.wait(),
+                k.active(),
+                k.stalled_check(),
+                k.meta(),
+                k.marker(),
+                k.events(),
+                k.repeat(),
+            ];
+            let args: Vec<Value> = vec![
+                "1".into(),
+                k.prefix_key().into(),
+                Connection::now_ms().to_string().into(),
+                (every.as_millis() as u64 / 2).max(1).to_string().into(),
+            ];
+            conn.run_script(ScriptId::MoveStalledJobsToWait, keys, args)
+                .await
+                .unwrap();
+            runs += 1;
+            tokio::time::sleep(every).await;
+        }
+        runs
+    })
+}
+
+mod tokio_util_like {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Clone, Default)]
+    pub struct Stop(Arc<AtomicBool>);
+
+    impl Stop {
+        pub fn set(&self) {
+            self.0.store(true, Ordering::SeqCst)
+        }
+        pub fn is_set(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_running_ten_lock_durations_is_never_stalled() {
+    let lock_ms = 400;
+    let s = setup("long", lock_ms, 1, sleeper(10 * lock_ms)).await;
+    let conn = s.q.connection().clone();
+    let stop = tokio_util_like::Stop::default();
+    let checker = stalled_checker(conn, &s.q, Duration::from_millis(150), stop.clone());
+    let id = s.q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let c = s.c.clone();
+    wait_until("completed", Duration::from_secs(10), async || {
+        c.zcard::<u64, _>("emq:long:completed").await.unwrap() == 1
+    })
+    .await;
+    stop.set();
+    let runs = checker.await.unwrap();
+    assert!(runs > 20, "the stalled check ran {runs} times");
+    let h: HashMap<String, String> = s.c.hgetall(format!("emq:long:{id}")).await.unwrap();
+    assert!(!h.contains_key("stc"), "stalled counter set: {h:?}");
+    assert_eq!(h["ats"], "1");
+    let finished: u64 = h["finishedOn"].parse().unwrap();
+    let started: u64 = h["processedOn"].parse().unwrap();
+    assert!(finished - started >= 10 * lock_ms);
+    let names = echomq_integration_tests::event_names(&s.c, "emq:long:events").await;
+    assert!(!names.contains(&"stalled".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_lock_manager_restarted_by_supervisor_loses_no_lock() {
+    let lock_ms = 600;
+    let mut s = setup("rs", lock_ms, 5, sleeper(4 * lock_ms)).await;
+    let conn = s.q.connection().clone();
+    let stop = tokio_util_like::Stop::default();
+    let checker = stalled_checker(conn, &s.q, Duration::from_millis(150), stop.clone());
+    for _ in 0..5 {
+        s.q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    }
+    let c = s.c.clone();
+    wait_until("5 locks", Duration::from_secs(3), async || {
+        echomq_integration_tests::keys(&c, "emq:rs:*:lock")
+            .await
+            .len()
+            == 5
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Kill twice, mid-run; the supervisor restarts it each time.
+    for round in 1..=2 {
+        let lm = call_t!(s.sup, SupMsg::Current, 2000).unwrap().unwrap();
+        lm.kill();
+        let r = s.restarts.clone();
+        wait_until("restart", Duration::from_secs(2), async || {
+            r.load(Ordering::SeqCst) == round
+        })
+        .await;
+        let lm = call_t!(s.sup, SupMsg::Current, 2000).unwrap().unwrap();
+        let sup_lm = lm.clone();
+        wait_until("jobs re-tracked", Duration::from_secs(2), async || {
+            let t: Vec<TrackedLock> = call_t!(sup_lm, LockManagerMsg::GetTracked, 2000).unwrap();
+            t.len() == 5
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(lock_ms)).await;
+    }
+    wait_until("all completed", Duration::from_secs(10), async || {
+        c.zcard::<u64, _>("emq:rs:completed").await.unwrap() == 5
+    })
+    .await;
+    stop.set();
+    checker.await.unwrap();
+    while let Ok(e) = s.events.try_recv() {
+        assert!(
+            matches!(e, WorkerEvent::Completed { .. }),
+            "unexpected {e:?}"
+        );
+    }
+    for id in 1..=5 {
+        let h: HashMap<String, String> = s.c.hgetall(format!("emq:rs:{id}")).await.unwrap();
+        assert!(!h.contains_key("stc"), "job {id} stalled");
+        assert_eq!(h["ats"], "1");
+    }
+    let st: echomq::worker::WorkerStatus = call_t!(s.worker, WorkerMsg::GetStatus, 2000).unwrap();
+    assert!(st.lock_manager_attached);
+}

@@ -1,0 +1,806 @@
+//! The Worker actor against a real Redis: throughput at several concurrencies
+//! (every job exactly once), failures and backoff, control messages, ordered
+//! close, panics, marker wake-up and a killed blocking connection.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use echomq::worker::{
+    processor_fn, spawn_linked, CloseReport, JobContext, ProcessError, WorkerStatus,
+};
+use echomq::{
+    Backoff, Connection, JobOptions, LockManagerMsg, NewJob, Queue, WorkerArgs, WorkerEvent,
+    WorkerMsg, WorkerOptions,
+};
+use echomq_integration_tests::{events, RedisServer};
+use fred::prelude::*;
+use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::{json, Value as Json};
+
+/// A host supervisor that keeps its children as they are (no restarts).
+struct Host;
+
+impl Actor for Host {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<()>,
+        _: SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+struct Running {
+    worker: ActorRef<WorkerMsg>,
+    _lm: ActorRef<LockManagerMsg>,
+    events: tokio::sync::mpsc::Receiver<WorkerEvent>,
+    _host: ActorRef<()>,
+}
+
+async fn start(
+    queue: &Queue,
+    processor: Arc<dyn echomq::Processor>,
+    options: WorkerOptions,
+) -> Running {
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(10_000);
+    let mut args = WorkerArgs::new(queue.clone(), processor);
+    args.options = options;
+    args.events = Some(tx);
+    let (worker, lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    Running {
+        worker,
+        _lm: lm,
+        events: rx,
+        _host: host,
+    }
+}
+
+async fn status(w: &ActorRef<WorkerMsg>) -> WorkerStatus {
+    call_t!(w, WorkerMsg::GetStatus, 2000).unwrap()
+}
+
+async fn close(w: &ActorRef<WorkerMsg>, timeout: Duration) -> CloseReport {
+    call_t!(
+        w,
+        WorkerMsg::Close,
+        timeout.as_millis() as u64 + 10_000,
+        timeout
+    )
+    .unwrap()
+}
+
+async fn zcard(c: &Client, key: &str) -> u64 {
+    c.zcard(key).await.unwrap()
+}
+
+async fn wait_for(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+async fn add_many(q: &Queue, n: usize, opts: JobOptions) -> Vec<String> {
+    let mut ids = Vec::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let jobs = chunk
+            .iter()
+            .map(|i| NewJob {
+                name: "n".into(),
+                data: json!({ "i": i }),
+                options: opts.clone(),
+            })
+            .collect();
+        ids.extend(q.add_bulk(jobs).await.unwrap());
+    }
+    ids
+}
+
+fn opts(concurrency: usize) -> WorkerOptions {
+    WorkerOptions {
+        concurrency,
+        drain_delay: Duration::from_millis(500),
+        ..Default::default()
+    }
+}
+
+async fn exactly_once(concurrency: usize) {
+    const N: usize = 2000;
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "thr").await.unwrap();
+    add_many(&q, N, JobOptions::new()).await;
+
+    let seen: Arc<Mutex<HashMap<String, u32>>> = Default::default();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (s, f, p) = (seen.clone(), in_flight.clone(), peak.clone());
+    let processor = processor_fn(move |job: JobContext| {
+        let (s, f, p) = (s.clone(), f.clone(), p.clone());
+        async move {
+            let now = f.fetch_add(1, Ordering::SeqCst) + 1;
+            p.fetch_max(now, Ordering::SeqCst);
+            *s.lock().unwrap().entry(job.id().to_owned()).or_default() += 1;
+            // A yield lets other slots overlap, as real work would.
+            tokio::task::yield_now().await;
+            f.fetch_sub(1, Ordering::SeqCst);
+            Ok::<_, ProcessError>(json!({ "i": job.data()["i"] }))
+        }
+    });
+    let t0 = Instant::now();
+    let w = start(&q, processor, opts(concurrency)).await;
+    wait_for("all jobs completed", Duration::from_secs(60), async || {
+        zcard(&c, "emq:thr:completed").await == N as u64
+    })
+    .await;
+    let elapsed = t0.elapsed();
+    // The counter moves right after the finishing call returns.
+    wait_for("processed counter", Duration::from_secs(2), async || {
+        status(&w.worker).await.processed == N as u64
+    })
+    .await;
+    let st = status(&w.worker).await;
+    eprintln!(
+        "concurrency {concurrency}: {N} jobs in {elapsed:?} = {:.0} jobs/s, peak in flight {}",
+        N as f64 / elapsed.as_secs_f64(),
+        peak.load(Ordering::SeqCst)
+    );
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), N);
+        assert!(seen.values().all(|&n| n == 1), "a job ran twice");
+    }
+    assert!(peak.load(Ordering::SeqCst) <= concurrency);
+    assert_eq!(zcard(&c, "emq:thr:failed").await, 0);
+    let active: u64 = c.llen("emq:thr:active").await.unwrap();
+    assert_eq!(active, 0);
+    assert_eq!(st.processed, N as u64);
+    assert!(st.last_fetch_ms.is_some());
+    let rv: String = c.hget("emq:thr:7", "returnvalue").await.unwrap();
+    assert_eq!(serde_json::from_str::<Json>(&rv).unwrap(), json!({"i": 6}));
+    let report = close(&w.worker, Duration::from_secs(5)).await;
+    assert!(report.moved_back.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_1_processes_2000_jobs_exactly_once() {
+    exactly_once(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_16_processes_2000_jobs_exactly_once() {
+    exactly_once(16).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_100_processes_2000_jobs_exactly_once() {
+    exactly_once(100).await;
+}
+
+fn always_fail() -> Arc<dyn echomq::Processor> {
+    processor_fn(|_job: JobContext| async move { Err::<Json, _>(ProcessError::failed("boom")) })
+}
+
+#[tokio::test]
+async fn retry_with_fixed_backoff_lands_in_delayed_with_bullmq_score() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "rt").await.unwrap();
+    let id = q
+        .add(
+            "x",
+            &json!({}),
+            JobOptions::new().attempts(3).backoff(Backoff::Fixed {
+                delay: 60_000,
+                jitter: None,
+            }),
+        )
+        .await
+        .unwrap();
+    let w = start(&q, always_fail(), opts(1)).await;
+    wait_for("job delayed", Duration::from_secs(5), async || {
+        zcard(&c, "emq:rt:delayed").await == 1
+    })
+    .await;
+    let score: f64 = c.zscore("emq:rt:delayed", &id).await.unwrap();
+    let h: HashMap<String, String> = c.hgetall(format!("emq:rt:{id}")).await.unwrap();
+    assert_eq!(h["atm"], "1");
+    assert_eq!(h["failedReason"], "boom");
+    assert_eq!(
+        serde_json::from_str::<Vec<String>>(&h["stacktrace"]).unwrap(),
+        vec!["Error: boom".to_string()]
+    );
+    assert_eq!(h["delay"], "60000");
+    // The score is due×4096 (+ a sequence inside that millisecond); due is
+    // the failure time + 60 s, which the `delayed` event carries.
+    let ev = events(&c, "emq:rt:events").await;
+    let delayed = ev.iter().find(|(n, _)| n == "delayed").unwrap();
+    let due: u64 = delayed
+        .1
+        .iter()
+        .find(|(k, _)| k == "delay")
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    let processed_on: u64 = h["processedOn"].parse().unwrap();
+    assert!(
+        due >= processed_on + 60_000 && due < processed_on + 61_000,
+        "due {due} processedOn {processed_on}"
+    );
+    let score = score as u64;
+    assert_eq!(score >> 12, due);
+    assert!(score - due * 4096 < 4096);
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn exponential_backoff_doubles_then_fails_for_good() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "ex").await.unwrap();
+    let id = q
+        .add(
+            "x",
+            &json!({}),
+            JobOptions::new().attempts(3).backoff(Backoff::Exponential {
+                delay: 200,
+                jitter: None,
+            }),
+        )
+        .await
+        .unwrap();
+    let w = start(&q, always_fail(), opts(1)).await;
+    wait_for("final failure", Duration::from_secs(10), async || {
+        zcard(&c, "emq:ex:failed").await == 1
+    })
+    .await;
+    // Each `delayed` entry carries the due time; its stream id, the time of
+    // the failure: attempt 1 waits 200 ms, attempt 2 waits 400 ms.
+    let raw: Value = c.xrange("emq:ex:events", "-", "+", None).await.unwrap();
+    let mut waits = Vec::new();
+    for entry in raw.into_array() {
+        let mut parts = entry.into_array();
+        let fields: Vec<String> = parts
+            .pop()
+            .unwrap()
+            .into_array()
+            .into_iter()
+            .filter_map(|v| v.as_string())
+            .collect();
+        let stream_id = parts.pop().unwrap().as_string().unwrap();
+        if fields
+            .chunks(2)
+            .any(|kv| kv[0] == "event" && kv[1] == "delayed")
+        {
+            let due: i64 = fields.chunks(2).find(|kv| kv[0] == "delay").unwrap()[1]
+                .parse()
+                .unwrap();
+            let at: i64 = stream_id.split('-').next().unwrap().parse().unwrap();
+            waits.push(due - at);
+        }
+    }
+    assert_eq!(waits.len(), 2);
+    assert!((195..=205).contains(&waits[0]), "{waits:?}");
+    assert!((395..=405).contains(&waits[1]), "{waits:?}");
+    let h: HashMap<String, String> = c.hgetall(format!("emq:ex:{id}")).await.unwrap();
+    assert_eq!(h["atm"], "3");
+    assert_eq!(
+        serde_json::from_str::<Vec<String>>(&h["stacktrace"])
+            .unwrap()
+            .len(),
+        3
+    );
+    let names: Vec<String> = events(&c, "emq:ex:events")
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(names.contains(&"retries-exhausted".to_string()));
+    let mut w = w;
+    let mut fails = Vec::new();
+    while let Ok(e) = w.events.try_recv() {
+        if let WorkerEvent::Failed { retrying, .. } = e {
+            fails.push(retrying);
+        }
+    }
+    assert_eq!(fails, vec![true, true, false]);
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn retry_without_backoff_goes_straight_back_to_wait() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "nb").await.unwrap();
+    let id = q
+        .add("x", &json!({}), JobOptions::new().attempts(2))
+        .await
+        .unwrap();
+    let w = start(&q, always_fail(), opts(1)).await;
+    wait_for("final failure", Duration::from_secs(5), async || {
+        zcard(&c, "emq:nb:failed").await == 1
+    })
+    .await;
+    let names: Vec<String> = events(&c, "emq:nb:events")
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(!names.contains(&"delayed".to_string()));
+    let h: HashMap<String, String> = c.hgetall(format!("emq:nb:{id}")).await.unwrap();
+    assert_eq!(h["atm"], "2");
+    assert_eq!(h["ats"], "2");
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn unrecoverable_error_fails_at_once() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "un").await.unwrap();
+    let id = q
+        .add("x", &json!({}), JobOptions::new().attempts(5))
+        .await
+        .unwrap();
+    let p = processor_fn(|_job: JobContext| async move {
+        Err::<Json, _>(ProcessError::unrecoverable("fatal"))
+    });
+    let w = start(&q, p, opts(1)).await;
+    wait_for("failure", Duration::from_secs(5), async || {
+        zcard(&c, "emq:un:failed").await == 1
+    })
+    .await;
+    let h: HashMap<String, String> = c.hgetall(format!("emq:un:{id}")).await.unwrap();
+    assert_eq!(h["atm"], "1");
+    assert_eq!(h["failedReason"], "fatal");
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn deferred_failure_fails_without_running_the_processor() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "df").await.unwrap();
+    let id = q
+        .add("x", &json!({}), JobOptions::new().attempts(5))
+        .await
+        .unwrap();
+    let _: () = c
+        .hset(
+            format!("emq:df:{id}"),
+            ("defa", "job stalled more than allowable limit"),
+        )
+        .await
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let p = processor_fn(move |_job: JobContext| {
+        let r = r.clone();
+        async move {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let w = start(&q, p, opts(1)).await;
+    wait_for("failure", Duration::from_secs(5), async || {
+        zcard(&c, "emq:df:failed").await == 1
+    })
+    .await;
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let h: HashMap<String, String> = c.hgetall(format!("emq:df:{id}")).await.unwrap();
+    assert_eq!(h["failedReason"], "job stalled more than allowable limit");
+    assert!(!h.contains_key("defa"));
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn max_started_attempts_fails_on_pick_up() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "ms").await.unwrap();
+    let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let _: () = c.hset(format!("emq:ms:{id}"), ("ats", "2")).await.unwrap();
+    let mut o = opts(1);
+    o.max_started_attempts = Some(2);
+    let w = start(&q, always_fail(), o).await;
+    wait_for("failure", Duration::from_secs(5), async || {
+        zcard(&c, "emq:ms:failed").await == 1
+    })
+    .await;
+    let h: HashMap<String, String> = c.hgetall(format!("emq:ms:{id}")).await.unwrap();
+    assert_eq!(h["failedReason"], "job started more than allowable limit");
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn panicking_processor_fails_its_job_and_the_worker_goes_on() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "pn").await.unwrap();
+    let bad = q.add("bad", &json!({}), JobOptions::new()).await.unwrap();
+    let good = q.add("good", &json!({}), JobOptions::new()).await.unwrap();
+    let p = processor_fn(|job: JobContext| async move {
+        if job.name() == "bad" {
+            panic!("kaboom");
+        }
+        Ok::<_, ProcessError>(json!("fine"))
+    });
+    let w = start(&q, p, opts(1)).await;
+    wait_for("both finished", Duration::from_secs(5), async || {
+        zcard(&c, "emq:pn:failed").await == 1 && zcard(&c, "emq:pn:completed").await == 1
+    })
+    .await;
+    let reason: String = c
+        .hget(format!("emq:pn:{bad}"), "failedReason")
+        .await
+        .unwrap();
+    assert_eq!(reason, "processor panicked: kaboom");
+    let rv: String = c
+        .hget(format!("emq:pn:{good}"), "returnvalue")
+        .await
+        .unwrap();
+    assert_eq!(rv, "\"fine\"");
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn progress_logs_and_data_from_the_processor() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "pl").await.unwrap();
+    let id = q
+        .add("x", &json!({"v": 1}), JobOptions::new())
+        .await
+        .unwrap();
+    let p = processor_fn(|job: JobContext| async move {
+        job.update_progress(&json!(50)).await.unwrap();
+        job.log("half way").await.unwrap();
+        job.update_data(&json!({"v": 2})).await.unwrap();
+        Ok::<_, ProcessError>(json!(job.attempt()))
+    });
+    let w = start(&q, p, opts(1)).await;
+    wait_for("completed", Duration::from_secs(5), async || {
+        zcard(&c, "emq:pl:completed").await == 1
+    })
+    .await;
+    let h: HashMap<String, String> = c.hgetall(format!("emq:pl:{id}")).await.unwrap();
+    assert_eq!(h["progress"], "50");
+    assert_eq!(h["data"], r#"{"v":2}"#);
+    assert_eq!(h["returnvalue"], "1");
+    let logs: Vec<String> = c.lrange(format!("emq:pl:{id}:logs"), 0, -1).await.unwrap();
+    assert_eq!(logs, vec!["half way"]);
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn pause_and_resume() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "pr").await.unwrap();
+    let p = processor_fn(|_job: JobContext| async move { Ok::<_, ProcessError>(Json::Null) });
+    let mut o = opts(4);
+    // Resume must not wait for a drain-delay timeout.
+    o.drain_delay = Duration::from_secs(10);
+    let w = start(&q, p, o).await;
+    w.worker.cast(WorkerMsg::Pause).unwrap();
+    assert!(status(&w.worker).await.paused);
+    add_many(&q, 20, JobOptions::new()).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(zcard(&c, "emq:pr:completed").await, 0);
+    w.worker.cast(WorkerMsg::Resume).unwrap();
+    wait_for("all completed", Duration::from_secs(5), async || {
+        zcard(&c, "emq:pr:completed").await == 20
+    })
+    .await;
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_concurrency_up_and_down_under_load() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "sc").await.unwrap();
+    add_many(&q, 400, JobOptions::new()).await;
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (f, pk) = (in_flight.clone(), peak.clone());
+    let p = processor_fn(move |_job: JobContext| {
+        let (f, pk) = (f.clone(), pk.clone());
+        async move {
+            let now = f.fetch_add(1, Ordering::SeqCst) + 1;
+            pk.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            f.fetch_sub(1, Ordering::SeqCst);
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let w = start(&q, p, opts(2)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(peak.load(Ordering::SeqCst) <= 2);
+    w.worker.cast(WorkerMsg::SetConcurrency(12)).unwrap();
+    wait_for("12 in flight", Duration::from_secs(3), async || {
+        in_flight.load(Ordering::SeqCst) == 12
+    })
+    .await;
+    assert!(peak.load(Ordering::SeqCst) <= 12);
+    w.worker.cast(WorkerMsg::SetConcurrency(1)).unwrap();
+    // Extra slots end with their current job (30 ms), then one stays.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    peak.store(0, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(peak.load(Ordering::SeqCst), 1);
+    assert_eq!(status(&w.worker).await.concurrency, 1);
+    assert!(zcard(&c, "emq:sc:completed").await < 400);
+    close(&w.worker, Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_waits_for_running_jobs_then_moves_the_rest_back_none_lost() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "cl").await.unwrap();
+    // Two quick jobs finish within the deadline; two slow ones are cancelled.
+    let quick = add_many(&q, 2, JobOptions::new()).await;
+    let p = processor_fn(|job: JobContext| async move {
+        // Quick jobs are slow enough to be still running when Close
+        // arrives, even on a loaded machine.
+        let ms = if job.data()["slow"] == json!(true) {
+            60_000
+        } else {
+            1500
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            _ = job.cancelled() => {}
+        }
+        Ok::<_, ProcessError>(Json::Null)
+    });
+    let slow1 = q
+        .add("s", &json!({"slow": true}), JobOptions::new())
+        .await
+        .unwrap();
+    let slow2 = q
+        .add("s", &json!({"slow": true}), JobOptions::new())
+        .await
+        .unwrap();
+    add_many(&q, 10, JobOptions::new()).await;
+    let w = start(&q, p, opts(4)).await;
+    wait_for("4 running", Duration::from_secs(3), async || {
+        status(&w.worker).await.active_jobs.len() == 4
+    })
+    .await;
+    let before = status(&w.worker).await.active_jobs;
+    let report = close(&w.worker, Duration::from_millis(2500)).await;
+    eprintln!("held before close {before:?}; report {report:?}");
+    assert_eq!(report.finished_in_time, 2);
+    let mut moved = report.moved_back.clone();
+    moved.sort();
+    let mut slow = vec![slow1.clone(), slow2.clone()];
+    slow.sort();
+    assert_eq!(moved, slow);
+    for id in &quick {
+        assert_eq!(q.get_state(id).await.unwrap(), echomq::JobState::Completed);
+    }
+    // Nothing lost: 2 completed, 12 waiting (the 10 never taken + the 2 moved
+    // back, which run next), nothing active, no lock left.
+    let completed: Vec<String> = c
+        .zrange("emq:cl:completed", 0, -1, None, false, None, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        completed.len(),
+        2,
+        "completed {completed:?}, events {:?}",
+        events(&c, "emq:cl:events").await
+    );
+    let wait: Vec<String> = c.lrange("emq:cl:wait", 0, -1).await.unwrap();
+    assert_eq!(wait.len(), 12);
+    assert!(wait[10..].contains(&slow1) && wait[10..].contains(&slow2));
+    let active: u64 = c.llen("emq:cl:active").await.unwrap();
+    assert_eq!(active, 0);
+    assert!(echomq_integration_tests::keys(&c, "emq:cl:*:lock")
+        .await
+        .is_empty());
+    // The worker stopped itself.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(w.worker.get_status() == ractor::ActorStatus::Stopped);
+}
+
+#[tokio::test]
+async fn job_added_while_the_worker_blocks_is_taken_at_once() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "wk").await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let p = processor_fn(move |_job: JobContext| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(Instant::now());
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let mut o = opts(1);
+    o.drain_delay = Duration::from_secs(10);
+    let w = start(&q, p, o).await;
+    // Let it find the queue empty and block on the marker.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let added = Instant::now();
+    q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let ran = tokio::time::timeout(Duration::from_secs(3), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let latency = ran - added;
+    eprintln!("marker wake-up latency: {latency:?}");
+    assert!(latency < Duration::from_millis(500));
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+async fn client_list(c: &Client) -> String {
+    c.custom(
+        fred::types::CustomCommand::new_static("CLIENT", fred::types::ClusterHash::FirstKey, false),
+        vec!["LIST"],
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn killed_blocking_connection_does_not_leave_a_deaf_worker() {
+    let redis = RedisServer::start();
+    let conn: Connection = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "kill").await.unwrap();
+    let p = processor_fn(|_job: JobContext| async move { Ok::<_, ProcessError>(Json::Null) });
+    let mut o = opts(1);
+    o.name = Some("w1".into());
+    o.drain_delay = Duration::from_secs(10);
+    let w = start(&q, p, o).await;
+    // BullMQ's name: emq:<base64("kill")>:w:w1 — what Queue.getWorkers lists.
+    let name = "emq:a2lsbA==:w:w1";
+    let mut id = String::new();
+    wait_for(
+        "named blocking connection",
+        Duration::from_secs(3),
+        async || {
+            let list = client_list(&c).await;
+            match list.lines().find(|l| l.contains(&format!("name={name} "))) {
+                Some(line) => {
+                    id = line
+                        .split_whitespace()
+                        .find_map(|f| f.strip_prefix("id="))
+                        .unwrap()
+                        .to_owned();
+                    line.contains("cmd=bzpopmin")
+                }
+                None => false,
+            }
+        },
+    )
+    .await;
+    let _: Value = c
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "CLIENT",
+                fred::types::ClusterHash::FirstKey,
+                false,
+            ),
+            vec!["KILL", "ID", &id],
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let c2 = c.clone();
+    wait_for(
+        "job processed after the kill",
+        Duration::from_secs(4),
+        async || zcard(&c2, "emq:kill:completed").await == 1,
+    )
+    .await;
+    // And it blocks again on a fresh, named connection.
+    wait_for("renamed connection", Duration::from_secs(3), async || {
+        client_list(&c)
+            .await
+            .lines()
+            .any(|l| l.contains(&format!("name={name} ")) && !l.contains(&format!("id={id} ")))
+    })
+    .await;
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn rate_limited_and_self_delayed_jobs_count_no_attempt() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "rl").await.unwrap();
+    let limited = q
+        .add("limited", &json!({}), JobOptions::new())
+        .await
+        .unwrap();
+    let delayed = q
+        .add("delayed", &json!({}), JobOptions::new())
+        .await
+        .unwrap();
+    let p = processor_fn(|job: JobContext| async move {
+        match (job.name(), job.job().attempts_started) {
+            ("limited", 1) => Err(ProcessError::RateLimited),
+            ("delayed", 1) => Err(ProcessError::Delay {
+                delay: Duration::from_millis(300),
+            }),
+            _ => Ok(json!("done")),
+        }
+    });
+    let w = start(&q, p, opts(1)).await;
+    wait_for("both completed", Duration::from_secs(5), async || {
+        zcard(&c, "emq:rl:completed").await == 2
+    })
+    .await;
+    for id in [&limited, &delayed] {
+        let h: HashMap<String, String> = c.hgetall(format!("emq:rl:{id}")).await.unwrap();
+        // Two starts, one attempt made (the completion).
+        assert_eq!(
+            (h["ats"].as_str(), h["atm"].as_str()),
+            ("2", "1"),
+            "job {id}"
+        );
+    }
+    let names: Vec<String> = events(&c, "emq:rl:events")
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(names.contains(&"delayed".to_string()));
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn killed_worker_leaves_no_blocking_connection_behind() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "gone").await.unwrap();
+    let p = processor_fn(|_job: JobContext| async move { Ok::<_, ProcessError>(Json::Null) });
+    let mut o = opts(1);
+    o.name = Some("w2".into());
+    let w = start(&q, p, o).await;
+    let name = "name=emq:Z29uZQ==:w:w2 ";
+    wait_for("named connection", Duration::from_secs(3), async || {
+        client_list(&c).await.contains(name)
+    })
+    .await;
+    // Kill skips post_stop: the fetch task must notice on its own.
+    w.worker.kill();
+    wait_for("connection closed", Duration::from_secs(3), async || {
+        !client_list(&c).await.contains(name)
+    })
+    .await;
+}
