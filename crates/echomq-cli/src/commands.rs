@@ -73,7 +73,7 @@ fn queue_of(c: &Command) -> &str {
 /// What a writing command will send, fully validated before connecting.
 enum Plan {
     None,
-    Add(serde_json::Value, JobOptions),
+    Add(Box<(serde_json::Value, JobOptions)>),
     Bulk(Vec<NewJob>),
 }
 
@@ -85,7 +85,7 @@ impl Plan {
                     .map_err(|e| format!("job data is not valid JSON: {e}"))?;
                 let o = add_options(opts)?;
                 o.validate()?;
-                Plan::Add(data, o)
+                Plan::Add(Box::new((data, o)))
             }
             Command::AddBulk { file, .. } => {
                 let text = std::fs::read_to_string(file)
@@ -171,9 +171,10 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
     match command {
         Command::Stats { .. } => stats(conn, q).await,
         Command::Add { name, .. } => {
-            let Plan::Add(data, opts) = plan else {
+            let Plan::Add(add) = plan else {
                 unreachable!()
             };
+            let (data, opts) = *add;
             anstream::println!("{}", q.add(&name, &data, opts).await?);
             Ok(())
         }

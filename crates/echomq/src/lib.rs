@@ -39,12 +39,16 @@ pub use connection::Connection;
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
+pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
-    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom, Subscription,
+    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
+    Subscription,
 };
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
 };
-pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
-pub use worker::{ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};
+pub use worker::{
+    ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent,
+    WorkerMsg, WorkerOptions,
+};
