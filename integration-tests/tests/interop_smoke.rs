@@ -30,14 +30,30 @@ async fn node_added_jobs_read_back_in_rust() {
 
     let custom = q.get_job("custom-1").await.unwrap().unwrap();
     assert_eq!(custom.opts.attempts, Some(3));
-    assert_eq!(custom.opts.backoff, Some(Backoff::Fixed { delay: 1000, jitter: None }));
+    assert_eq!(
+        custom.opts.backoff,
+        Some(Backoff::Fixed {
+            delay: 1000,
+            jitter: None
+        })
+    );
     assert_eq!(custom.opts.remove_on_complete, Some(KeepJobs::Remove(true)));
     assert_eq!(custom.opts.keep_logs, Some(5));
     let expo = q.get_job("6").await.unwrap().unwrap();
-    assert_eq!(expo.opts.backoff, Some(Backoff::Exponential { delay: 500, jitter: None }));
+    assert_eq!(
+        expo.opts.backoff,
+        Some(Backoff::Exponential {
+            delay: 500,
+            jitter: None
+        })
+    );
     assert_eq!(
         expo.opts.remove_on_fail,
-        Some(KeepJobs::Policy { age: Some(3600), count: Some(10), limit: None })
+        Some(KeepJobs::Policy {
+            age: Some(3600),
+            count: Some(10),
+            limit: None
+        })
     );
 
     let c = q.counts().await.unwrap();
@@ -49,22 +65,40 @@ async fn rust_added_jobs_read_back_in_node() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "mix").await.unwrap();
-    q.add("plain", &json!({"n": 1}), JobOptions::new()).await.unwrap();
-    q.add("delayed", &json!({"n": 2}), JobOptions::new().delay(std::time::Duration::from_secs(60))).await.unwrap();
-    q.add("prio", &json!({"n": 3}), JobOptions::new().priority(5)).await.unwrap();
+    q.add("plain", &json!({"n": 1}), JobOptions::new())
+        .await
+        .unwrap();
+    q.add(
+        "delayed",
+        &json!({"n": 2}),
+        JobOptions::new().delay(std::time::Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    q.add("prio", &json!({"n": 3}), JobOptions::new().priority(5))
+        .await
+        .unwrap();
     q.add(
         "custom",
         &json!({"n": 5}),
         JobOptions::new()
             .job_id("custom-1")
             .attempts(3)
-            .backoff(Backoff::Fixed { delay: 1000, jitter: None })
+            .backoff(Backoff::Fixed {
+                delay: 1000,
+                jitter: None,
+            })
             .remove_on_complete(KeepJobs::Remove(true))
             .keep_logs(5),
     )
     .await
     .unwrap();
-    let jobs = bullmq("read-jobs", &redis.url(), "mix", json!({"ids": ["1", "2", "3", "custom-1"]}));
+    let jobs = bullmq(
+        "read-jobs",
+        &redis.url(),
+        "mix",
+        json!({"ids": ["1", "2", "3", "custom-1"]}),
+    );
     assert_eq!(jobs["1"]["name"], "plain");
     assert_eq!(jobs["1"]["data"], json!({"n": 1}));
     assert_eq!(jobs["1"]["state"], "waiting");
@@ -73,7 +107,10 @@ async fn rust_added_jobs_read_back_in_node() {
     assert_eq!(jobs["3"]["state"], "prioritized");
     assert_eq!(jobs["3"]["priority"], 5);
     assert_eq!(jobs["custom-1"]["opts"]["attempts"], 3);
-    assert_eq!(jobs["custom-1"]["opts"]["backoff"], json!({"type": "fixed", "delay": 1000}));
+    assert_eq!(
+        jobs["custom-1"]["opts"]["backoff"],
+        json!({"type": "fixed", "delay": 1000})
+    );
     assert_eq!(jobs["custom-1"]["opts"]["keepLogs"], 5);
     let counts = bullmq("counts", &redis.url(), "mix", json!({}));
     assert_eq!(counts["waiting"], 2);

@@ -171,9 +171,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
     match command {
         Command::Stats { .. } => stats(conn, q).await,
         Command::Add { name, .. } => {
-            let Plan::Add(add) = plan else {
-                unreachable!()
-            };
+            let Plan::Add(add) = plan else { unreachable!() };
             let (data, opts) = *add;
             anstream::println!("{}", q.add(&name, &data, opts).await?);
             Ok(())
