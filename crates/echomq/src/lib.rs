@@ -32,6 +32,7 @@ pub mod queue;
 pub mod queue_events;
 mod reply;
 pub mod stalled_checker;
+pub mod supervision;
 pub mod worker;
 
 pub use config::ConnectionConfig;
@@ -52,3 +53,4 @@ pub use worker::{
     ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent,
     WorkerMsg, WorkerOptions,
 };
+pub use supervision::{Member, WorkerSet, WorkerSetSpec};

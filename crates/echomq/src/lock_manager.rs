@@ -95,6 +95,13 @@ pub enum LockManagerMsg {
     GetTracked(RpcReplyPort<Vec<TrackedLock>>),
     /// The counters.
     GetStats(RpcReplyPort<LockStats>),
+    /// Report lost locks to this Worker from now on: a Worker restarted by the
+    /// host's supervisor sends it when it starts with this LockManager.
+    AttachWorker(ActorRef<WorkerMsg>),
+    /// Panics the actor (fault injection for supervision and chaos tests).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    Crash,
     /// The timer (opaque to hosts).
     Tick(Tick),
 }
@@ -186,6 +193,11 @@ async fn handle(
 ) -> Result<(), ActorProcessingErr> {
     {
         match msg {
+            #[cfg(feature = "fault-injection")]
+            LockManagerMsg::Crash => panic!("fault injection: lock manager crash"),
+            LockManagerMsg::AttachWorker(w) => {
+                state.args.worker = Some(w);
+            }
             LockManagerMsg::Track { id, token } => {
                 // Tracking starts at take time: the lock is fresh, first
                 // renewal due half a window later.

@@ -110,6 +110,10 @@ pub enum QueueEventsMsg {
     GetLastId(RpcReplyPort<String>),
     /// Stop reading and stop the actor.
     Close,
+    /// Panics the actor (fault injection for supervision and chaos tests).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    Crash,
     /// A batch from the reader task (internal).
     Batch(Vec<Event>, Option<(String, String)>),
 }
@@ -122,6 +126,8 @@ impl std::fmt::Debug for QueueEventsMsg {
             QueueEventsMsg::Unsubscribe(id) => write!(f, "Unsubscribe({id})"),
             QueueEventsMsg::GetLastId(_) => write!(f, "GetLastId"),
             QueueEventsMsg::Close => write!(f, "Close"),
+            #[cfg(feature = "fault-injection")]
+            QueueEventsMsg::Crash => write!(f, "Crash"),
             QueueEventsMsg::Batch(b, g) => write!(f, "Batch({} events, gap {g:?})", b.len()),
         }
     }
@@ -242,6 +248,8 @@ impl Actor for QueueEvents {
             QueueEventsMsg::Unsubscribe(id) => {
                 state.subscribers.remove(&id);
             }
+            #[cfg(feature = "fault-injection")]
+            QueueEventsMsg::Crash => panic!("fault injection: queue events crash"),
             QueueEventsMsg::GetLastId(reply) => {
                 let _ = reply.send(state.last_id.clone());
             }

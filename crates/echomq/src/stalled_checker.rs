@@ -107,6 +107,10 @@ pub enum StalledCheckerMsg {
     CheckNow(RpcReplyPort<std::result::Result<SweepReport, String>>),
     /// Reply with the counters.
     GetStats(RpcReplyPort<StalledStats>),
+    /// Panics the actor (fault injection for supervision and chaos tests).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    Crash,
 }
 
 /// The actor. Spawn it under the host's supervisor:
@@ -172,6 +176,8 @@ impl Actor for StalledChecker {
                 let r = state.sweep().await.map_err(|e| e.to_string());
                 let _ = reply.send(r);
             }
+            #[cfg(feature = "fault-injection")]
+            StalledCheckerMsg::Crash => panic!("fault injection: stalled checker crash"),
             StalledCheckerMsg::GetStats(reply) => {
                 let _ = reply.send(state.stats.clone());
             }

@@ -218,6 +218,10 @@ pub enum WorkerMsg {
     },
     /// Messages the worker sends itself.
     Internal(Internal),
+    /// Panics the actor (fault injection for supervision and chaos tests).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    Crash,
 }
 
 /// The worker's own timer and task messages (opaque to hosts).
@@ -275,6 +279,9 @@ impl Actor for Worker {
             args.events,
         ));
         if let Some(lm) = args.lock_manager {
+            // A restarted Worker re-points its LockManager at itself, so lost
+            // locks are reported to a live actor.
+            let _ = lm.cast(LockManagerMsg::AttachWorker(myself.clone()));
             lock(&core.seam).lock_manager = Some(lm);
         }
         let stop = CancellationToken::new();
@@ -368,6 +375,8 @@ impl Worker {
                 }
             }
             WorkerMsg::Close(timeout, reply) => self.start_close(myself, state, timeout, reply),
+            #[cfg(feature = "fault-injection")]
+            WorkerMsg::Crash => panic!("fault injection: worker crash"),
             WorkerMsg::Internal(Internal(kind)) => match kind {
                 InternalKind::Beat => {}
                 InternalKind::SlotFreed => self.maybe_finish_close(myself, state),
