@@ -24,7 +24,11 @@ pub async fn run(cli: Cli) -> Res {
     let conn = Connection::connect(ConnectionConfig {
         url: cli.url.clone(),
         prefix: cli.prefix.clone(),
-        pool_size: 2,
+        pool_size: if matches!(cli.command, Command::Work { .. }) {
+            8
+        } else {
+            2
+        },
         ..Default::default()
     })
     .await?;
@@ -66,7 +70,8 @@ fn queue_of(c: &Command) -> &str {
         | Command::Drain { queue, .. }
         | Command::Clean { queue, .. }
         | Command::Events { queue, .. }
-        | Command::Audit { queue } => queue,
+        | Command::Audit { queue }
+        | Command::Work { queue, .. } => queue,
     }
 }
 
@@ -75,6 +80,7 @@ enum Plan {
     None,
     Add(Box<(serde_json::Value, JobOptions)>),
     Bulk(Vec<NewJob>),
+    Work(crate::work::Synthetic),
 }
 
 impl Plan {
@@ -118,6 +124,22 @@ impl Plan {
                     });
                 }
                 Plan::Bulk(jobs)
+            }
+            Command::Work {
+                processor,
+                concurrency,
+                lock_duration,
+                stalled_interval,
+                ..
+            } => {
+                let p: crate::work::Synthetic = processor.parse()?;
+                if *concurrency == 0 {
+                    return Err("--concurrency must be at least 1".into());
+                }
+                if *lock_duration == 0 || *stalled_interval == 0 {
+                    return Err("--lock-duration and --stalled-interval must be positive".into());
+                }
+                Plan::Work(p)
             }
             Command::Retry {
                 id: None,
@@ -249,6 +271,32 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             Ok(())
         }
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
+        Command::Work {
+            concurrency,
+            lock_duration,
+            stalled_interval,
+            max_jobs,
+            name,
+            quiet,
+            ..
+        } => {
+            let Plan::Work(processor) = plan else {
+                unreachable!()
+            };
+            crate::work::work(
+                q.clone(),
+                crate::work::WorkSettings {
+                    concurrency,
+                    processor,
+                    lock_duration: Duration::from_millis(lock_duration),
+                    stalled_interval: Duration::from_millis(stalled_interval),
+                    max_jobs,
+                    name,
+                    quiet,
+                },
+            )
+            .await
+        }
         Command::Audit { .. } => {
             let report = echomq::audit::audit(conn, q.name()).await?;
             for v in &report.violations {

@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod style;
+mod work;
 
 use clap::Parser;
 

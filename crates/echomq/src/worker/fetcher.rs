@@ -81,6 +81,11 @@ async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
     let client_name = core.keys.worker_client_name(core.name.as_deref());
     let mut reconnects: Option<tokio::sync::broadcast::Receiver<fred::types::config::Server>> =
         None;
+    // Open (and name) the blocking connection at start, as BullMQ does, so
+    // `getWorkers()` lists this worker even while it never needs to block.
+    if let Err(e) = blocking_client(&core, &client_name, &mut reconnects).await {
+        warn!(error = %e, "cannot open the blocking connection yet");
+    }
     loop {
         core.watch
             .heartbeat
