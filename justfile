@@ -5,8 +5,9 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 demo: _ensure-redis
     #!/usr/bin/env bash
     set -euo pipefail
+    cargo build -q -p echomq-cli
     source <(just _throwaway-redis)
-    cargo run -q -p echomq --example demo
+    ./target/debug/echomq demo
 
 # Run every test (each test starts its own redis-server on a free port; the
 # interop tests drive the real BullMQ Node client).

@@ -167,6 +167,8 @@ pub enum Command {
     },
     /// Read-only consistency audit; exits 1 on a hard violation.
     Audit { queue: String },
+    /// The guided tour (about a minute) on a fresh queue.
+    Demo,
     /// Run a worker tree (Worker + LockManager + StalledChecker) with a synthetic
     /// processor; prints a line per second; SIGINT/SIGTERM close it in order.
     Work {

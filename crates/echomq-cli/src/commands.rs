@@ -17,6 +17,17 @@ use crate::style::{self, paint};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 pub async fn run(cli: Cli) -> Res {
+    if matches!(cli.command, Command::Demo) {
+        let conn = Connection::connect(ConnectionConfig {
+            url: cli.url.clone(),
+            prefix: cli.prefix.clone(),
+            ..Default::default()
+        })
+        .await?;
+        let r = crate::demo::demo(conn.clone(), &cli.url).await;
+        conn.close().await;
+        return r;
+    }
     // Validate everything that can be validated before touching Redis.
     let queue_name = queue_of(&cli.command);
     QueueKeys::new(&cli.prefix, queue_name)?;
@@ -72,6 +83,7 @@ fn queue_of(c: &Command) -> &str {
         | Command::Events { queue, .. }
         | Command::Audit { queue }
         | Command::Work { queue, .. } => queue,
+        Command::Demo => "demo",
     }
 }
 
@@ -297,6 +309,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             )
             .await
         }
+        Command::Demo => unreachable!("handled before connecting"),
         Command::Audit { .. } => {
             let report = echomq::audit::audit(conn, q.name()).await?;
             for v in &report.violations {

@@ -1,7 +1,7 @@
-//! A short tour for a newcomer: a producer adds a mix of jobs to a fresh queue
-//! and the demo prints what landed where in Redis.
+//! The producer side alone: a mix of jobs added to a fresh queue,
+//! and what landed where in Redis. (`just demo` is the full tour: `echomq demo`.)
 //!
-//! `just demo` runs it against a throwaway redis-server (`REDIS_URL`).
+//! `REDIS_URL=redis://… cargo run -p echomq --example producer`.
 
 use std::time::Duration;
 
