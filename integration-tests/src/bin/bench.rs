@@ -171,6 +171,76 @@ async fn main() {
     });
     flush(&c).await;
 
+    // Processing throughput with a no-op processor, and Redis CPU per job.
+    let n = scale(20_000);
+    let mut cpu_rows = Vec::new();
+    for concurrency in [1usize, 16, 100] {
+        let n = if concurrency == 1 { n / 4 } else { n };
+        let q = Queue::new(&conn, "proc").await.unwrap();
+        fill(&q, n).await;
+        let cpu0 = redis_cpu(&c).await;
+        let secs = process_with_echomq(&q, n, concurrency).await;
+        let rust_cpu = (redis_cpu(&c).await - cpu0) / n as f64;
+        flush(&c).await;
+        let q = Queue::new(&conn, "proc").await.unwrap();
+        fill(&q, n).await;
+        let cpu0 = redis_cpu(&c).await;
+        let out = node(
+            "process",
+            &url,
+            "proc",
+            json!({"n": n, "concurrency": concurrency}),
+        );
+        let node_cpu = (redis_cpu(&c).await - cpu0) / n as f64;
+        let node_secs = out["ms"].as_f64().unwrap() / 1000.0;
+        rows.push(Row {
+            metric: format!("processing, concurrency {concurrency}, no-op ({n} jobs)"),
+            echomq: n as f64 / secs,
+            bullmq: Some(n as f64 / node_secs),
+            unit: "jobs/s",
+            higher_is_better: true,
+        });
+        cpu_rows.push((concurrency, rust_cpu * 1e6, node_cpu * 1e6));
+        flush(&c).await;
+    }
+    for (concurrency, rust, node) in cpu_rows {
+        rows.push(Row {
+            metric: format!("Redis CPU per processed job, concurrency {concurrency}"),
+            echomq: rust,
+            bullmq: Some(node),
+            unit: "µs",
+            higher_is_better: false,
+        });
+    }
+
+    // End-to-end latency (add → processor start) at a steady 500 jobs/s.
+    let n = scale(2_000);
+    let (p50, p99) = latency_with_echomq(&conn, n).await;
+    flush(&c).await;
+    let (np50, np99) = latency_with_node(&conn, &url, n).await;
+    rows.push(Row {
+        metric: "latency add → start, p50 (500 jobs/s)".into(),
+        echomq: p50,
+        bullmq: Some(np50),
+        unit: "ms",
+        higher_is_better: false,
+    });
+    rows.push(Row {
+        metric: "latency add → start, p99 (500 jobs/s)".into(),
+        echomq: p99,
+        bullmq: Some(np99),
+        unit: "ms",
+        higher_is_better: false,
+    });
+    flush(&c).await;
+
+    // Lock renewal cost against held jobs: one extendLocks call vs one call per job.
+    let mut renew_rows = Vec::new();
+    for held in [1u64, 10, 100, 1_000, 10_000] {
+        renew_rows.push(renewal_cost(&conn, &c, held).await);
+        flush(&c).await;
+    }
+
     // 3. Stalled sweep cost against the number of active jobs.
     let mut sweep_rows = Vec::new();
     for active in [100u64, 1_000, 10_000, 100_000] {
@@ -319,6 +389,20 @@ async fn main() {
                 .unwrap_or_else(|| "—".into())
         );
     }
+    println!("\n### Lock renewal per window against held jobs (LockManager: one extendLocks-1 call; naive: one extendLock-2 call per job)\n");
+    println!("| held jobs | LockManager calls | LockManager Redis time | naive calls | naive Redis time | naive wall time (sequential) |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
+    for r in renew_rows {
+        println!(
+            "| {} | {} | {:.2} ms | {} | {:.2} ms | {:.1} ms |",
+            r.held,
+            r.calls,
+            r.usec as f64 / 1000.0,
+            r.naive_calls,
+            r.naive_usec as f64 / 1000.0,
+            r.naive_wall_ms
+        );
+    }
     println!("\n### Stalled sweep cost (probe + moveStalledJobsToWait-8) against active jobs\n");
     println!("| active jobs | sweep wall time | script time (Redis) | Redis CPU |");
     println!("| ---: | ---: | ---: | ---: |");
@@ -337,4 +421,236 @@ async fn main() {
     println!(
         "\nRedis ceiling (redis-benchmark EVALSHA of `return 1`, 50 clients): {ceiling:.0} calls/s"
     );
+}
+
+async fn fill(q: &Queue, n: u64) {
+    for start in (0..n).step_by(1000) {
+        let batch: Vec<NewJob> = (start..(start + 1000).min(n))
+            .map(|i| NewJob {
+                name: "p".into(),
+                data: json!({"i": i}),
+                options: JobOptions::new(),
+            })
+            .collect();
+        q.add_bulk(batch).await.unwrap();
+    }
+}
+
+/// Time from worker start to the n-th completion, no-op processor, jobs
+/// removed on completion (as the Node side does).
+async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize) -> f64 {
+    use echomq::worker::processor_fn;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
+    let mut args = echomq::WorkerArgs::new(
+        q.clone(),
+        processor_fn(|_| async { Ok(serde_json::Value::Null) }),
+    );
+    args.options.concurrency = concurrency;
+    args.options.remove_on_complete = Some(echomq::KeepJobs::Remove(true));
+    args.events = Some(tx);
+    let mut spec = echomq::WorkerSetSpec::new(args);
+    spec.stalled_checker = None;
+    let t = Instant::now();
+    let (host, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
+    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    let mut done = 0;
+    while done < n {
+        if let Some(echomq::WorkerEvent::Completed { .. }) = rx.recv().await {
+            done += 1;
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let _ = ractor::call_t!(
+        set.worker,
+        echomq::WorkerMsg::Close,
+        10_000,
+        Duration::from_secs(5)
+    );
+    host.stop(None);
+    secs
+}
+
+/// A do-nothing supervisor for the bench's actors.
+struct Bare;
+impl ractor::Actor for Bare {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: ractor::SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+async fn produce_steadily(q: &Queue, n: u64) {
+    let mut tick = tokio::time::interval(Duration::from_millis(2));
+    for i in 0..n {
+        tick.tick().await;
+        q.add("lat", &json!({"i": i}), JobOptions::new())
+            .await
+            .unwrap();
+    }
+}
+
+fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (v[v.len() / 2], v[(v.len() * 99 / 100).min(v.len() - 1)])
+}
+
+async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
+    use echomq::worker::processor_fn;
+    let q = Queue::new(conn, "lat").await.unwrap();
+    let lat = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l2 = lat.clone();
+    let mut args = echomq::WorkerArgs::new(
+        q.clone(),
+        processor_fn(move |ctx| {
+            let l = l2.clone();
+            async move {
+                l.lock()
+                    .unwrap()
+                    .push(Connection::now_ms().saturating_sub(ctx.job().timestamp) as f64);
+                Ok(serde_json::Value::Null)
+            }
+        }),
+    );
+    args.options.concurrency = 16;
+    let mut spec = echomq::WorkerSetSpec::new(args);
+    spec.stalled_checker = None;
+    let (host, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
+    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    produce_steadily(&q, n).await;
+    while (lat.lock().unwrap().len() as u64) < n {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = ractor::call_t!(
+        set.worker,
+        echomq::WorkerMsg::Close,
+        10_000,
+        Duration::from_secs(5)
+    );
+    host.stop(None);
+    let v = lat.lock().unwrap().clone();
+    percentiles(v)
+}
+
+async fn latency_with_node(conn: &Connection, url: &str, n: u64) -> (f64, f64) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
+    let child = tokio::process::Command::new("node")
+        .current_dir(&dir)
+        .args([
+            "bench.js",
+            "process",
+            url,
+            "lat",
+            &json!({"n": n, "concurrency": 16, "latency": true}).to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("node");
+    tokio::time::sleep(Duration::from_millis(1500)).await; // Node start-up
+    let q = Queue::new(conn, "lat").await.unwrap();
+    produce_steadily(&q, n).await;
+    let out = child.wait_with_output().await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        v["p50"].as_f64().unwrap_or(f64::NAN),
+        v["p99"].as_f64().unwrap_or(f64::NAN),
+    )
+}
+
+struct Renewal {
+    held: u64,
+    calls: u64,
+    usec: u64,
+    naive_calls: u64,
+    naive_usec: u64,
+    naive_wall_ms: f64,
+}
+
+/// `held` active jobs with locks, tracked by a LockManager: one RenewNow is
+/// the renewal of one window. Then the naive design: one extendLock per job.
+async fn renewal_cost(conn: &Connection, c: &Client, held: u64) -> Renewal {
+    use echomq::{LockManager, LockManagerArgs, LockManagerMsg};
+    let q = Queue::new(conn, "renew").await.unwrap();
+    let k = q.keys().clone();
+    let ids: Vec<String> = (0..held).map(|i| format!("j{i}")).collect();
+    let token = "6f1c2e4a-0000-4000-8000-000000000000";
+    for chunk in ids.chunks(5000) {
+        let p = c.pipeline();
+        p.lpush::<(), _, _>(k.active(), chunk.to_vec())
+            .await
+            .unwrap();
+        for id in chunk {
+            p.set::<(), _, _>(k.lock(id), token, Some(Expiration::PX(60_000)), None, false)
+                .await
+                .unwrap();
+        }
+        let _: Vec<Value> = p.all().await.unwrap();
+    }
+    let args = LockManagerArgs {
+        connection: conn.clone(),
+        keys: k.clone(),
+        lock_duration: Duration::from_secs(3600),
+        lock_renew_time: None,
+        worker: None,
+    };
+    let (lm, _) = ractor::Actor::spawn(None, LockManager, args).await.unwrap();
+    for id in &ids {
+        lm.cast(LockManagerMsg::Track {
+            id: id.clone(),
+            token: token.into(),
+        })
+        .unwrap();
+    }
+    let _ = ractor::call_t!(lm, LockManagerMsg::GetTracked, 60_000).unwrap();
+    let before = evalsha_usec(c).await;
+    lm.cast(LockManagerMsg::RenewNow).unwrap();
+    let stats = loop {
+        let s = ractor::call_t!(lm, LockManagerMsg::GetStats, 60_000).unwrap();
+        if s.extend_calls >= 1 {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let after = evalsha_usec(c).await;
+    lm.stop(None);
+    let t = Instant::now();
+    for id in &ids {
+        let v = conn
+            .run_script(
+                ScriptId::ExtendLock,
+                vec![k.lock(id), k.stalled()],
+                vec![
+                    Value::from(token),
+                    Value::from("3600000"),
+                    Value::from(id.clone()),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(v.as_i64(), Some(1));
+    }
+    let naive_wall_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let naive = evalsha_usec(c).await;
+    Renewal {
+        held,
+        calls: stats.extend_calls,
+        usec: after.1 - before.1,
+        naive_calls: naive.0 - after.0,
+        naive_usec: naive.1 - after.1,
+        naive_wall_ms,
+    }
 }
