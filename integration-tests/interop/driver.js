@@ -2,7 +2,7 @@
 // Usage: node driver.js <command> <redis-url> <queue> [json-args]
 // Prints one JSON document on stdout; errors go to stderr with a non-zero exit.
 'use strict';
-const { Queue } = require('bullmq');
+const { Queue, Worker, Job } = require('bullmq');
 const IORedis = require('ioredis');
 
 const [command, url, queueName, rawArgs] = process.argv.slice(2);
@@ -32,18 +32,150 @@ async function main() {
           out[id] = j && {
             name: j.name, data: j.data, opts: j.opts, delay: j.delay, priority: j.priority,
             timestamp: j.timestamp, attemptsMade: j.attemptsMade, state: await j.getState(),
+            returnvalue: j.returnvalue, failedReason: j.failedReason, stacktrace: j.stacktrace,
+            processedOn: j.processedOn, finishedOn: j.finishedOn, progress: j.progress,
+            attemptsStarted: j.attemptsStarted, stalledCounter: j.stalledCounter,
+            processedBy: j.processedBy,
           };
         }
         return out;
       }
       case 'counts':
         return await queue.getJobCounts();
+      case 'add-jobs': {
+        // args.jobs: [{name, data, opts}], added one by one so ids follow the order.
+        const ids = [];
+        for (const j of args.jobs) ids.push((await queue.add(j.name, j.data, j.opts)).id);
+        return ids;
+      }
+      case 'add-many': {
+        // args: {n, name, from}: n plain jobs with data {i}, in addBulk chunks.
+        const ids = [];
+        for (let k = 0; k < args.n; k += 1000) {
+          const chunk = [];
+          for (let i = k; i < Math.min(args.n, k + 1000); i++) chunk.push({ name: args.name, data: { i: args.from + i } });
+          ids.push(...(await queue.addBulk(chunk)).map((j) => j.id));
+        }
+        return ids;
+      }
+      case 'add-bulk':
+        return (await queue.addBulk(args.jobs)).map((j) => j.id);
+      case 'workers':
+        return (await queue.getWorkers()).map((c) => ({ name: c.name, rawname: c.rawname }));
+      case 'get-ranges':
+        return await queue.getRanges(args.types, args.start, args.end, args.asc);
+      case 'ops': {
+        // args.ops: [[op, ...params]] run in order, each answering its result
+        // or "error"; the Rust twin is `run_rust` in tests/interop_state.rs.
+        const results = [];
+        for (const [op, ...p] of args.ops) {
+          try {
+            results.push(await runOp(queue, op, p));
+          } catch (err) {
+            process.stderr.write(`op ${op}: ${err.message}\n`);
+            results.push('error');
+          }
+        }
+        return results;
+      }
+      case 'get-ranges-many': {
+        // args.queries: [{types, start, end, asc}], answered in one process.
+        const outs = [];
+        for (const q of args.queries) outs.push(await queue.getRanges(q.types, q.start, q.end, q.asc));
+        return outs;
+      }
+      case 'get-jobs':
+        return (await queue.getJobs(args.types, args.start, args.end, args.asc)).map((j) => j.id);
+      case 'is-finished': {
+        const j = await queue.getJob(args.id);
+        return j ? { completed: await j.isCompleted(), failed: await j.isFailed() } : null;
+      }
+      case 'sweep': {
+        // Node's own stalled check (the method its worker's timer calls), run
+        // args.times times args.gapMs apart, with args.stalledInterval and
+        // args.maxStalledCount; returns the ids it recovered.
+        const sweeper = new Worker(queueName, null, {
+          connection: new IORedis(url, { maxRetriesPerRequest: null }), prefix: 'emq', autorun: false,
+          stalledInterval: args.stalledInterval, maxStalledCount: args.maxStalledCount,
+        });
+        const recovered = [];
+        sweeper.on('stalled', (id) => recovered.push(id));
+        for (let i = 0; i < args.times; i++) {
+          if (i > 0) await new Promise((r) => setTimeout(r, args.gapMs));
+          await sweeper.moveStalledJobsToWait();
+        }
+        await sweeper.close();
+        return recovered;
+      }
+      case 'upsert-scheduler': {
+        // args: { id, repeat, template? } exactly as queue.upsertJobScheduler takes them.
+        const job = await queue.upsertJobScheduler(args.id, args.repeat, args.template);
+        return job ? { id: job.id, delay: job.delay } : null;
+      }
+      case 'work-for': {
+        // Runs a real BullMQ Worker for args.ms and returns the ids it processed,
+        // with the time each one started.
+        const seen = [];
+        const workerConnection = new IORedis(url, { maxRetriesPerRequest: null });
+        const worker = new Worker(queueName, async (job) => {
+          seen.push({ id: job.id, at: Date.now() });
+        }, { connection: workerConnection, prefix: 'emq', concurrency: 1 });
+        await new Promise((r) => setTimeout(r, args.ms));
+        await worker.close();
+        await workerConnection.quit();
+        return seen;
+      }
+      case 'get-scheduler':
+        return (await queue.getJobScheduler(args.id)) || null;
       default:
         throw new Error(`unknown command ${command}`);
     }
   } finally {
     await queue.close();
     await connection.quit();
+  }
+}
+
+async function runOp(queue, op, p) {
+  const job = async () => {
+    const j = await queue.getJob(p[0]);
+    if (!j) throw new Error(`no job ${p[0]}`);
+    return j;
+  };
+  switch (op) {
+    case 'add': return (await queue.add(p[0], p[1], p[2])).id;
+    case 'promote': await (await job()).promote(); return null;
+    case 'change-priority': await (await job()).changePriority({ priority: p[1], lifo: p[2] }); return null;
+    case 'change-delay': await (await job()).changeDelay(p[1]); return null;
+    case 'remove': return await queue.remove(p[0]);
+    case 'drain': await queue.drain(p[0]); return null;
+    case 'pause': await queue.pause(); return null;
+    case 'resume': await queue.resume(); return null;
+    case 'progress': await (await job()).updateProgress(p[1]); return null;
+    case 'log': return await Job.addJobLog(queue, p[0], p[1], p[2]);
+    case 'update-data': await (await job()).updateData(p[1]); return null;
+    case 'retry': await (await job()).retry('failed'); return null;
+    case 'clean': return await queue.clean(p[0], p[1], p[2]);
+    case 'work': {
+      // Processes everything ready with a Node worker (jobs behave as their
+      // data says), then closes it.
+      const { behave } = require('./behave');
+      const { UnrecoverableError } = require('bullmq');
+      const wconn = new IORedis(url, { maxRetriesPerRequest: null });
+      const w = new Worker(queue.name, async (j) => behave(j.data, j.attemptsMade, (x) => j.updateProgress(x), UnrecoverableError), {
+        connection: wconn, prefix: 'emq', drainDelay: 1,
+      });
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 50));
+        const c = await queue.getJobCounts('waiting', 'active', 'prioritized');
+        if (c.waiting + c.active + c.prioritized === 0) break;
+      }
+      await w.close();
+      wconn.disconnect();
+      return null;
+    }
+    case 'obliterate': await queue.obliterate({ force: p[0] }); return null;
+    default: throw new Error(`unknown op ${op}`);
   }
 }
 

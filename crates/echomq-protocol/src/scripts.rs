@@ -96,6 +96,14 @@ script_ids! {
     ChangeDelay => "changeDelay", 4;
     /// Change the priority of a job.
     ChangePriority => "changePriority", 7;
+    /// Create or replace a job scheduler and its pending iteration.
+    AddJobScheduler => "addJobScheduler", 11;
+    /// Create the iteration after the one a worker has just taken.
+    UpdateJobScheduler => "updateJobScheduler", 12;
+    /// Delete a job scheduler and its delayed iteration.
+    RemoveJobScheduler => "removeJobScheduler", 3;
+    /// One job scheduler's definition and current millis.
+    GetJobScheduler => "getJobScheduler", 1;
 }
 
 impl ScriptId {

@@ -49,6 +49,9 @@ pub enum Error {
     /// A configuration value is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A job scheduler definition was refused before anything was written.
+    #[error(transparent)]
+    Scheduler(#[from] crate::job_scheduler::SchedulerError),
 }
 
 impl Error {

@@ -27,6 +27,7 @@ pub mod audit;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod job_scheduler;
 pub mod lock_manager;
 pub mod queue;
 pub mod queue_events;
@@ -40,6 +41,11 @@ pub use connection::Connection;
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
+pub use job_scheduler::{
+    create_next_iteration, IterationRestored, JobScheduler, JobSchedulerArgs, JobSchedulerMsg,
+    JobSchedulers, JobTemplate, Repeat, SchedulerError, SchedulerInfo, SchedulerSpec,
+    SchedulerSweep,
+};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
