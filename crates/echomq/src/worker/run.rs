@@ -44,6 +44,19 @@ fn fetch_next(core: &WorkerCore) -> bool {
 /// Runs one job to its transition; returns the job fetch-next brought.
 async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
     let record = job.job_arc();
+    if record.repeat_job_key.is_some() {
+        // As BullMQ does: whoever takes a scheduler iteration produces the
+        // next one, under a deterministic id, so racing workers (Node ones
+        // included) create no duplicate. A failure here must not cost this
+        // iteration its run: the JobScheduler's sweep re-creates a missing
+        // next iteration.
+        match crate::job_scheduler::create_next_iteration(&core.conn, &core.keys, &record).await {
+            Ok(next) => debug!(next = ?next, "next scheduler iteration"),
+            Err(e) => {
+                warn!(error = %e, "could not create the next scheduler iteration; the sweep will")
+            }
+        }
+    }
     if let Some(reason) = record.deferred_failure.clone() {
         // Marked by the stalled checker: fail without running.
         return fail_job(core, job, ProcessError::unrecoverable(reason)).await;
@@ -146,7 +159,12 @@ async fn give_up(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
 async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Option<ActiveJob> {
     let record = job.job_arc();
     let (message, stack, unrecoverable) = match &e {
-        ProcessError::Unrecoverable { message } => (message.clone(), None, true),
+        // Node stores `err.stack`, whose first line names the error class.
+        ProcessError::Unrecoverable { message } => (
+            message.clone(),
+            Some(format!("UnrecoverableError: {message}")),
+            true,
+        ),
         ProcessError::Failed { message, stack } => (message.clone(), stack.clone(), false),
         _ => (e.to_string(), None, false),
     };

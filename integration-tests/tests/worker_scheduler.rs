@@ -1,0 +1,104 @@
+//! A real EchoMQ Worker drives job schedulers: taking an iteration produces the
+//! next one (as BullMQ workers do), so an `every` scheduler keeps producing on
+//! time, without duplicates, and two racing workers create no extra iteration.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use echomq::worker::processor_fn;
+use echomq::{
+    JobSchedulers, Queue, SchedulerSpec, WorkerArgs, WorkerMsg, WorkerOptions, WorkerSetSpec,
+};
+use echomq_integration_tests::RedisServer;
+use fred::prelude::*;
+use ractor::{call_t, Actor};
+
+struct Bare;
+impl Actor for Bare {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: ractor::SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_produce_every_iteration_exactly_once() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "sched").await.unwrap();
+    let runs: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let (host, _) = Actor::spawn(None, Bare, ()).await.unwrap();
+    let mut sets = Vec::new();
+    for w in 0..2 {
+        let r = runs.clone();
+        let processor = processor_fn(move |ctx| {
+            let r = r.clone();
+            async move {
+                *r.lock().unwrap().entry(ctx.job().id.clone()).or_default() += 1;
+                Ok(serde_json::Value::Null)
+            }
+        });
+        let mut args = WorkerArgs::new(q.clone(), processor);
+        args.options = WorkerOptions {
+            concurrency: 4,
+            name: Some(format!("w{w}")),
+            drain_delay: Duration::from_millis(100),
+            ..Default::default()
+        };
+        sets.push(
+            WorkerSetSpec::new(args)
+                .spawn_linked(host.get_cell())
+                .await
+                .unwrap(),
+        );
+    }
+    let schedulers = JobSchedulers::new(&conn, "sched").unwrap();
+    schedulers
+        .upsert(&SchedulerSpec::every("tick", Duration::from_millis(200)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    schedulers.remove("tick").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let runs = runs.lock().unwrap().clone();
+    // Started at once, then every 200 ms for 2.3 s: 11 or 12 iterations.
+    assert!(
+        (10..=13).contains(&runs.len()),
+        "{} iterations: {runs:?}",
+        runs.len()
+    );
+    assert!(runs.values().all(|&n| n == 1), "an iteration ran twice");
+    let mut slots: Vec<u64> = runs
+        .keys()
+        .map(|id| id.rsplit(':').next().unwrap().parse().unwrap())
+        .collect();
+    slots.sort_unstable();
+    assert!(
+        slots.windows(2).all(|w| w[1] - w[0] == 200),
+        "a gap or a duplicate slot: {slots:?}"
+    );
+    assert!(runs.keys().all(|id| id.starts_with("repeat:tick:")));
+    let completed: u64 = c.zcard(q.keys().completed()).await.unwrap();
+    assert_eq!(completed as usize, runs.len());
+    for set in sets {
+        let _ = call_t!(set.worker, WorkerMsg::Close, 5000, Duration::from_secs(2));
+    }
+    host.stop(None);
+}
