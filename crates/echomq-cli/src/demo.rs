@@ -123,6 +123,7 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         ProgressStyle::with_template("  {prefix:<10} [{bar:40.cyan/blue}] {pos:>5}/{len} {msg}")
             .unwrap()
             .progress_chars("=> ");
+    let mut all_ids: Vec<String> = Vec::with_capacity(JOBS as usize);
     let added = mp.add(
         ProgressBar::new(JOBS)
             .with_style(bar_style.clone())
@@ -150,7 +151,7 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
                 }
             })
             .collect();
-        q.add_bulk(batch).await?;
+        all_ids.extend(q.add_bulk(batch).await?);
         added.inc(100.min(JOBS - start));
     }
     added.finish_with_message("(5% prioritized, 5% delayed, 5% flaky, some doomed)");
@@ -224,6 +225,44 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         .map_err(|e| e.to_string())?;
     let set = call_t!(host, DemoHostMsg::Set, 2000).map_err(|e| e.to_string())?;
 
+    // Two schedulers on their own queue and worker tree (so they are not
+    // stuck behind the backlog); each iteration's worker creates the next one,
+    // under a deterministic id (BullMQ's scheme).
+    let sched_queue = format!("{queue_name}-schedules");
+    let sq = Queue::new(&conn, &sched_queue).await?;
+    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+    let ran2 = ran.clone();
+    let sched_processor = processor_fn(move |ctx| {
+        let ran = ran2.clone();
+        async move {
+            ran.lock().unwrap().push(ctx.job().id.clone());
+            Ok(Value::Null)
+        }
+    });
+    let mut sargs = WorkerArgs::new(sq.clone(), sched_processor);
+    sargs.options.concurrency = 2;
+    let (sched_host, _) = Actor::spawn(None, DemoHost, WorkerSetSpec::new(sargs))
+        .await
+        .map_err(|e| e.to_string())?;
+    let schedulers = echomq::JobSchedulers::new(&conn, &sched_queue)?;
+    schedulers
+        .upsert(&echomq::SchedulerSpec::every(
+            "heartbeat",
+            Duration::from_secs(3),
+        ))
+        .await?;
+    schedulers
+        .upsert(&echomq::SchedulerSpec::cron(
+            "report",
+            "*/5 * * * * *",
+            Some("UTC"),
+        ))
+        .await?;
+    say(format!(
+        "  {} `heartbeat` every 3 s and `report` on cron `*/5 * * * * *` (UTC), on queue {sched_queue}",
+        paint(style::INFO, "schedulers")
+    ));
+    let mut shown = 0;
     let done_bar = mp.add(
         ProgressBar::new(JOBS)
             .with_style(bar_style)
@@ -252,8 +291,17 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
             }
             last_ticks = stats.ticks;
         }
-        let counts = q.counts().await?;
-        if completed + failed >= JOBS && counts.pending() == 0 {
+        let new: Vec<String> = ran.lock().unwrap()[shown..].to_vec();
+        for id in new {
+            shown += 1;
+            say(format!(
+                "  {} ran iteration {}",
+                paint(style::INFO, "scheduler"),
+                paint(style::BOLD, id)
+            ));
+        }
+        // Scheduler iterations keep coming: the producer's jobs decide the end.
+        if completed + failed >= JOBS {
             break;
         }
         if started.elapsed() > Duration::from_secs(120) {
@@ -262,6 +310,9 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         }
     }
     done_bar.finish();
+    schedulers.remove("heartbeat").await?;
+    schedulers.remove("report").await?;
+    sched_host.stop(None);
     let close = call_t!(
         set.worker,
         echomq::WorkerMsg::Close,
@@ -277,14 +328,25 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
     qe.cast(QueueEventsMsg::Close).ok();
     feed.abort();
     let counts = q.counts().await?;
-    let t = tally.lock().unwrap();
-    let lost =
-        JOBS as i64 - counts.completed as i64 - counts.failed as i64 - counts.pending() as i64;
+    // Lost = an id the producer got back that is in no state at all.
+    let mut found: HashSet<String> = HashSet::new();
+    for state in [
+        echomq::JobState::Completed,
+        echomq::JobState::Failed,
+        echomq::JobState::Waiting,
+        echomq::JobState::Prioritized,
+        echomq::JobState::Delayed,
+        echomq::JobState::Active,
+    ] {
+        found.extend(q.get_ranges(&[state], 0, -1, true).await?);
+    }
+    let lost = all_ids.iter().filter(|id| !found.contains(*id)).count();
     let audit = echomq::audit::audit(&conn, &queue_name).await?;
+    let t = tally.lock().unwrap();
     anstream::println!();
     anstream::println!("{}", paint(style::BOLD, "summary"));
     anstream::println!("  {:<30}{JOBS}", "added");
-    anstream::println!("  {:<30}{}", "completed", counts.completed);
+    anstream::println!("  {:<30}{}", "completed", t.completed.len());
     anstream::println!("  {:<30}{}", "failed (after retries)", counts.failed);
     anstream::println!("  {:<30}{}", "re-runs (retries, recoveries)", t.reruns);
     anstream::println!(
@@ -292,6 +354,11 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         "recovered from dead worker",
         t.stalled.len(),
         orphaned
+    );
+    anstream::println!(
+        "  {:<30}{}",
+        "scheduler iterations run",
+        ran.lock().unwrap().len()
     );
     anstream::println!("  {:<30}{}", "events seen (QueueEvents)", t.events);
     anstream::println!(
