@@ -11,9 +11,9 @@ use std::time::Duration;
 use echomq::protocol::{Event, EventKind};
 use echomq::worker::processor_fn;
 use echomq::{
-    Delivery, JobOptions, LockManagerMsg, NewJob, Queue, QueueEvents, QueueEventsArgs,
-    QueueEventsMsg, StalledCheckerMsg, StartFrom, WorkerArgs, WorkerMsg, WorkerOptions, WorkerSet,
-    WorkerSetSpec,
+    Delivery, JobOptions, JobScheduler, JobSchedulerArgs, JobSchedulerMsg, LockManagerMsg, NewJob,
+    Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, StalledCheckerMsg, StartFrom, WorkerArgs,
+    WorkerMsg, WorkerOptions, WorkerSet, WorkerSetSpec,
 };
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
@@ -24,6 +24,7 @@ struct Host;
 
 struct HostArgs {
     spec: WorkerSetSpec,
+    sched_args: JobSchedulerArgs,
     qe_args: QueueEventsArgs,
     seen: Arc<Mutex<Vec<Event>>>,
     restarts: Arc<Mutex<Vec<String>>>,
@@ -33,6 +34,8 @@ struct HostArgs {
 struct HostState {
     spec: WorkerSetSpec,
     set: WorkerSet,
+    sched_args: JobSchedulerArgs,
+    sched: ActorRef<JobSchedulerMsg>,
     qe: ActorRef<QueueEventsMsg>,
     qe_args: QueueEventsArgs,
     seen: Arc<Mutex<Vec<Event>>>,
@@ -42,7 +45,13 @@ struct HostState {
 }
 
 enum HostMsg {
-    Refs(RpcReplyPort<(WorkerSet, ActorRef<QueueEventsMsg>)>),
+    Refs(
+        RpcReplyPort<(
+            WorkerSet,
+            ActorRef<QueueEventsMsg>,
+            ActorRef<JobSchedulerMsg>,
+        )>,
+    ),
 }
 
 async fn spawn_qe(
@@ -76,9 +85,13 @@ impl Actor for Host {
     ) -> Result<HostState, ActorProcessingErr> {
         let set = a.spec.spawn_linked(me.get_cell()).await?;
         let qe = spawn_qe(&me, a.qe_args.clone(), a.seen.clone()).await;
+        let (sched, _) =
+            Actor::spawn_linked(None, JobScheduler, a.sched_args.clone(), me.get_cell()).await?;
         Ok(HostState {
             spec: a.spec,
             set,
+            sched_args: a.sched_args,
+            sched,
             qe,
             qe_args: a.qe_args,
             seen: a.seen,
@@ -96,7 +109,7 @@ impl Actor for Host {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             HostMsg::Refs(r) => {
-                let _ = r.send((s.set.clone(), s.qe.clone()));
+                let _ = r.send((s.set.clone(), s.qe.clone(), s.sched.clone()));
             }
         }
         Ok(())
@@ -129,6 +142,13 @@ impl Actor for Host {
         if let Some(m) = s.set.member_of(&cell) {
             s.spec.restart(&mut s.set, m, me.get_cell()).await?;
             s.restarts.lock().unwrap().push(format!("{m:?}"));
+        } else if cell.get_id() == s.sched.get_id() {
+            // Everything it knows lives in Redis: a fresh one is the same one.
+            let (sched, _) =
+                Actor::spawn_linked(None, JobScheduler, s.sched_args.clone(), me.get_cell())
+                    .await?;
+            s.sched = sched;
+            s.restarts.lock().unwrap().push("JobScheduler".into());
         } else if cell.get_id() == s.qe.get_id() {
             // Resume from the last event the subscriber handled: nothing skipped.
             let mut args = s.qe_args.clone();
@@ -142,7 +162,13 @@ impl Actor for Host {
     }
 }
 
-async fn refs(host: &ActorRef<HostMsg>) -> (WorkerSet, ActorRef<QueueEventsMsg>) {
+async fn refs(
+    host: &ActorRef<HostMsg>,
+) -> (
+    WorkerSet,
+    ActorRef<QueueEventsMsg>,
+    ActorRef<JobSchedulerMsg>,
+) {
     call_t!(host, HostMsg::Refs, 2000).unwrap()
 }
 
@@ -183,6 +209,7 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         Host,
         HostArgs {
             spec,
+            sched_args: JobSchedulerArgs::new(conn.clone(), "sup"),
             qe_args,
             seen: seen.clone(),
             restarts: restarts.clone(),
@@ -211,12 +238,16 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         ("stalled_checker", true),
         ("queue_events", false),
         ("queue_events", true),
+        ("job_scheduler", false),
+        ("job_scheduler", true),
     ];
     let injected = AtomicU32::new(0);
     for (who, kill) in &faults {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        let (set, qe) = refs(&host).await;
+        let (set, qe, sched) = refs(&host).await;
         match (*who, *kill) {
+            ("job_scheduler", false) => sched.cast(JobSchedulerMsg::Crash).unwrap(),
+            ("job_scheduler", true) => sched.kill(),
             ("worker", false) => set.worker.cast(WorkerMsg::Crash).unwrap(),
             ("worker", true) => set.worker.kill(),
             ("lock_manager", false) => set.lock_manager.cast(LockManagerMsg::Crash).unwrap(),
@@ -244,7 +275,20 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
     }
 
     // Control messages through the public refs take effect after restarts.
-    let (set, _) = refs(&host).await;
+    let (set, _, sched) = refs(&host).await;
+    let mut spec = echomq::SchedulerSpec::every("nightly", Duration::from_secs(3600));
+    spec.start_date = Some(echomq::Connection::now_ms() + 3_600_000); // not during this test
+    let upserted = call_t!(sched, JobSchedulerMsg::Upsert, 5000, Box::new(spec))
+        .unwrap()
+        .unwrap();
+    assert!(
+        upserted.is_some(),
+        "the upsert through the restarted JobScheduler took effect"
+    );
+    let got = call_t!(sched, JobSchedulerMsg::Get, 5000, "nightly".to_string())
+        .unwrap()
+        .unwrap();
+    assert!(got.is_some());
     set.worker.cast(WorkerMsg::SetConcurrency(20)).unwrap();
     set.lock_manager.cast(LockManagerMsg::RenewNow).unwrap();
     let report = call_t!(

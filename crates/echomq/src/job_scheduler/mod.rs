@@ -949,6 +949,10 @@ pub enum JobSchedulerMsg {
     SweepNow(RpcReplyPort<Result<SchedulerSweep>>),
     /// Timer tick (internal; re-armed after each sweep).
     Tick,
+    /// Panics the actor (fault injection for supervision and chaos tests).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    Crash,
 }
 
 /// The per-queue scheduler actor. Spawn it under the host's supervisor:
@@ -1016,6 +1020,8 @@ impl Actor for JobScheduler {
             JobSchedulerMsg::SweepNow(reply) => {
                 let _ = reply.send(state.sweep().await);
             }
+            #[cfg(feature = "fault-injection")]
+            JobSchedulerMsg::Crash => panic!("fault injection: job scheduler crash"),
             JobSchedulerMsg::Tick => {
                 // A failed sweep is logged and retried at the next tick; Redis
                 // being away is no reason to restart the actor.
