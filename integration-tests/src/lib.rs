@@ -241,3 +241,172 @@ pub fn bullmq(command: &str, url: &str, queue: &str, args: serde_json::Value) ->
     );
     serde_json::from_slice(&out.stdout).expect("driver prints JSON")
 }
+
+/// What a test job does, read from its data; the twin of `interop/behave.js`,
+/// so a job behaves the same whichever side's worker takes it.
+pub async fn behave(job: &echomq::JobContext) -> Result<serde_json::Value, echomq::ProcessError> {
+    use echomq::ProcessError;
+    let d = job.data();
+    let text = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
+    let ret = d.get("ret").cloned().unwrap_or(serde_json::Value::Null);
+    match d["mode"].as_str() {
+        Some("fail") => Err(ProcessError::failed(text("reason"))),
+        Some("fail-until") if job.job().attempts_made < d["n"].as_u64().unwrap_or(0) => {
+            Err(ProcessError::failed(text("reason")))
+        }
+        Some("unrecoverable") => Err(ProcessError::unrecoverable(text("reason"))),
+        Some("progress") => {
+            job.update_progress(&d["p"])
+                .await
+                .map_err(|e| ProcessError::failed(e.to_string()))?;
+            Ok(ret)
+        }
+        Some("sleep") => {
+            tokio::time::sleep(Duration::from_millis(d["ms"].as_u64().unwrap_or(0))).await;
+            Ok(ret)
+        }
+        _ => Ok(ret),
+    }
+}
+
+/// A Node script of `integration-tests/interop` running as a child process
+/// (`worker.js`, `events.js`), or the Rust `worker_process`: its JSON stdout lines arrive on a channel. It
+/// ends cleanly when its stdin is closed ([`NodeChild::finish`]) or at once
+/// with SIGKILL ([`NodeChild::kill`]); dropping it kills it.
+pub struct NodeChild {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    /// Every line received so far, in order.
+    pub seen: Vec<serde_json::Value>,
+}
+
+impl NodeChild {
+    /// Starts `node <script> <url> <queue> <opts>` and waits for its
+    /// `{"ev":"ready"}` line.
+    pub fn spawn(script: &str, url: &str, queue: &str, opts: serde_json::Value) -> NodeChild {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
+        assert!(
+            dir.join("node_modules/bullmq").is_dir(),
+            "BullMQ Node packages missing: run `npm ci` in {}",
+            dir.display()
+        );
+        let mut cmd = Command::new("node");
+        cmd.current_dir(&dir)
+            .args([script, url, queue, &opts.to_string()]);
+        Self::start(cmd)
+    }
+
+    /// Starts the test-support Rust worker process `worker_process` (its path
+    /// from `env!("CARGO_BIN_EXE_worker_process")`, known to tests only) with
+    /// the same protocol as `worker.js`.
+    pub fn spawn_rust_worker(
+        binary: &str,
+        url: &str,
+        queue: &str,
+        opts: serde_json::Value,
+    ) -> NodeChild {
+        let mut cmd = Command::new(binary);
+        cmd.args([url, queue, &opts.to_string()]);
+        Self::start(cmd)
+    }
+
+    fn start(mut cmd: Command) -> NodeChild {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("node is installed / worker_process is built");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str(&line) {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let mut me = NodeChild {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        };
+        me.wait_line(Duration::from_secs(20), |v| v["ev"] == "ready");
+        me
+    }
+
+    /// Waits (blocking) for a line matching `pred` and returns it; panics
+    /// after `limit`.
+    pub fn wait_line(
+        &mut self,
+        limit: Duration,
+        mut pred: impl FnMut(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!(
+                    "node child: no matching line within {limit:?}; seen {:?}",
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Collects the lines that arrived so far without waiting.
+    pub fn drain(&mut self) -> &[serde_json::Value] {
+        while let Ok(v) = self.lines.try_recv() {
+            self.seen.push(v);
+        }
+        &self.seen
+    }
+
+    /// Closes stdin (the script closes its BullMQ objects) and waits for the
+    /// process; returns the `{"ev":"summary"}` line when it printed one.
+    pub fn finish(mut self) -> Option<serde_json::Value> {
+        drop(self.child.stdin.take());
+        let summary = {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut found = None;
+            while Instant::now() < deadline {
+                match self.lines.recv_timeout(Duration::from_millis(200)) {
+                    Ok(v) => {
+                        self.seen.push(v.clone());
+                        if v["ev"] == "summary" {
+                            found = Some(v);
+                            break;
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    Err(_) => {}
+                }
+            }
+            found
+        };
+        let _ = self.child.wait();
+        summary
+    }
+
+    /// SIGKILL: the process dies mid-whatever, holding its locks.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for NodeChild {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

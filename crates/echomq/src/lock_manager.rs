@@ -100,7 +100,6 @@ pub enum LockManagerMsg {
     AttachWorker(ActorRef<WorkerMsg>),
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
-    #[doc(hidden)]
     Crash,
     /// The timer (opaque to hosts).
     Tick(Tick),

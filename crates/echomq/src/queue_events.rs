@@ -112,7 +112,6 @@ pub enum QueueEventsMsg {
     Close,
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
-    #[doc(hidden)]
     Crash,
     /// A batch from the reader task (internal).
     Batch(Vec<Event>, Option<(String, String)>),

@@ -109,7 +109,6 @@ pub enum StalledCheckerMsg {
     GetStats(RpcReplyPort<StalledStats>),
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
-    #[doc(hidden)]
     Crash,
 }
 

@@ -951,7 +951,6 @@ pub enum JobSchedulerMsg {
     Tick,
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
-    #[doc(hidden)]
     Crash,
 }
 

@@ -220,7 +220,6 @@ pub enum WorkerMsg {
     Internal(Internal),
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
-    #[doc(hidden)]
     Crash,
 }
 

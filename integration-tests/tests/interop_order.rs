@@ -1,0 +1,248 @@
+//! Taking order across clients: jobs one side adds are taken by the other
+//! side's worker in BullMQ's order — lifo first, then FIFO, then plain
+//! waiting jobs before prioritized ones (lower priority first), then delayed
+//! jobs in due order — plus events-stream trimming by maxLenEvents and
+//! isFinished on jobs the other side finished.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use echomq::worker::{processor_fn, JobContext};
+use echomq::{
+    Finished, JobOptions, NewJob, ProcessError, Queue, QueueOptions, WorkerArgs, WorkerMsg,
+};
+use echomq_integration_tests::{bullmq, events, NodeChild, RedisServer};
+use fred::prelude::*;
+use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::{json, Value as Json};
+
+struct Host;
+
+impl Actor for Host {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<()>,
+        _: SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// `(name, Node opts)` in adding order; names are taken in `ORDER`.
+fn jobs(t: u64) -> Vec<(&'static str, Json)> {
+    // The delayed jobs share one due millisecond, far enough ahead that the
+    // others are done first.
+    let d = json!({"delay": 1500, "timestamp": t});
+    vec![
+        ("D1", d.clone()),
+        ("A", json!({})),
+        ("P5", json!({"priority": 5})),
+        ("B", json!({})),
+        ("D2", d.clone()),
+        ("L", json!({"lifo": true})),
+        ("P1", json!({"priority": 1})),
+        ("D3", d),
+    ]
+}
+
+const ORDER: [&str; 8] = ["L", "A", "B", "P1", "P5", "D1", "D2", "D3"];
+
+async fn assert_after(c: &Client, q: &str, t: u64) {
+    // prioritized emptied: its counter is gone (item 12).
+    let pc: u64 = c.exists(format!("emq:{q}:pc")).await.unwrap();
+    assert_eq!(pc, 0);
+    // Delayed jobs were promoted (waiting{prev:delayed}) and not run early.
+    let evs = events(c, &format!("emq:{q}:events")).await;
+    let promoted = evs
+        .iter()
+        .filter(|(n, f)| n == "waiting" && f.contains(&("prev".into(), "delayed".into())))
+        .count();
+    assert_eq!(promoted, 3);
+    for id in ["1", "5", "8"] {
+        let p: String = c
+            .hget(format!("emq:{q}:{id}"), "processedOn")
+            .await
+            .unwrap();
+        assert!(p.parse::<u64>().unwrap() >= t + 1500, "job {id} ran early");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echomq_worker_takes_node_jobs_in_bullmq_order() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let t = now_ms();
+    let list: Vec<Json> = jobs(t)
+        .into_iter()
+        .map(|(n, o)| json!({"name": n, "data": {}, "opts": o}))
+        .collect();
+    bullmq("add-jobs", &redis.url(), "or1", json!({ "jobs": list }));
+    let queue = Queue::new(&conn, "or1").await.unwrap();
+    let seen: Arc<Mutex<Vec<String>>> = Default::default();
+    let s = seen.clone();
+    let p = processor_fn(move |job: JobContext| {
+        let s = s.clone();
+        async move {
+            s.lock().unwrap().push(job.name().to_owned());
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let mut args = WorkerArgs::new(queue.clone(), p);
+    args.options.drain_delay = Duration::from_millis(200);
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        .await
+        .unwrap();
+    wait_until("8 completed", Duration::from_secs(10), async || {
+        c.zcard::<u64, _>("emq:or1:completed").await.unwrap() == 8
+    })
+    .await;
+    call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(1)).unwrap();
+    assert_eq!(*seen.lock().unwrap(), ORDER);
+    assert_after(&c, "or1", t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_worker_takes_echomq_jobs_in_bullmq_order() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let t = now_ms();
+    let queue = Queue::new(&conn, "or2").await.unwrap();
+    let mut names = std::collections::HashMap::new();
+    for (name, o) in jobs(t) {
+        let mut opts = JobOptions::new();
+        if let Some(d) = o["delay"].as_u64() {
+            opts = opts
+                .delay(Duration::from_millis(d))
+                .timestamp(o["timestamp"].as_u64().unwrap());
+        }
+        if let Some(p) = o["priority"].as_i64() {
+            opts = opts.priority(p);
+        }
+        if o["lifo"] == json!(true) {
+            opts = opts.lifo(true);
+        }
+        let id = queue.add(name, &json!({}), opts).await.unwrap();
+        names.insert(id, name);
+    }
+    let mut node = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "or2",
+        json!({"verbose": true, "skipStalledCheck": true}),
+    );
+    let mut order = Vec::new();
+    for _ in 0..8 {
+        let v = node.wait_line(Duration::from_secs(10), |v| v["ev"] == "start");
+        order.push(names[v["id"].as_str().unwrap()]);
+    }
+    wait_until("8 completed", Duration::from_secs(10), async || {
+        c.zcard::<u64, _>("emq:or2:completed").await.unwrap() == 8
+    })
+    .await;
+    node.finish();
+    assert_eq!(order, ORDER);
+    assert_after(&c, "or2", t).await;
+}
+
+/// Item 45: a Node worker's scripts trim the stream to the maxLenEvents an
+/// EchoMQ queue wrote to meta.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_worker_trims_events_to_the_rust_queues_max_len() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let opts = QueueOptions {
+        max_len_events: 100,
+        ..Default::default()
+    };
+    let queue = Queue::with_options(&conn, "ml", opts).await.unwrap();
+    let jobs = (0..1000)
+        .map(|i| NewJob {
+            name: "n".into(),
+            data: json!({ "i": i }),
+            options: JobOptions::new(),
+        })
+        .collect();
+    queue.add_bulk(jobs).await.unwrap();
+    let node = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "ml",
+        json!({"concurrency": 20, "skipStalledCheck": true}),
+    );
+    wait_until("1000 completed", Duration::from_secs(30), async || {
+        c.zcard::<u64, _>("emq:ml:completed").await.unwrap() == 1000
+    })
+    .await;
+    node.finish();
+    let len: u64 = c.xlen("emq:ml:events").await.unwrap();
+    // Approximate trimming (MAXLEN ~) keeps whole radix-tree nodes: close to
+    // 100, far below the ~4000 entries written.
+    assert!((100..=300).contains(&len), "XLEN {len}");
+}
+
+/// Item 48: isFinished (EchoMQ) on jobs a Node worker finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn is_finished_reads_node_results() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let list = json!([
+        {"name": "ok", "data": {"mode": "ok", "ret": {"r": 1}}},
+        {"name": "bad", "data": {"mode": "fail", "reason": "nope"}},
+        {"name": "later", "data": {}, "opts": {"delay": 60000}},
+    ]);
+    bullmq("add-jobs", &redis.url(), "fin", json!({ "jobs": list }));
+    let node = NodeChild::spawn("worker.js", &redis.url(), "fin", json!({}));
+    wait_until("2 finished", Duration::from_secs(10), async || {
+        let a: u64 = c.zcard("emq:fin:completed").await.unwrap();
+        let b: u64 = c.zcard("emq:fin:failed").await.unwrap();
+        a + b == 2
+    })
+    .await;
+    node.finish();
+    let queue = Queue::new(&conn, "fin").await.unwrap();
+    assert_eq!(
+        queue.is_finished("1").await.unwrap(),
+        Finished::Completed(json!({"r": 1}))
+    );
+    assert_eq!(
+        queue.is_finished("2").await.unwrap(),
+        Finished::Failed("nope".into())
+    );
+    assert_eq!(queue.is_finished("3").await.unwrap(), Finished::No);
+    assert!(matches!(
+        queue.is_finished("404").await,
+        Err(echomq::Error::JobNotFound(_))
+    ));
+    let node_view = bullmq("is-finished", &redis.url(), "fin", json!({"id": "2"}));
+    assert_eq!(node_view, json!({"completed": false, "failed": true}));
+}

@@ -1,0 +1,200 @@
+//! Job schedulers across clients: a scheduler upserted by one side is
+//! advanced by the other side's workers, then handed back, and the chain of
+//! iteration ids (`repeat:<id>:<millis>`) has no gap and no duplicate — the
+//! ids each side creates are the ones the other would have created.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use echomq::worker::{processor_fn, JobContext};
+use echomq::{JobSchedulers, ProcessError, Queue, SchedulerSpec, WorkerArgs, WorkerMsg};
+use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
+use fred::prelude::*;
+use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::{json, Value as Json};
+
+struct Host;
+
+impl Actor for Host {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<()>,
+        _: SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+/// Runs a Rust worker on `queue` for `ms`; the ids it ran, with counts.
+async fn rust_worker_for(queue: &Queue, ms: u64) -> HashMap<String, u32> {
+    let runs: Arc<Mutex<HashMap<String, u32>>> = Default::default();
+    let r = runs.clone();
+    let p = processor_fn(move |job: JobContext| {
+        let r = r.clone();
+        async move {
+            *r.lock().unwrap().entry(job.id().to_owned()).or_default() += 1;
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let mut args = WorkerArgs::new(queue.clone(), p);
+    args.options.drain_delay = Duration::from_millis(200);
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+    let out = runs.lock().unwrap().clone();
+    out
+}
+
+/// Runs a Node worker on `queue` for `ms`; the ids it ran, with counts.
+fn node_worker_for(url: &str, queue: &str, ms: u64) -> HashMap<String, u32> {
+    let node = NodeChild::spawn("worker.js", url, queue, json!({"skipStalledCheck": true}));
+    std::thread::sleep(Duration::from_millis(ms));
+    let summary = node.finish().expect("node summary");
+    serde_json::from_value(summary["runs"].clone()).unwrap()
+}
+
+/// The millis of every iteration completed, checked to form one chain
+/// `step` apart, each run once by exactly one side; returns the chain.
+async fn assert_chain(
+    c: &Client,
+    queue: &str,
+    sched: &str,
+    step: u64,
+    runs: &[&HashMap<String, u32>],
+) -> Vec<u64> {
+    let ids: Vec<String> = c
+        .zrange(
+            format!("emq:{queue}:completed"),
+            0,
+            -1,
+            None,
+            false,
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let prefix = format!("repeat:{sched}:");
+    let mut millis: Vec<u64> = ids
+        .iter()
+        .map(|id| {
+            id.strip_prefix(&prefix)
+                .unwrap_or_else(|| panic!("unexpected job {id}"))
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    millis.sort();
+    for w in millis.windows(2) {
+        assert_eq!(w[1] - w[0], step, "gap or duplicate in {millis:?}");
+    }
+    for id in &ids {
+        let total: u32 = runs.iter().map(|r| r.get(id).copied().unwrap_or(0)).sum();
+        assert_eq!(total, 1, "{id} ran {total} times");
+    }
+    let ran: usize = runs.iter().map(|r| r.len()).sum();
+    assert_eq!(ran, ids.len(), "every run completed");
+    // The next iteration waits, one step after the last completed.
+    let next = format!("{prefix}{}", millis.last().unwrap() + step);
+    let pending: Vec<String> = c
+        .zrange(
+            format!("emq:{queue}:delayed"),
+            0,
+            -1,
+            None,
+            false,
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let waiting: Vec<String> = c.lrange(format!("emq:{queue}:wait"), 0, -1).await.unwrap();
+    assert!(
+        pending.contains(&next) || waiting.contains(&next),
+        "next iteration {next} missing: delayed {pending:?} wait {waiting:?}"
+    );
+    millis
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_every_scheduler_runs_on_rust_then_node_workers() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "se").await.unwrap();
+    let first = bullmq(
+        "upsert-scheduler",
+        &redis.url(),
+        "se",
+        json!({"id": "s1", "repeat": {"every": 1000}, "template": {"name": "tick"}}),
+    );
+    let rust = rust_worker_for(&queue, 2600).await;
+    let node = node_worker_for(&redis.url(), "se", 1500);
+    assert!(
+        rust.len() >= 2 && !node.is_empty(),
+        "rust {rust:?} node {node:?}"
+    );
+    let chain = assert_chain(&c, "se", "s1", 1000, &[&rust, &node]).await;
+    assert_eq!(first["id"], json!(format!("repeat:s1:{}", chain[0])));
+    let ic: String = c.hget("emq:se:repeat:s1", "ic").await.unwrap();
+    assert_eq!(ic, (chain.len() + 1).to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_cron_scheduler_runs_on_rust_then_node_workers() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "sc").await.unwrap();
+    bullmq(
+        "upsert-scheduler",
+        &redis.url(),
+        "sc",
+        json!({"id": "c1", "repeat": {"pattern": "* * * * * *", "tz": "UTC"}}),
+    );
+    let rust = rust_worker_for(&queue, 2600).await;
+    let node = node_worker_for(&redis.url(), "sc", 1500);
+    assert!(
+        rust.len() >= 2 && !node.is_empty(),
+        "rust {rust:?} node {node:?}"
+    );
+    let chain = assert_chain(&c, "sc", "c1", 1000, &[&rust, &node]).await;
+    // Cron iterations sit on second boundaries, whoever computed them.
+    assert!(chain.iter().all(|m| m % 1000 == 0), "{chain:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echomq_every_scheduler_runs_on_node_then_rust_workers() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "sr").await.unwrap();
+    let schedulers = JobSchedulers::new(&conn, "sr").unwrap();
+    let first = schedulers
+        .upsert(&SchedulerSpec::every("s2", Duration::from_secs(1)))
+        .await
+        .unwrap()
+        .expect("first iteration");
+    let node = node_worker_for(&redis.url(), "sr", 2600);
+    let rust = rust_worker_for(&queue, 1500).await;
+    assert!(
+        node.len() >= 2 && !rust.is_empty(),
+        "rust {rust:?} node {node:?}"
+    );
+    let chain = assert_chain(&c, "sr", "s2", 1000, &[&rust, &node]).await;
+    assert_eq!(first.job_id, format!("repeat:s2:{}", chain[0]));
+    // Node reads the Rust-made scheduler as its own.
+    let info = bullmq("get-scheduler", &redis.url(), "sr", json!({"id": "s2"}));
+    assert_eq!(info["every"], json!(1000));
+}

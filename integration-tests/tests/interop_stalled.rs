@@ -1,0 +1,396 @@
+//! Stalled jobs across clients: a worker process of one side is SIGKILLed
+//! mid-job and the other side's stalled checker recovers the job; a `defa`
+//! (stalled past maxStalledCount) set by one side is applied by the other
+//! side's worker without running its processor; and EchoMQ's lock renewal
+//! holds against Node's stalled checker sweeping every 100 ms.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use echomq::worker::{processor_fn, JobContext};
+use echomq::{
+    JobOptions, JobsRecovered, ProcessError, Queue, StalledChecker, StalledCheckerArgs, WorkerArgs,
+    WorkerMsg, WorkerSetSpec,
+};
+use echomq_integration_tests::{events, NodeChild, RedisServer};
+use fred::prelude::*;
+use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::{json, Value as Json};
+
+const WORKER_PROCESS: &str = env!("CARGO_BIN_EXE_worker_process");
+const DEFA: &str = "job stalled more than allowable limit";
+
+struct Host;
+
+impl Actor for Host {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<()>,
+        _: SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+async fn field(c: &Client, key: &str, f: &str) -> Option<String> {
+    c.hget(key, f).await.unwrap()
+}
+
+async fn in_set(c: &Client, key: &str, id: &str) -> bool {
+    c.zscore::<Option<f64>, _, _>(key, id)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+/// Starts a process of `side` that takes one job and hangs in it.
+fn hanging(side: &str, url: &str, queue: &str) -> NodeChild {
+    // A short lock so that the dead holder's lock expires quickly; no stalled
+    // check of its own, so recoveries are the other side's.
+    let opts = json!({"hang": true, "verbose": true, "lockDuration": 1000,
+                      "skipStalledCheck": true, "stalledChecker": false});
+    match side {
+        "node" => NodeChild::spawn("worker.js", url, queue, opts),
+        _ => NodeChild::spawn_rust_worker(WORKER_PROCESS, url, queue, opts),
+    }
+}
+
+/// The process takes the job, then dies holding its lock.
+fn take_and_die(side: &str, url: &str, queue: &str, id: &str) {
+    let mut p = hanging(side, url, queue);
+    p.wait_line(Duration::from_secs(20), |v| {
+        v["ev"] == "start" && v["id"] == id
+    });
+    p.kill();
+}
+
+/// A Rust StalledChecker sweeping every 200 ms; the ids it recovered.
+async fn rust_checker(
+    conn: &echomq::Connection,
+    queue: &str,
+) -> (ActorRef<echomq::StalledCheckerMsg>, Arc<Mutex<Vec<String>>>) {
+    let recovered: Arc<Mutex<Vec<String>>> = Default::default();
+    let r = recovered.clone();
+    let mut args = StalledCheckerArgs::new(conn.clone(), queue);
+    args.interval = Duration::from_millis(200);
+    args.max_stalled_count = 1;
+    args.on_recovered = Some(Arc::new(move |j: JobsRecovered| {
+        r.lock().unwrap().extend(j.job_ids);
+    }));
+    let (checker, _) = Actor::spawn(None, StalledChecker, args).await.unwrap();
+    (checker, recovered)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "kn").await.unwrap();
+    let id = queue
+        .add(
+            "j",
+            &json!({"mode": "ok", "ret": "rescued"}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    take_and_die("node", &redis.url(), "kn", &id);
+    let active: Vec<String> = c.lrange("emq:kn:active", 0, -1).await.unwrap();
+    assert_eq!(
+        active,
+        std::slice::from_ref(&id),
+        "the dead worker's job stays active"
+    );
+
+    // The usual Rust set: its StalledChecker recovers, its Worker completes.
+    let processor =
+        processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
+    let mut args = WorkerArgs::new(queue.clone(), processor);
+    args.options.name = Some("r1".into());
+    args.options.stalled_interval = Duration::from_millis(300);
+    args.options.drain_delay = Duration::from_millis(200);
+    let recovered: Arc<Mutex<Vec<String>>> = Default::default();
+    let r = recovered.clone();
+    let mut spec = WorkerSetSpec::new(args);
+    spec.stalled_checker.as_mut().unwrap().on_recovered =
+        Some(Arc::new(move |j: JobsRecovered| {
+            r.lock().unwrap().extend(j.job_ids)
+        }));
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    wait_until(
+        "recovered and completed",
+        Duration::from_secs(15),
+        async || in_set(&c, "emq:kn:completed", &id).await,
+    )
+    .await;
+    call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+
+    assert_eq!(*recovered.lock().unwrap(), std::slice::from_ref(&id));
+    let key = format!("emq:kn:{id}");
+    assert_eq!(field(&c, &key, "stc").await.as_deref(), Some("1"));
+    assert_eq!(field(&c, &key, "ats").await.as_deref(), Some("2"));
+    assert_eq!(field(&c, &key, "atm").await.as_deref(), Some("1"));
+    assert_eq!(field(&c, &key, "pb").await.as_deref(), Some("r1"));
+    assert_eq!(
+        field(&c, &key, "returnvalue").await.as_deref(),
+        Some("\"rescued\"")
+    );
+    let names: Vec<String> = events(&c, "emq:kn:events")
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let stalled_at = names
+        .iter()
+        .position(|n| n == "stalled")
+        .expect("stalled event");
+    assert_eq!(
+        names[stalled_at - 1],
+        "waiting",
+        "waiting then stalled (item 38)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "kr").await.unwrap();
+    let id = queue
+        .add(
+            "j",
+            &json!({"mode": "ok", "ret": "rescued"}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    take_and_die("rust", &redis.url(), "kr", &id);
+    let lock: u64 = c.exists(format!("emq:kr:{id}:lock")).await.unwrap();
+    assert_eq!(lock, 1, "the dead Rust worker still holds the lock");
+
+    let node = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "kr",
+        json!({"name": "n1", "stalledInterval": 300, "verbose": true}),
+    );
+    wait_until(
+        "recovered and completed",
+        Duration::from_secs(15),
+        async || in_set(&c, "emq:kr:completed", &id).await,
+    )
+    .await;
+    let mut node = node;
+    let seen = node.drain().to_vec();
+    assert!(
+        seen.iter()
+            .any(|v| v["ev"] == "stalled" && v["id"] == json!(id)),
+        "Node's checker recovered it: {seen:?}"
+    );
+    node.finish();
+    let key = format!("emq:kr:{id}");
+    assert_eq!(field(&c, &key, "stc").await.as_deref(), Some("1"));
+    assert_eq!(field(&c, &key, "ats").await.as_deref(), Some("2"));
+    assert_eq!(field(&c, &key, "pb").await.as_deref(), Some("n1"));
+    assert_eq!(
+        field(&c, &key, "returnvalue").await.as_deref(),
+        Some("\"rescued\"")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defa_set_by_echomq_is_applied_by_a_node_worker() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "dr").await.unwrap();
+    let id = queue
+        .add(
+            "j",
+            &json!({"mode": "ok", "ret": "must not run"}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    let (checker, recovered) = rust_checker(&conn, "dr").await;
+    let key = format!("emq:dr:{id}");
+    // Two Node workers die holding the job: two recoveries by Rust.
+    take_and_die("node", &redis.url(), "dr", &id);
+    take_and_die("node", &redis.url(), "dr", &id);
+    wait_until("defa set", Duration::from_secs(15), async || {
+        field(&c, &key, "defa").await.is_some()
+    })
+    .await;
+    assert_eq!(field(&c, &key, "defa").await.as_deref(), Some(DEFA));
+    assert_eq!(field(&c, &key, "stc").await.as_deref(), Some("2"));
+    assert_eq!(*recovered.lock().unwrap(), [id.clone(), id.clone()]);
+    checker.stop(None);
+
+    let node = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "dr",
+        json!({"skipStalledCheck": true, "verbose": true}),
+    );
+    wait_until("failed by node", Duration::from_secs(15), async || {
+        in_set(&c, "emq:dr:failed", &id).await
+    })
+    .await;
+    let summary = node.finish().unwrap();
+    assert_eq!(summary["runs"], json!({}), "the processor must not run");
+    assert_eq!(field(&c, &key, "failedReason").await.as_deref(), Some(DEFA));
+    assert_eq!(field(&c, &key, "defa").await, None, "defa is consumed");
+    assert_eq!(field(&c, &key, "returnvalue").await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defa_set_by_node_is_applied_by_an_echomq_worker() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "dn").await.unwrap();
+    let id = queue
+        .add(
+            "j",
+            &json!({"mode": "ok", "ret": "must not run"}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    let mut sweeper = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "dn",
+        json!({"sweepOnly": true, "stalledInterval": 200, "maxStalledCount": 1}),
+    );
+    let key = format!("emq:dn:{id}");
+    // Two Rust worker processes die holding the job: two recoveries by Node.
+    take_and_die("rust", &redis.url(), "dn", &id);
+    take_and_die("rust", &redis.url(), "dn", &id);
+    wait_until("defa set", Duration::from_secs(15), async || {
+        field(&c, &key, "defa").await.is_some()
+    })
+    .await;
+    assert_eq!(field(&c, &key, "defa").await.as_deref(), Some(DEFA));
+    assert_eq!(field(&c, &key, "stc").await.as_deref(), Some("2"));
+    let stalled = sweeper
+        .drain()
+        .iter()
+        .filter(|v| v["ev"] == "stalled")
+        .count();
+    assert_eq!(stalled, 2, "Node's checker did both recoveries");
+    sweeper.finish();
+
+    // A Rust worker without a checker of its own fails it on pick-up.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let processor = processor_fn(move |_job: JobContext| {
+        let r = r.clone();
+        async move {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let mut args = WorkerArgs::new(queue.clone(), processor);
+    args.options.drain_delay = Duration::from_millis(200);
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        .await
+        .unwrap();
+    wait_until("failed by rust", Duration::from_secs(15), async || {
+        in_set(&c, "emq:dn:failed", &id).await
+    })
+    .await;
+    call_t!(worker, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the processor must not run");
+    assert_eq!(field(&c, &key, "failedReason").await.as_deref(), Some(DEFA));
+    assert_eq!(field(&c, &key, "defa").await, None, "defa is consumed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "lr").await.unwrap();
+    let mut sweeper = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "lr",
+        json!({"sweepOnly": true, "stalledInterval": 100, "maxStalledCount": 1}),
+    );
+    // Runs four lock durations long.
+    let id = queue
+        .add(
+            "long",
+            &json!({"mode": "sleep", "ms": 4000, "ret": "held"}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let processor = processor_fn(move |job: JobContext| {
+        let r = r.clone();
+        async move {
+            r.fetch_add(1, Ordering::SeqCst);
+            echomq_integration_tests::behave(&job).await
+        }
+    });
+    let mut args = WorkerArgs::new(queue.clone(), processor);
+    args.options.lock_duration = Duration::from_millis(1000);
+    args.options.drain_delay = Duration::from_millis(200);
+    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        .await
+        .unwrap();
+    let key = format!("emq:lr:{id}");
+    wait_until("completed", Duration::from_secs(15), async || {
+        in_set(&c, "emq:lr:completed", &id).await
+    })
+    .await;
+    call_t!(worker, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+    let recovered: Vec<Json> = sweeper
+        .drain()
+        .iter()
+        .filter(|v| v["ev"] == "stalled")
+        .cloned()
+        .collect();
+    sweeper.finish();
+    assert!(recovered.is_empty(), "false stall: {recovered:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(field(&c, &key, "stc").await, None, "stc absent");
+    assert_eq!(field(&c, &key, "ats").await.as_deref(), Some("1"));
+    assert_eq!(
+        field(&c, &key, "returnvalue").await.as_deref(),
+        Some("\"held\"")
+    );
+    let names: Vec<String> = events(&c, "emq:lr:events")
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(!names.contains(&"stalled".to_owned()), "{names:?}");
+}
