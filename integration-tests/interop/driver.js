@@ -180,6 +180,8 @@ async function runOp(queue, op, p) {
 }
 
 main().then(
-  (out) => { process.stdout.write(JSON.stringify(out) + '\n'); },
+  // Exit once the answer is flushed: a connection a command forgot to close
+  // must not keep the test waiting.
+  (out) => { process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0)); },
   (err) => { process.stderr.write(String(err && err.stack || err) + '\n'); process.exit(1); },
 );
