@@ -410,3 +410,30 @@ impl Drop for NodeChild {
         self.kill();
     }
 }
+
+/// A supervisor for tests and benches that owns actors and lets them fail
+/// without reacting (ractor's default would stop the parent).
+pub struct NullSupervisor;
+
+impl ractor::Actor for NullSupervisor {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: ractor::SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+}

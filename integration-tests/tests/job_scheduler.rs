@@ -39,19 +39,7 @@ async fn setup(queue: &str) -> (RedisServer, Connection, Client, JobSchedulers) 
 
 /// A simulated worker's moveToActive: the taken job, if any.
 async fn take(conn: &Connection, k: &QueueKeys, token: &str) -> Option<JobRecord> {
-    let keys = vec![
-        k.wait(),
-        k.active(),
-        k.prioritized(),
-        k.events(),
-        k.stalled(),
-        k.limiter(),
-        k.delayed(),
-        k.paused(),
-        k.meta(),
-        k.pc(),
-        k.marker(),
-    ];
+    let keys = k.move_to_active_keys();
     let opts = FetchOpts {
         token,
         lock_duration: 30_000,

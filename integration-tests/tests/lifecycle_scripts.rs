@@ -155,19 +155,7 @@ fn fetch(name: Option<&str>, lock_ms: u64, limiter: Option<Limiter>) -> Vec<u8> 
 }
 
 async fn move_to_active(conn: &Connection, k: &QueueKeys, now: u64, opts: Vec<u8>) -> Next {
-    let keys = vec![
-        k.wait(),
-        k.active(),
-        k.prioritized(),
-        k.events(),
-        k.stalled(),
-        k.limiter(),
-        k.delayed(),
-        k.paused(),
-        k.meta(),
-        k.pc(),
-        k.marker(),
-    ];
+    let keys = k.move_to_active_keys();
     let v = conn
         .run_script(
             ScriptId::MoveToActive,
@@ -277,20 +265,7 @@ async fn move_to_delayed(
     fields: Option<Vec<u8>>,
     fetch_next: Option<Vec<u8>>,
 ) -> Value {
-    let keys = vec![
-        k.marker(),
-        k.active(),
-        k.prioritized(),
-        k.delayed(),
-        k.job(id),
-        k.events(),
-        k.meta(),
-        k.stalled(),
-        k.wait(),
-        k.limiter(),
-        k.paused(),
-        k.pc(),
-    ];
+    let keys = k.move_to_delayed_keys(id);
     let args = vec![
         s(k.prefix_key()),
         s(now),
@@ -316,19 +291,7 @@ async fn retry_job(
     push: &str,
     fields: Option<Vec<u8>>,
 ) -> i64 {
-    let keys = vec![
-        k.active(),
-        k.wait(),
-        k.paused(),
-        k.job(id),
-        k.meta(),
-        k.events(),
-        k.delayed(),
-        k.prioritized(),
-        k.pc(),
-        k.marker(),
-        k.stalled(),
-    ];
+    let keys = k.retry_job_keys(id);
     let args = vec![
         s(k.prefix_key()),
         s(now),
@@ -350,16 +313,7 @@ async fn stalled_check(
     max_stalled: u64,
     now: u64,
 ) -> Vec<String> {
-    let keys = vec![
-        k.stalled(),
-        k.wait(),
-        k.active(),
-        k.stalled_check(),
-        k.meta(),
-        k.marker(),
-        k.events(),
-        k.repeat(),
-    ];
+    let keys = k.move_stalled_jobs_to_wait_keys();
     let args = vec![s(max_stalled), s(k.prefix_key()), s(now), s(30_000)];
     let v = conn
         .run_script(ScriptId::MoveStalledJobsToWait, keys, args)
@@ -373,17 +327,7 @@ async fn stalled_check(
 }
 
 async fn active_to_wait(conn: &Connection, k: &QueueKeys, id: &str, token: &str) -> i64 {
-    let keys = vec![
-        k.active(),
-        k.wait(),
-        k.stalled(),
-        k.paused(),
-        k.meta(),
-        k.limiter(),
-        k.prioritized(),
-        k.marker(),
-        k.events(),
-    ];
+    let keys = k.move_job_from_active_to_wait_keys();
     let v = conn
         .run_script(
             ScriptId::MoveJobFromActiveToWait,

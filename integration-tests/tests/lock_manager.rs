@@ -385,16 +385,7 @@ fn stalled_checker(
     tokio::spawn(async move {
         let mut runs = 0;
         while !stop.is_set() {
-            let keys = vec![
-                k.stalled(),
-                k.wait(),
-                k.active(),
-                k.stalled_check(),
-                k.meta(),
-                k.marker(),
-                k.events(),
-                k.repeat(),
-            ];
+            let keys = k.move_stalled_jobs_to_wait_keys();
             let args: Vec<Value> = vec![
                 "1".into(),
                 k.prefix_key().into(),

@@ -84,19 +84,7 @@ async fn take(conn: &Connection, k: &QueueKeys, now: u64) -> Option<String> {
         limiter: None,
         name: None,
     };
-    let keys = vec![
-        k.wait(),
-        k.active(),
-        k.prioritized(),
-        k.events(),
-        k.stalled(),
-        k.limiter(),
-        k.delayed(),
-        k.paused(),
-        k.meta(),
-        k.pc(),
-        k.marker(),
-    ];
+    let keys = k.move_to_active_keys();
     let v = conn
         .run_script(
             ScriptId::MoveToActive,

@@ -17,19 +17,7 @@ use serde_json::json;
 /// Takes the next job as a worker would (moveToActive) and returns its id.
 async fn take(conn: &Connection, q: &Queue, token: &str, lock_ms: u64) -> Option<String> {
     let k = q.keys();
-    let keys = vec![
-        k.wait(),
-        k.active(),
-        k.prioritized(),
-        k.events(),
-        k.stalled(),
-        k.limiter(),
-        k.delayed(),
-        k.paused(),
-        k.meta(),
-        k.pc(),
-        k.marker(),
-    ];
+    let keys = k.move_to_active_keys();
     let opts = FetchOpts {
         token,
         lock_duration: lock_ms,

@@ -14,28 +14,6 @@ use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 
-struct Bare;
-impl Actor for Bare {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(
-        &self,
-        _: ractor::ActorRef<()>,
-        _: (),
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ractor::ActorRef<()>,
-        _: ractor::SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_produce_every_iteration_exactly_once() {
     let redis = RedisServer::start();
@@ -43,7 +21,9 @@ async fn workers_produce_every_iteration_exactly_once() {
     let c = redis.client().await;
     let q = Queue::new(&conn, "sched").await.unwrap();
     let runs: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
-    let (host, _) = Actor::spawn(None, Bare, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
     let mut sets = Vec::new();
     for w in 0..2 {
         let r = runs.clone();

@@ -22,6 +22,7 @@ pub mod keys;
 pub mod options;
 pub mod packing;
 pub mod reply;
+pub mod script_keys;
 pub mod scripts;
 pub mod validate;
 
@@ -30,6 +31,7 @@ pub use job::{DecodeError, JobRecord};
 pub use keys::QueueKeys;
 pub use options::{Backoff, JobOptions, KeepJobs};
 pub use reply::ScriptErrorCode;
+pub use script_keys::FinishTarget;
 pub use scripts::{ScriptDef, ScriptId};
 pub use validate::ValidationError;
 

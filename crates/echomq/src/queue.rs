@@ -367,16 +367,7 @@ impl Queue {
     /// The state of a job.
     pub async fn get_state(&self, id: &str) -> Result<JobState> {
         let k = &self.keys;
-        let keys = vec![
-            k.completed(),
-            k.failed(),
-            k.delayed(),
-            k.active(),
-            k.wait(),
-            k.paused(),
-            k.waiting_children(),
-            k.prioritized(),
-        ];
+        let keys = k.get_state_keys();
         let v = self
             .conn
             .run_script(ScriptId::GetStateV2, keys, vec![text(id)])
@@ -622,25 +613,8 @@ impl Queue {
 
     /// Retries up to `count` failed jobs (oldest first); returns how many moved.
     pub async fn retry_failed(&self, count: u64) -> Result<u64> {
-        if count == 0 {
-            // ZRANGE 0 -1 would mean "all of them".
-            return Ok(0);
-        }
-        let ids: Vec<String> = self
-            .conn
-            .pool()
-            .zrange(
-                self.keys.failed(),
-                0,
-                count as i64 - 1,
-                None,
-                false,
-                None,
-                false,
-            )
-            .await?;
         let mut moved = 0;
-        for id in ids {
+        for id in self.first_ids(self.keys.failed(), count).await? {
             match self.retry_job(&id, false).await {
                 Ok(()) => moved += 1,
                 // Finished, removed or retried by someone else meanwhile.
@@ -649,6 +623,20 @@ impl Queue {
             }
         }
         Ok(moved)
+    }
+
+    /// The first `count` members of a sorted set (lowest scores).
+    async fn first_ids(&self, key: String, count: u64) -> Result<Vec<String>> {
+        if count == 0 {
+            // ZRANGE 0 -1 would mean "all of them".
+            return Ok(Vec::new());
+        }
+        let stop = i64::try_from(count).unwrap_or(i64::MAX) - 1;
+        Ok(self
+            .conn
+            .pool()
+            .zrange(key, 0, stop, None, false, None, false)
+            .await?)
     }
 
     /// Moves one delayed job to wait now.
@@ -679,25 +667,8 @@ impl Queue {
 
     /// Promotes up to `count` delayed jobs (earliest first); returns how many moved.
     pub async fn promote_all(&self, count: u64) -> Result<u64> {
-        if count == 0 {
-            // ZRANGE 0 -1 would mean "all of them".
-            return Ok(0);
-        }
-        let ids: Vec<String> = self
-            .conn
-            .pool()
-            .zrange(
-                self.keys.delayed(),
-                0,
-                count as i64 - 1,
-                None,
-                false,
-                None,
-                false,
-            )
-            .await?;
         let mut moved = 0;
-        for id in ids {
+        for id in self.first_ids(self.keys.delayed(), count).await? {
             match self.promote(&id).await {
                 Ok(()) => moved += 1,
                 Err(Error::Script { .. }) => {}

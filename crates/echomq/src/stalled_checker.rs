@@ -219,16 +219,7 @@ impl StalledCheckerState {
         let k = &self.keys;
         let active: Vec<String> = conn.pool().lrange(k.active(), 0, -1).await?;
         let without_lock = probe_locks(conn, k, &active).await?;
-        let keys = vec![
-            k.stalled(),
-            k.wait(),
-            k.active(),
-            k.stalled_check(),
-            k.meta(),
-            k.marker(),
-            k.events(),
-            k.repeat(),
-        ];
+        let keys = k.move_stalled_jobs_to_wait_keys();
         let args = vec![
             text(self.args.max_stalled_count),
             text(k.prefix_key()),

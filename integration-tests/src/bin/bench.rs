@@ -451,7 +451,9 @@ async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize) -> f64 {
     let mut spec = echomq::WorkerSetSpec::new(args);
     spec.stalled_checker = None;
     let t = Instant::now();
-    let (host, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
+    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
     let set = spec.spawn_linked(host.get_cell()).await.unwrap();
     let mut done = 0;
     while done < n {
@@ -468,29 +470,6 @@ async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize) -> f64 {
     );
     host.stop(None);
     secs
-}
-
-/// A do-nothing supervisor for the bench's actors.
-struct Bare;
-impl ractor::Actor for Bare {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(
-        &self,
-        _: ractor::ActorRef<()>,
-        _: (),
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ractor::ActorRef<()>,
-        _: ractor::SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        Ok(())
-    }
 }
 
 async fn produce_steadily(q: &Queue, n: u64) {
@@ -528,7 +507,9 @@ async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
     args.options.concurrency = 16;
     let mut spec = echomq::WorkerSetSpec::new(args);
     spec.stalled_checker = None;
-    let (host, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
+    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
     let set = spec.spawn_linked(host.get_cell()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     produce_steadily(&q, n).await;

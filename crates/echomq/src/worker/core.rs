@@ -269,19 +269,7 @@ impl WorkerCore {
 
     pub async fn move_to_active(&self, token: &str) -> Result<NextReply> {
         let k = &self.keys;
-        let keys = vec![
-            k.wait(),
-            k.active(),
-            k.prioritized(),
-            k.events(),
-            k.stalled(),
-            k.limiter(),
-            k.delayed(),
-            k.paused(),
-            k.meta(),
-            k.pc(),
-            k.marker(),
-        ];
+        let keys = k.move_to_active_keys();
         let args = vec![
             text(k.prefix_key()),
             text(crate::Connection::now_ms()),

@@ -1,6 +1,7 @@
 //! The handle on a job this worker holds: it owns the lock token, and every
 //! way of letting the job go consumes it, so a job cannot be finished twice.
 
+use echomq_protocol::FinishTarget;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -251,7 +252,7 @@ impl ActiveJob {
             Transition::Complete(_) | Transition::Fail { .. } => {
                 let (target, field, value, keep) = match t {
                     Transition::Complete(v) => (
-                        "completed",
+                        FinishTarget::Completed,
                         "returnvalue",
                         serde_json::to_string(v).unwrap_or_else(|_| "null".into()),
                         keep_jobs(
@@ -260,7 +261,7 @@ impl ActiveJob {
                         ),
                     ),
                     Transition::Fail { reason, .. } => (
-                        "failed",
+                        FinishTarget::Failed,
                         "failedReason",
                         reason.clone(),
                         keep_jobs(
@@ -284,28 +285,13 @@ impl ActiveJob {
                     max_metrics_size: core.metrics(),
                 }
                 .pack();
-                let keys = vec![
-                    k.wait(),
-                    k.active(),
-                    k.prioritized(),
-                    k.events(),
-                    k.stalled(),
-                    k.limiter(),
-                    k.delayed(),
-                    k.paused(),
-                    k.meta(),
-                    k.pc(),
-                    k.key(target),
-                    k.job(id),
-                    k.metrics(target),
-                    k.marker(),
-                ];
+                let keys = k.move_to_finished_keys(id, target);
                 let args = vec![
                     text(id),
                     text(now),
                     text(field),
                     text(value),
-                    text(target),
+                    text(target.as_str()),
                     text(if fetch_next { "1" } else { "0" }),
                     text(k.prefix_key()),
                     bytes(opts),
@@ -320,20 +306,7 @@ impl ActiveJob {
                 skip_attempt,
                 fields,
             } => {
-                let keys = vec![
-                    k.marker(),
-                    k.active(),
-                    k.prioritized(),
-                    k.delayed(),
-                    k.job(id),
-                    k.events(),
-                    k.meta(),
-                    k.stalled(),
-                    k.wait(),
-                    k.limiter(),
-                    k.paused(),
-                    k.pc(),
-                ];
+                let keys = k.move_to_delayed_keys(id);
                 let fetch = if fetch_next {
                     bytes(core.fetch_opts_packed(token))
                 } else {
@@ -355,19 +328,7 @@ impl ActiveJob {
                     .await
             }
             Transition::Retry { fields } => {
-                let keys = vec![
-                    k.active(),
-                    k.wait(),
-                    k.paused(),
-                    k.job(id),
-                    k.meta(),
-                    k.events(),
-                    k.delayed(),
-                    k.prioritized(),
-                    k.pc(),
-                    k.marker(),
-                    k.stalled(),
-                ];
+                let keys = k.retry_job_keys(id);
                 let push = if self.job.opts.lifo { "RPUSH" } else { "LPUSH" };
                 let args = vec![
                     text(k.prefix_key()),
@@ -380,17 +341,7 @@ impl ActiveJob {
                 core.conn.run_script(ScriptId::RetryJob, keys, args).await
             }
             Transition::ToWait => {
-                let keys = vec![
-                    k.active(),
-                    k.wait(),
-                    k.stalled(),
-                    k.paused(),
-                    k.meta(),
-                    k.limiter(),
-                    k.prioritized(),
-                    k.marker(),
-                    k.events(),
-                ];
+                let keys = k.move_job_from_active_to_wait_keys();
                 let args = vec![text(id), text(token), text(k.job(id))];
                 core.conn
                     .run_script(ScriptId::MoveJobFromActiveToWait, keys, args)
