@@ -174,3 +174,68 @@ async fn a_slow_subscriber_is_told_it_lagged() {
     assert!(lagged > 0, "a 4-slot subscriber of 100+ events must lag");
     qe.cast(QueueEventsMsg::Close).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_until_finished_sees_completions_and_failures_before_and_after_subscribing() {
+    use echomq::worker::{processor_fn, ProcessError};
+    use echomq::{wait_until_finished, Finished, WorkerArgs, WorkerSetSpec};
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "wuf").await.unwrap();
+    let mut args = QueueEventsArgs::new(conn.clone(), "wuf");
+    args.block = Duration::from_millis(200);
+    let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
+    let processor = processor_fn(|job| async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        match job.data()["ok"].as_bool() {
+            Some(true) => Ok(json!({"done": job.job().id})),
+            _ => Err(ProcessError::failed("nope")),
+        }
+    });
+    let mut wargs = WorkerArgs::new(q.clone(), processor);
+    wargs.options.drain_delay = Duration::from_millis(100);
+    let (host, _) = Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    let _set = WorkerSetSpec::new(wargs)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    let ok = q
+        .add("a", &json!({"ok": true}), JobOptions::new())
+        .await
+        .unwrap();
+    let bad = q
+        .add("b", &json!({"ok": false}), JobOptions::new())
+        .await
+        .unwrap();
+    // Subscribed while they run: the events decide.
+    let r = wait_until_finished(&qe, &q, &ok, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(r, Some(Finished::Completed(json!({"done": ok.clone()}))));
+    let r = wait_until_finished(&qe, &q, &bad, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(r, Some(Finished::Failed("nope".into())));
+    // Already finished before subscribing: isFinished answers.
+    let r = wait_until_finished(&qe, &q, &ok, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(matches!(r, Some(Finished::Completed(_))));
+    // Never finishing within the timeout.
+    let later = q
+        .add(
+            "c",
+            &json!({"ok": true}),
+            JobOptions::new().delay(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    let r = wait_until_finished(&qe, &q, &later, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(r, None);
+    host.stop(None);
+    qe.cast(QueueEventsMsg::Close).unwrap();
+}

@@ -354,3 +354,90 @@ async fn stopping_and_restarting_mid_run_loses_nothing() {
     }
     a.stop(None);
 }
+
+/// A Rust worker *process* killed with SIGKILL mid-job: its jobs are back in
+/// wait within lockDuration + 2 × stalledInterval, another worker completes
+/// them, stalled counter 1, nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_worker_process_loses_nothing() {
+    use echomq::worker::{processor_fn, JobContext};
+    use echomq::{WorkerArgs, WorkerMsg, WorkerSetSpec};
+    use echomq_integration_tests::{NodeChild, NullSupervisor};
+
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "kill").await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            q.add("j", &json!({"mode": "ok", "ret": 1}), JobOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    // The victim: takes jobs and hangs in them, with a 1 s lock and no checker.
+    let opts = json!({"hang": true, "verbose": true, "concurrency": 3, "lockDuration": 1000, "stalledChecker": false});
+    let mut victim = NodeChild::spawn_rust_worker(
+        env!("CARGO_BIN_EXE_worker_process"),
+        &redis.url(),
+        "kill",
+        opts,
+    );
+    let mut started = 0;
+    victim.wait_line(Duration::from_secs(20), |v| {
+        if v["ev"] == "start" {
+            started += 1;
+        }
+        started == 3
+    });
+    victim.kill();
+    let killed_at = tokio::time::Instant::now();
+    assert_eq!(q.counts().await.unwrap().active, 3);
+
+    // The survivor: the usual set, stalled interval 300 ms.
+    let processor =
+        processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options.stalled_interval = Duration::from_millis(300);
+    args.options.drain_delay = Duration::from_millis(100);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    loop {
+        if q.counts().await.unwrap().completed == 3 {
+            break;
+        }
+        // lockDuration 1 s + 2 × 300 ms, plus scheduling slack on a loaded machine.
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(5),
+            "not recovered in time: {:?}",
+            q.counts().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = call_t!(set.worker, WorkerMsg::Close, 5000, Duration::from_secs(2));
+    host.stop(None);
+    let counts = q.counts().await.unwrap();
+    assert_eq!(
+        (counts.completed, counts.failed, counts.pending()),
+        (3, 0, 0),
+        "added = completed + failed + pending"
+    );
+    for id in &ids {
+        assert_eq!(
+            c.hget::<String, _, _>(q.keys().job(id), "stc")
+                .await
+                .unwrap(),
+            "1"
+        );
+        assert_eq!(
+            c.hget::<String, _, _>(q.keys().job(id), "ats")
+                .await
+                .unwrap(),
+            "2"
+        );
+    }
+}
