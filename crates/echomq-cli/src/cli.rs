@@ -169,6 +169,12 @@ pub enum Command {
     Audit { queue: String },
     /// The guided tour (about a minute) on a fresh queue.
     Demo,
+    /// List, create/replace or remove job schedulers.
+    Schedulers {
+        queue: String,
+        #[command(subcommand)]
+        action: SchedulerAction,
+    },
     /// Run a worker tree (Worker + LockManager + StalledChecker) with a synthetic
     /// processor; prints a line per second; SIGINT/SIGTERM close it in order.
     Work {
@@ -195,4 +201,42 @@ pub enum Command {
         #[arg(long)]
         quiet: bool,
     },
+}
+
+/// `schedulers <queue> …`
+#[derive(Debug, Subcommand)]
+pub enum SchedulerAction {
+    /// Every scheduler, earliest next run first.
+    List,
+    /// Create or replace a scheduler (give `--every` or `--cron`).
+    Upsert {
+        /// Scheduler id (no `:`).
+        id: String,
+        /// Interval in ms.
+        #[arg(long, conflicts_with = "cron")]
+        every: Option<u64>,
+        /// Cron pattern (5 fields, or 6 with seconds), as npm cron-parser reads it.
+        #[arg(long)]
+        cron: Option<String>,
+        /// IANA time zone of the cron pattern (default: this process's zone).
+        #[arg(long, requires = "cron")]
+        tz: Option<String>,
+        /// Job name of the iterations (default: the scheduler id).
+        #[arg(long)]
+        name: Option<String>,
+        /// Job data of the iterations, JSON.
+        #[arg(long)]
+        data: Option<String>,
+        /// At most this many iterations.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// No iteration before this time (ms since the epoch).
+        #[arg(long)]
+        start: Option<u64>,
+        /// No iteration after this time (ms since the epoch).
+        #[arg(long)]
+        end: Option<u64>,
+    },
+    /// Remove a scheduler and its pending delayed iteration.
+    Remove { id: String },
 }

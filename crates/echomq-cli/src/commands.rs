@@ -46,7 +46,10 @@ pub async fn run(cli: Cli) -> Res {
     // Read-only commands must not write the meta hash.
     let read_only = matches!(
         cli.command,
-        Command::Stats { .. }
+        Command::Schedulers {
+            action: crate::cli::SchedulerAction::List,
+            ..
+        } | Command::Stats { .. }
             | Command::Jobs { .. }
             | Command::Job { .. }
             | Command::Events { .. }
@@ -82,7 +85,8 @@ fn queue_of(c: &Command) -> &str {
         | Command::Clean { queue, .. }
         | Command::Events { queue, .. }
         | Command::Audit { queue }
-        | Command::Work { queue, .. } => queue,
+        | Command::Work { queue, .. }
+        | Command::Schedulers { queue, .. } => queue,
         Command::Demo => "demo",
     }
 }
@@ -93,6 +97,7 @@ enum Plan {
     Add(Box<(serde_json::Value, JobOptions)>),
     Bulk(Vec<NewJob>),
     Work(crate::work::Synthetic),
+    Scheduler(Box<echomq::SchedulerSpec>),
 }
 
 impl Plan {
@@ -136,6 +141,41 @@ impl Plan {
                     });
                 }
                 Plan::Bulk(jobs)
+            }
+            Command::Schedulers {
+                action:
+                    crate::cli::SchedulerAction::Upsert {
+                        id,
+                        every,
+                        cron,
+                        tz,
+                        name,
+                        data,
+                        limit,
+                        start,
+                        end,
+                    },
+                ..
+            } => {
+                let mut spec = match (every, cron) {
+                    (Some(ms), None) => {
+                        echomq::SchedulerSpec::every(id, Duration::from_millis(*ms))
+                    }
+                    (None, Some(p)) => echomq::SchedulerSpec::cron(id, p, tz.as_deref()),
+                    _ => return Err("give --every MS or --cron PATTERN".into()),
+                };
+                spec.template.name = name.clone();
+                if let Some(d) = data {
+                    spec.template.data = serde_json::from_str(d)
+                        .map_err(|e| format!("--data is not valid JSON: {e}"))?;
+                }
+                spec.limit = *limit;
+                spec.start_date = *start;
+                spec.end_date = *end;
+                // The spec is checked again by upsert; checking here keeps
+                // "bad arguments never write" independent of the order there.
+                spec.validate(echomq::Connection::now_ms())?;
+                Plan::Scheduler(Box::new(spec))
             }
             Command::Work {
                 processor,
@@ -310,6 +350,53 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             .await
         }
         Command::Demo => unreachable!("handled before connecting"),
+        Command::Schedulers { action, .. } => {
+            let schedulers = echomq::JobSchedulers::new(conn, q.name())?;
+            match action {
+                crate::cli::SchedulerAction::List => {
+                    for s in schedulers.list().await? {
+                        let how = match (&s.every, &s.pattern) {
+                            (Some(ms), _) => format!("every {ms} ms"),
+                            (None, Some(p)) => {
+                                format!("cron `{p}` {}", s.tz.as_deref().unwrap_or("(local zone)"))
+                            }
+                            _ => "?".into(),
+                        };
+                        anstream::println!(
+                            "{}  {}  next {}  iterations {}",
+                            paint(style::BOLD, &s.id),
+                            how,
+                            s.next,
+                            s.iteration_count
+                        );
+                    }
+                }
+                crate::cli::SchedulerAction::Upsert { .. } => {
+                    let Plan::Scheduler(spec) = plan else {
+                        unreachable!()
+                    };
+                    match schedulers.upsert(&spec).await? {
+                        Some(it) => anstream::println!(
+                            "{} → next iteration {} in {} ms",
+                            spec.id,
+                            it.job_id,
+                            it.delay
+                        ),
+                        None => anstream::println!(
+                            "{}: no iteration (limit or end date reached)",
+                            spec.id
+                        ),
+                    }
+                }
+                crate::cli::SchedulerAction::Remove { id } => {
+                    if !schedulers.remove(&id).await? {
+                        return Err(format!("no scheduler {id}").into());
+                    }
+                    anstream::println!("removed {id}");
+                }
+            }
+            Ok(())
+        }
         Command::Audit { .. } => {
             let report = echomq::audit::audit(conn, q.name()).await?;
             for v in &report.violations {
