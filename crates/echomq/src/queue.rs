@@ -8,7 +8,9 @@ use echomq_protocol::validate::{validate_job_id, ValidationError};
 use echomq_protocol::{
     JobOptions, JobRecord, QueueKeys, ScriptId, DEFAULT_MAX_LEN_EVENTS, PROTOCOL_VERSION,
 };
-use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface, Value};
+use fred::prelude::{
+    ClientLike, HashesInterface, KeysInterface, ListInterface, SortedSetsInterface, Value,
+};
 use serde::Serialize;
 use tracing::instrument;
 
@@ -177,6 +179,9 @@ impl Queue {
     ) -> Result<Self> {
         let keys = QueueKeys::new(conn.prefix(), name)?;
         options.default_job_options.validate()?;
+        if conn.pool().next().is_clustered() {
+            check_single_slot(&keys)?;
+        }
         let q = Queue {
             conn: conn.clone(),
             keys,
@@ -902,6 +907,34 @@ async fn run_pipeline(
     pipeline.try_all::<Value>().await
 }
 
+/// Scripts build job keys from the prefix, so on Redis Cluster every key of a
+/// queue must hash to one slot (DECISIONS.md §4). Refuse a layout that would
+/// cross slots, saying how to fix it.
+fn check_single_slot(keys: &QueueKeys) -> Result<()> {
+    let slot = |k: &str| fred::util::redis_keyslot(k.as_bytes());
+    let base = slot(&keys.wait());
+    let samples = [
+        keys.job("1"),
+        keys.lock("1"),
+        keys.events(),
+        keys.meta(),
+        keys.dedup("d"),
+        keys.scheduler("s"),
+    ];
+    if samples.iter().any(|k| slot(k) != base) {
+        return Err(Error::Config(format!(
+            "on Redis Cluster every key of queue {:?} must share one slot: name the queue with a hash tag \
+             (e.g. \"{{{}}}\", giving {}:{{{}}}:wait) or use a hash-tagged prefix (\"{{{}}}\")",
+            keys.name(),
+            keys.name(),
+            keys.prefix(),
+            keys.name(),
+            keys.prefix()
+        )));
+    }
+    Ok(())
+}
+
 fn added_id(script: ScriptId, v: &Value) -> Result<String> {
     if let Value::Integer(n) = v {
         check_code(script.name(), *n)?;
@@ -918,5 +951,17 @@ fn not_found_or(id: &str, r: Result<i64>) -> Result<()> {
             ..
         }) => Err(Error::JobNotFound(id.to_owned())),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_layout_needs_a_hash_tag() {
+        assert!(check_single_slot(&QueueKeys::new("emq", "orders").unwrap()).is_err());
+        assert!(check_single_slot(&QueueKeys::new("emq", "{orders}").unwrap()).is_ok());
+        assert!(check_single_slot(&QueueKeys::new("{emq}", "orders").unwrap()).is_ok());
     }
 }
