@@ -442,7 +442,7 @@ impl Worker {
             return;
         }
         let (_, in_use, _, _) = state.core.gate.snapshot();
-        let fetcher_done = state.fetcher.as_ref().map_or(true, |h| h.is_finished());
+        let fetcher_done = state.fetcher.as_ref().is_none_or(|h| h.is_finished());
         if in_use > 0 || !fetcher_done {
             if !fetcher_done {
                 // The fetcher may sit in BZPOPMIN: unblock it, then look again.
@@ -486,7 +486,7 @@ impl Worker {
         let now = Connection::now_ms();
         let deadline = core.watch.blocking_deadline.load(Ordering::Relaxed);
         let stuck = deadline != 0 && now > deadline + fetcher::WATCHDOG_MARGIN.as_millis() as u64;
-        let dead = state.fetcher.as_ref().map_or(true, |h| h.is_finished());
+        let dead = state.fetcher.as_ref().is_none_or(|h| h.is_finished());
         if stuck || dead {
             warn!(
                 stuck,
