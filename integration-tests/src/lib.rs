@@ -437,3 +437,15 @@ impl ractor::Actor for NullSupervisor {
         Ok(())
     }
 }
+
+/// Polls `f` every 10 ms until it holds; panics with `what` after `limit`.
+pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}

@@ -3,7 +3,7 @@
 //! both are compared with one expected typed sequence per job.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use echomq::protocol::EventKind;
 use echomq::worker::{processor_fn, JobContext};
@@ -12,28 +12,10 @@ use echomq::{
     WorkerMsg, WorkerSetSpec,
 };
 use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
+use echomq_integration_tests::{wait_until, NullSupervisor};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
 
 /// One event reduced to what both clients must agree on: name and the
 /// job-specific field (`delayed` keeps no field: its due time is a clock).
@@ -138,17 +120,6 @@ async fn settled(c: &Client, q: &str) -> bool {
     completed == 3 && failed == 1
 }
 
-async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn echomq_queue_events_receives_what_a_node_worker_emits() {
     let redis = RedisServer::start();
@@ -212,7 +183,7 @@ async fn node_queue_events_receives_what_an_echomq_worker_emits() {
         processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let set = WorkerSetSpec::new(args)
         .spawn_linked(host.get_cell())
         .await

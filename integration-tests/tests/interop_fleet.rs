@@ -7,29 +7,11 @@ use std::time::{Duration, Instant};
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{JobOptions, NewJob, ProcessError, Queue, WorkerArgs, WorkerMsg, WorkerSetSpec};
+use echomq_integration_tests::NullSupervisor;
 use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
 
 const N: usize = 10_000;
 
@@ -91,7 +73,7 @@ async fn node_and_rust_workers_complete_10000_jobs_exactly_once() {
     args.options.concurrency = 50;
     args.options.name = Some("rust".into());
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let set = WorkerSetSpec::new(args)
         .spawn_linked(host.get_cell())
         .await

@@ -7,39 +7,10 @@ use std::time::{Duration, Instant};
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{JobOptions, JobState, Queue, WorkerArgs, WorkerMsg};
 use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
+use echomq_integration_tests::{wait_until, NullSupervisor};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
-async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
-}
 
 fn base64(s: &str) -> String {
     const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -66,7 +37,7 @@ async fn node_get_workers_lists_echomq_workers() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let queue = Queue::new(&conn, "wq").await.unwrap();
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let mut workers = Vec::new();
     for name in ["r1", "r2"] {
         let p = processor_fn(|_job: JobContext| async move { Ok(Json::Null) });
@@ -131,7 +102,7 @@ async fn ranges_jobs_counts_and_states_agree_on_both_sides() {
         processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
     let mut args = WorkerArgs::new(queue.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();

@@ -4,7 +4,7 @@
 //! one side and processed by the other ends in the same Redis state, read back
 //! the same by both clients.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use echomq::protocol::EventKind;
 use echomq::worker::{processor_fn, JobContext};
@@ -12,28 +12,10 @@ use echomq::{
     Backoff, JobOptions, JobState, KeepJobs, Queue, WorkerArgs, WorkerMsg, WorkerSetSpec,
 };
 use echomq_integration_tests::{bullmq, events, NodeChild, RedisServer};
+use echomq_integration_tests::{wait_until, NullSupervisor};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
 
 /// `(name, data, Node opts)`; ids come out as `IDS` on both sides.
 fn mix() -> Vec<(&'static str, Json, Json)> {
@@ -137,17 +119,6 @@ fn rust_opts(node: &Json) -> JobOptions {
         o = o.remove_on_fail(KeepJobs::Remove(true));
     }
     o
-}
-
-async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
 }
 
 async fn settled(c: &Client, q: &str) -> bool {
@@ -318,7 +289,7 @@ async fn node_produces_the_mix_and_an_echomq_worker_processes_it() {
     args.options.concurrency = 4;
     args.options.name = Some("r1".into());
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let set = WorkerSetSpec::new(args)
         .spawn_linked(host.get_cell())
         .await

@@ -5,46 +5,17 @@
 //! isFinished on jobs the other side finished.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{
     Finished, JobOptions, NewJob, ProcessError, Queue, QueueOptions, WorkerArgs, WorkerMsg,
 };
 use echomq_integration_tests::{bullmq, events, NodeChild, RedisServer};
+use echomq_integration_tests::{wait_until, NullSupervisor};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
-async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
-}
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -115,7 +86,7 @@ async fn an_echomq_worker_takes_node_jobs_in_bullmq_order() {
     });
     let mut args = WorkerArgs::new(queue.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();

@@ -9,29 +9,11 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{JobSchedulers, ProcessError, Queue, SchedulerSpec, WorkerArgs, WorkerMsg};
+use echomq_integration_tests::NullSupervisor;
 use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
 
 /// Runs a Rust worker on `queue` for `ms`; the ids it ran, with counts.
 async fn rust_worker_for(queue: &Queue, ms: u64) -> HashMap<String, u32> {
@@ -46,7 +28,7 @@ async fn rust_worker_for(queue: &Queue, ms: u64) -> HashMap<String, u32> {
     });
     let mut args = WorkerArgs::new(queue.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{
@@ -14,42 +14,13 @@ use echomq::{
     WorkerMsg, WorkerSetSpec,
 };
 use echomq_integration_tests::{events, NodeChild, RedisServer};
+use echomq_integration_tests::{wait_until, NullSupervisor};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
 
 const WORKER_PROCESS: &str = env!("CARGO_BIN_EXE_worker_process");
 const DEFA: &str = "job stalled more than allowable limit";
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
-async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
-}
 
 async fn field(c: &Client, key: &str, f: &str) -> Option<String> {
     c.hget(key, f).await.unwrap()
@@ -136,7 +107,7 @@ async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust() {
         Some(Arc::new(move |j: JobsRecovered| {
             r.lock().unwrap().extend(j.job_ids)
         }));
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let set = spec.spawn_linked(host.get_cell()).await.unwrap();
     wait_until(
         "recovered and completed",
@@ -315,7 +286,7 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker() {
     });
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();
@@ -362,7 +333,7 @@ async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms() {
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options.lock_duration = Duration::from_millis(1000);
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();

@@ -8,29 +8,11 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{Backoff, JobOptions, JobState, KeepJobs, Queue, WorkerArgs, WorkerMsg};
+use echomq_integration_tests::NullSupervisor;
 use echomq_integration_tests::{bullmq, RedisServer};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Map, Value as Json};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
 
 const Q: &str = "q";
 
@@ -298,7 +280,7 @@ async fn work(q: &Queue) {
         processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
     let mut args = WorkerArgs::new(q.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();

@@ -15,6 +15,7 @@ use echomq::{
     Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, Queue, Worker,
     WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
 };
+use echomq_integration_tests::wait_until;
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -260,17 +261,6 @@ async fn setup(
         restarts,
         events: rx,
     }
-}
-
-async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
 }
 
 /// A processor that waits for its cancellation and counts it.

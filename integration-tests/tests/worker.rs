@@ -14,31 +14,13 @@ use echomq::{
     Backoff, Connection, JobOptions, LockManagerMsg, NewJob, Queue, WorkerArgs, WorkerEvent,
     WorkerMsg, WorkerOptions,
 };
+use echomq_integration_tests::NullSupervisor;
 use echomq_integration_tests::{events, RedisServer};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
 
 /// A host supervisor that keeps its children as they are (no restarts).
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
 struct Running {
     worker: ActorRef<WorkerMsg>,
     _lm: ActorRef<LockManagerMsg>,
@@ -51,7 +33,7 @@ async fn start(
     processor: Arc<dyn echomq::Processor>,
     options: WorkerOptions,
 ) -> Running {
-    let (host, _) = Actor::spawn(None, Host, ()).await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (tx, rx) = tokio::sync::mpsc::channel(10_000);
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options = options;

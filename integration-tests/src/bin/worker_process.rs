@@ -9,6 +9,7 @@
 //! per job when verbose, and `summary` (runs per id) after a clean close,
 //! which follows the closing of stdin.
 
+use echomq_integration_tests::NullSupervisor;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -16,27 +17,8 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{Connection, Queue, WorkerArgs, WorkerMsg, WorkerSetSpec};
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value};
-
-struct Host;
-
-impl Actor for Host {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
 
 fn say(v: Value) {
     let mut out = std::io::stdout().lock();
@@ -86,7 +68,7 @@ async fn main() {
     if opts["stalledChecker"] == json!(false) {
         spec.stalled_checker = None;
     }
-    let (host, _) = Actor::spawn(None, Host, ()).await.expect("host");
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.expect("host");
     let set = spec
         .spawn_linked(host.get_cell())
         .await
