@@ -449,3 +449,70 @@ pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() ->
     }
     panic!("timed out after {limit:?} waiting for {what}");
 }
+
+/// Reading and driving Redis state directly in tests: script arguments and
+/// the state of keys, with panics on error (a test cannot go on without them).
+pub mod state {
+    use std::collections::HashMap;
+
+    use fred::prelude::*;
+    use fred::types::{ClusterHash, CustomCommand};
+
+    /// A text script argument.
+    pub fn arg(v: impl ToString) -> Value {
+        Value::String(v.to_string().into())
+    }
+
+    /// A binary (msgpack) script argument.
+    pub fn bytes_arg(v: Vec<u8>) -> Value {
+        Value::Bytes(v.into())
+    }
+
+    /// Owned field/value pairs.
+    pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Any command fred has no typed method for.
+    pub async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {
+        let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
+        c.custom(command, args)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// HGETALL.
+    pub async fn hash(c: &Client, key: &str) -> HashMap<String, String> {
+        c.hgetall(key).await.unwrap()
+    }
+
+    /// The whole list.
+    pub async fn list(c: &Client, key: &str) -> Vec<String> {
+        c.lrange(key, 0, -1).await.unwrap()
+    }
+
+    /// The whole sorted set with scores.
+    pub async fn zset(c: &Client, key: &str) -> Vec<(String, f64)> {
+        c.zrange(key, 0, -1, None, false, None, true).await.unwrap()
+    }
+
+    /// The members of a set, sorted.
+    pub async fn members(c: &Client, key: &str) -> Vec<String> {
+        let mut m: Vec<String> = c.smembers(key).await.unwrap();
+        m.sort();
+        m
+    }
+
+    /// TYPE.
+    pub async fn key_type(c: &Client, key: &str) -> String {
+        cmd(c, "TYPE", vec![key.to_string()]).await
+    }
+
+    /// EXISTS.
+    pub async fn exists(c: &Client, key: &str) -> bool {
+        c.exists::<i64, _>(key).await.unwrap() == 1
+    }
+}

@@ -14,16 +14,13 @@ use echomq::{
     create_next_iteration, Connection, Error, JobOptions, JobScheduler, JobSchedulerArgs,
     JobSchedulerMsg, JobSchedulers, Repeat, SchedulerSpec,
 };
+use echomq_integration_tests::state::arg as s;
 use echomq_integration_tests::{bullmq, events, keys, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
 
 // ---------------------------------------------------------------- helpers
-
-fn s(v: impl ToString) -> Value {
-    Value::String(v.to_string().into())
-}
 
 fn now_ms() -> u64 {
     Connection::now_ms()

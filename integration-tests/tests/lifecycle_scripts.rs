@@ -10,9 +10,11 @@ use echomq::protocol::packing::{
 };
 use echomq::protocol::{QueueKeys, ScriptId};
 use echomq::{Connection, JobOptions, Queue};
+use echomq_integration_tests::state::{
+    arg as s, bytes_arg as b, cmd, exists, hash, key_type, list, members, pairs, zset,
+};
 use echomq_integration_tests::{events, RedisServer};
 use fred::prelude::*;
-use fred::types::{ClusterHash, CustomCommand};
 use serde_json::json;
 
 const TOKEN: &str = "9f0c2d4e-6a8b-4c1d-8e3f-5a7b9c1d3e5f";
@@ -22,56 +24,8 @@ const TWO32: f64 = 4_294_967_296.0;
 
 // ---------------------------------------------------------------- helpers
 
-fn s(v: impl ToString) -> Value {
-    Value::String(v.to_string().into())
-}
-
-fn b(v: Vec<u8>) -> Value {
-    Value::Bytes(v.into())
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {
-    let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
-    c.custom(command, args)
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-async fn hash(c: &Client, key: &str) -> HashMap<String, String> {
-    c.hgetall(key).await.unwrap()
-}
-
-async fn list(c: &Client, key: &str) -> Vec<String> {
-    c.lrange(key, 0, -1).await.unwrap()
-}
-
-async fn zset(c: &Client, key: &str) -> Vec<(String, f64)> {
-    c.zrange(key, 0, -1, None, false, None, true).await.unwrap()
-}
-
-async fn members(c: &Client, key: &str) -> Vec<String> {
-    let mut m: Vec<String> = c.smembers(key).await.unwrap();
-    m.sort();
-    m
-}
-
-async fn key_type(c: &Client, key: &str) -> String {
-    cmd(c, "TYPE", vec![key.to_string()]).await
-}
-
 async fn pttl(c: &Client, key: &str) -> i64 {
     c.pttl(key).await.unwrap()
-}
-
-async fn exists(c: &Client, key: &str) -> bool {
-    c.exists::<i64, _>(key).await.unwrap() == 1
 }
 
 async fn set_lock(c: &Client, key: &str, token: &str, ms: i64) {

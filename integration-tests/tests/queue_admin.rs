@@ -3,7 +3,6 @@
 //! (events.md). Jobs reach `active`, `completed` and `failed` through the real
 //! worker scripts (moveToActive / moveToFinished) driven with `run_script`.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
@@ -11,9 +10,11 @@ use echomq::protocol::{QueueKeys, ScriptErrorCode, ScriptId};
 use echomq::{
     Connection, Error, Finished, JobCounts, JobOptions, JobState, NewJob, Queue, RemoveOutcome,
 };
+use echomq_integration_tests::state::{
+    arg as s, bytes_arg as b, exists, hash, key_type, list, pairs, zset,
+};
 use echomq_integration_tests::{event_names, events, RedisServer};
 use fred::prelude::*;
-use fred::types::{ClusterHash, CustomCommand};
 use serde_json::json;
 
 const TOKEN: &str = "5c1d7e2a-8b4f-4a9e-b6d3-0f1e2d3c4b5a";
@@ -21,48 +22,6 @@ const T0: u64 = 1_700_000_000_000;
 const TWO32: f64 = 4_294_967_296.0;
 
 // ---------------------------------------------------------------- helpers
-
-fn s(v: impl ToString) -> Value {
-    Value::String(v.to_string().into())
-}
-
-fn b(v: Vec<u8>) -> Value {
-    Value::Bytes(v.into())
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {
-    let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
-    c.custom(command, args)
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-async fn hash(c: &Client, key: &str) -> HashMap<String, String> {
-    c.hgetall(key).await.unwrap()
-}
-
-async fn list(c: &Client, key: &str) -> Vec<String> {
-    c.lrange(key, 0, -1).await.unwrap()
-}
-
-async fn zset(c: &Client, key: &str) -> Vec<(String, f64)> {
-    c.zrange(key, 0, -1, None, false, None, true).await.unwrap()
-}
-
-async fn key_type(c: &Client, key: &str) -> String {
-    cmd(c, "TYPE", vec![key.to_string()]).await
-}
-
-async fn exists(c: &Client, key: &str) -> bool {
-    c.exists::<i64, _>(key).await.unwrap() == 1
-}
 
 async fn setup(name: &str) -> (RedisServer, Connection, Client, Queue) {
     let redis = RedisServer::start();
