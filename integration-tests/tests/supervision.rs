@@ -41,7 +41,7 @@ struct HostState {
     seen: Arc<Mutex<Vec<Event>>>,
     restarts: Arc<Mutex<Vec<String>>>,
     stopping: Arc<AtomicBool>,
-    recent: Vec<std::time::Instant>,
+    recent: echomq::RestartIntensity,
 }
 
 enum HostMsg {
@@ -97,7 +97,7 @@ impl Actor for Host {
             seen: a.seen,
             restarts: a.restarts,
             stopping: a.stopping,
-            recent: Vec::new(),
+            recent: echomq::RestartIntensity::new(10, Duration::from_secs(5)),
         })
     }
 
@@ -132,11 +132,7 @@ impl Actor for Host {
         }
         // One-for-one with a restart intensity: more than 10 restarts in 5 s
         // means something is really wrong; give up (the host fails too).
-        let now = std::time::Instant::now();
-        s.recent
-            .retain(|t| now.duration_since(*t) < Duration::from_secs(5));
-        s.recent.push(now);
-        if s.recent.len() > 10 {
+        if !s.recent.allow() {
             return Err("restart intensity exceeded".into());
         }
         if let Some(m) = s.set.member_of(&cell) {

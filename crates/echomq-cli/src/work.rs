@@ -107,7 +107,7 @@ struct Host;
 struct HostState {
     spec: WorkerSetSpec,
     set: WorkerSet,
-    restarts: Vec<Instant>,
+    restarts: echomq::RestartIntensity,
     stopping: bool,
 }
 
@@ -130,7 +130,7 @@ impl Actor for Host {
         Ok(HostState {
             spec,
             set,
-            restarts: Vec::new(),
+            restarts: echomq::RestartIntensity::new(10, Duration::from_secs(10)),
             stopping: false,
         })
     }
@@ -168,11 +168,7 @@ impl Actor for Host {
         let Some(member) = s.set.member_of(&cell) else {
             return Ok(());
         };
-        let now = Instant::now();
-        s.restarts
-            .retain(|t| now.duration_since(*t) < Duration::from_secs(10));
-        s.restarts.push(now);
-        if s.restarts.len() > 10 {
+        if !s.restarts.allow() {
             return Err("worker set restarted more than 10 times in 10 s".into());
         }
         anstream::eprintln!(

@@ -11,14 +11,14 @@
 //!
 //! `REDIS_URL=redis://127.0.0.1:6379 cargo run -p echomq --example service`
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use echomq::queue_events::actor_subscriber;
 use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
     Connection, Delivery, EventKind, JobOptions, JobScheduler, JobSchedulerArgs, JobSchedulerMsg,
-    Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, SchedulerSpec, StartFrom, WorkerArgs,
-    WorkerMsg, WorkerSet, WorkerSetSpec,
+    Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, RestartIntensity, SchedulerSpec,
+    StartFrom, WorkerArgs, WorkerMsg, WorkerSet, WorkerSetSpec,
 };
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::json;
@@ -93,7 +93,7 @@ struct HostState {
     events: ActorRef<QueueEventsMsg>,
     feed: ActorRef<FeedMsg>,
     last_event: LastId,
-    restarts: Vec<Instant>,
+    restarts: RestartIntensity,
     stopping: bool,
 }
 
@@ -163,7 +163,7 @@ impl Actor for Host {
             events,
             feed,
             last_event,
-            restarts: Vec::new(),
+            restarts: RestartIntensity::new(5, Duration::from_secs(10)),
             stopping: false,
         })
     }
@@ -222,11 +222,7 @@ impl Actor for Host {
         if s.stopping {
             return Ok(());
         }
-        let now = Instant::now();
-        s.restarts
-            .retain(|t| now.duration_since(*t) < Duration::from_secs(10));
-        s.restarts.push(now);
-        if s.restarts.len() > 5 {
+        if !s.restarts.allow() {
             return Err("restart limit reached: giving up".into()); // our own supervisor decides next
         }
         println!("restarting a failed child: {evt}");

@@ -55,7 +55,7 @@ pub use queue_events::{
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
 };
-pub use supervision::{Member, WorkerSet, WorkerSetSpec};
+pub use supervision::{Member, RestartIntensity, WorkerSet, WorkerSetSpec};
 pub use worker::{
     ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent,
     WorkerMsg, WorkerOptions,

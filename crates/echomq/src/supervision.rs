@@ -153,3 +153,56 @@ impl WorkerSetSpec {
         }
     }
 }
+
+/// A restart budget for a one-for-one host supervisor: at most `max` restarts
+/// within a sliding `window`, as Erlang's restart intensity. Past it the host
+/// should stop restarting and fail itself, so that its own supervisor sees
+/// the problem instead of a restart loop.
+#[derive(Clone, Debug)]
+pub struct RestartIntensity {
+    max: usize,
+    window: std::time::Duration,
+    recent: std::collections::VecDeque<std::time::Instant>,
+}
+
+impl RestartIntensity {
+    /// At most `max` restarts per `window`.
+    pub fn new(max: usize, window: std::time::Duration) -> Self {
+        Self {
+            max,
+            window,
+            recent: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Records a restart now; `false` when it exceeds the budget.
+    pub fn allow(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= self.window)
+        {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(now);
+        self.recent.len() <= self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_intensity_allows_max_per_window() {
+        let mut r = RestartIntensity::new(3, std::time::Duration::from_secs(60));
+        assert!(r.allow() && r.allow() && r.allow());
+        assert!(!r.allow());
+        let mut r = RestartIntensity::new(1, std::time::Duration::ZERO);
+        assert!(
+            r.allow() && r.allow(),
+            "an empty window forgets every restart"
+        );
+    }
+}

@@ -658,20 +658,7 @@ async fn next_iteration(
     opts.insert("repeatJobKey".into(), scheduler_id.into());
 
     let k = keys;
-    let script_keys = vec![
-        k.repeat(),
-        k.delayed(),
-        k.wait(),
-        k.paused(),
-        k.meta(),
-        k.prioritized(),
-        k.marker(),
-        k.id(),
-        k.events(),
-        k.pc(),
-        k.job(producer_id),
-        k.active(),
-    ];
+    let script_keys = k.update_job_scheduler_keys(producer_id);
     let args = vec![
         text(millis_for_id),
         text(scheduler_id),
@@ -808,19 +795,7 @@ async fn upsert(
     first.insert("repeatJobKey".into(), spec.id.clone().into());
 
     let k = keys;
-    let script_keys = vec![
-        k.repeat(),
-        k.delayed(),
-        k.wait(),
-        k.paused(),
-        k.meta(),
-        k.prioritized(),
-        k.marker(),
-        k.id(),
-        k.events(),
-        k.pc(),
-        k.active(),
-    ];
+    let script_keys = k.add_job_scheduler_keys();
     let args = vec![
         text(millis_for_id),
         bytes(pack_map(&sched)),
