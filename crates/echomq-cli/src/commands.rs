@@ -35,11 +35,6 @@ pub async fn run(cli: Cli) -> Res {
     let conn = Connection::connect(ConnectionConfig {
         url: cli.url.clone(),
         prefix: cli.prefix.clone(),
-        pool_size: if matches!(cli.command, Command::Work { .. }) {
-            8
-        } else {
-            2
-        },
         ..Default::default()
     })
     .await?;

@@ -10,8 +10,10 @@ pub struct ConnectionConfig {
     pub url: String,
     /// Key prefix of every queue. Default `emq` (DECISIONS.md §4).
     pub prefix: String,
-    /// Clients in the shared pool. fred serialises EVALSHA per connection, so
-    /// parallel script throughput needs several. Default 8.
+    /// Clients in the shared pool. Scripts are pipelined on each connection,
+    /// so a few connections carry any concurrency; fewer connections let Redis
+    /// read more commands per event (measured: 37 vs 43 µs of Redis CPU per
+    /// processed job at concurrency 16 with 2 vs 8). Default 2.
     pub pool_size: usize,
     /// Timeout of ordinary (non-blocking) commands. Default 10 s.
     pub command_timeout: Duration,
@@ -26,7 +28,7 @@ impl Default for ConnectionConfig {
         Self {
             url: "redis://127.0.0.1:6379".into(),
             prefix: echomq_protocol::DEFAULT_PREFIX.into(),
-            pool_size: 8,
+            pool_size: 2,
             command_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             reconnect_delay: Duration::from_millis(500),

@@ -145,10 +145,7 @@ impl Connection {
             id.num_keys()
         );
         let client = self.inner.pool.next();
-        match client
-            .evalsha::<Value, _, _, _>(def.sha1, keys.clone(), args.clone())
-            .await
-        {
+        match evalsha(client, def.sha1, &keys, &args).await {
             Err(e) if is_noscript(&e) => {
                 warn!(script = id.name(), "NOSCRIPT: reloading");
                 if client.is_clustered() {
@@ -156,7 +153,7 @@ impl Connection {
                 } else {
                     client.script_load::<String, _>(def.source).await?;
                 }
-                Ok(client.evalsha(def.sha1, keys, args).await?)
+                Ok(evalsha(client, def.sha1, &keys, &args).await?)
             }
             other => Ok(other?),
         }
@@ -175,6 +172,38 @@ impl Connection {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0)
     }
+}
+
+/// EVALSHA as a raw command. fred's typed `evalsha` is never pipelined: it
+/// waits for each reply before the next command goes out on that connection,
+/// because a NOSCRIPT inside a pipeline cannot be retried in place. Every call
+/// here is retried on its own after a NOSCRIPT (it did nothing), so pipelining
+/// is safe — and it lets concurrent jobs share a connection and a Redis read,
+/// which is most of the Redis CPU per job at high concurrency.
+pub(crate) async fn evalsha(
+    client: &Client,
+    sha: &str,
+    keys: &[String],
+    args: &[Value],
+) -> Result<Value, fred::error::Error> {
+    client
+        .custom(evalsha_command(), evalsha_args(sha, keys, args))
+        .await
+}
+
+/// The raw EVALSHA command, routed by the first key (after hash and numkeys).
+pub(crate) fn evalsha_command() -> fred::types::CustomCommand {
+    fred::types::CustomCommand::new_static("EVALSHA", fred::types::ClusterHash::Offset(2), false)
+}
+
+/// `sha numkeys keys… args…`.
+pub(crate) fn evalsha_args(sha: &str, keys: &[String], args: &[Value]) -> Vec<Value> {
+    let mut all: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+    all.push(Value::String(sha.into()));
+    all.push(Value::Integer(keys.len() as i64));
+    all.extend(keys.iter().map(|k| Value::String(k.as_str().into())));
+    all.extend(args.iter().cloned());
+    all
 }
 
 pub(crate) fn is_noscript(e: &fred::error::Error) -> bool {

@@ -887,20 +887,15 @@ async fn run_pipeline(
     prepared: &[Prepared],
 ) -> Vec<std::result::Result<Value, fred::error::Error>> {
     use fred::prelude::ClientLike;
-    use fred::types::{ClusterHash, CustomCommand};
     let pipeline = client.pipeline();
     for p in prepared {
         // The script is known to be in the catalogue: `prepare` chose it.
         let sha = p.script.def().map(|d| d.sha1).unwrap_or_default();
-        // fred has no EVALSHA on pipelines; the raw command routes by the first
-        // key (offset 2: after the hash and numkeys).
-        let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Offset(2), false);
-        let mut args: Vec<Value> = Vec::with_capacity(2 + p.keys.len() + p.args.len());
-        args.push(text(sha));
-        args.push(Value::Integer(p.keys.len() as i64));
-        args.extend(p.keys.iter().map(text));
-        args.extend(p.args.iter().cloned());
-        if let Err(e) = pipeline.custom::<(), _>(cmd, args).await {
+        let args = crate::connection::evalsha_args(sha, &p.keys, &p.args);
+        if let Err(e) = pipeline
+            .custom::<(), _>(crate::connection::evalsha_command(), args)
+            .await
+        {
             return prepared.iter().map(|_| Err(e.clone())).collect();
         }
     }

@@ -92,7 +92,11 @@ async fn main() {
     let redis = RedisServer::start();
     let url = redis.url();
     let conn = Connection::connect(echomq::ConnectionConfig {
-        pool_size: 8,
+        // BENCH_POOL overrides the default pool size, for experiments.
+        pool_size: std::env::var("BENCH_POOL")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(echomq::ConnectionConfig::default().pool_size),
         ..echomq::ConnectionConfig::with_url(&url)
     })
     .await
@@ -369,7 +373,8 @@ async fn main() {
     println!("| metric | EchoMQ | BullMQ Node | ratio |");
     println!("| --- | ---: | ---: | ---: |");
     for r in &rows {
-        let ratio = r.bullmq.map(|b| {
+        // A 0 (below the ms resolution of job timestamps) has no meaningful ratio.
+        let ratio = r.bullmq.filter(|b| *b > 0.0 && r.echomq > 0.0).map(|b| {
             if r.higher_is_better {
                 r.echomq / b
             } else {
