@@ -43,6 +43,17 @@ async fn take(conn: &Connection, q: &Queue, token: &str, lock_ms: u64) -> Option
     }
 }
 
+/// Takes every waiting job, then "dies": deletes each lock, as an expired
+/// lock of a dead worker would leave it.
+async fn take_all_and_die(conn: &Connection, c: &Client, q: &Queue) -> Vec<String> {
+    let mut ids = Vec::new();
+    while let Some(id) = take(conn, q, "t", 30_000).await {
+        c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
+        ids.push(id);
+    }
+    ids
+}
+
 fn args(
     conn: &Connection,
     queue: &str,
@@ -207,11 +218,7 @@ async fn fifty_racing_checkers_move_each_job_exactly_once() {
     for _ in 0..100 {
         q.add("j", &json!({}), JobOptions::new()).await.unwrap();
     }
-    let mut ids = Vec::new();
-    while let Some(id) = take(&conn, &q, "t", 30_000).await {
-        c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
-        ids.push(id);
-    }
+    let ids = take_all_and_die(&conn, &c, &q).await;
     assert_eq!(ids.len(), 100);
     let recovered = Arc::new(Mutex::new(Vec::new()));
     let mut actors = Vec::new();
@@ -321,11 +328,7 @@ async fn stopping_and_restarting_mid_run_loses_nothing() {
     for _ in 0..20 {
         q.add("j", &json!({}), JobOptions::new()).await.unwrap();
     }
-    let mut ids = Vec::new();
-    while let Some(id) = take(&conn, &q, "t", 30_000).await {
-        c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
-        ids.push(id);
-    }
+    let ids = take_all_and_die(&conn, &c, &q).await;
     for _ in 0..5 {
         let (a, h) = Actor::spawn(None, StalledChecker, args(&conn, "restart", None))
             .await

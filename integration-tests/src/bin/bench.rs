@@ -151,16 +151,7 @@ async fn main() {
     let n = scale(100_000);
     let q = Queue::new(&conn, "bulk").await.unwrap();
     let t = Instant::now();
-    for start in (0..n).step_by(1000) {
-        let batch: Vec<NewJob> = (start..(start + 1000).min(n))
-            .map(|i| NewJob {
-                name: "bench".into(),
-                data: json!({"i": i}),
-                options: JobOptions::new(),
-            })
-            .collect();
-        q.add_bulk(batch).await.unwrap();
-    }
+    fill(&q, n).await;
     let rust = n as f64 / t.elapsed().as_secs_f64();
     flush(&c).await;
     let node_ms = node("add-bulk", &url, "bulk", json!({"n": n, "batch": 1000}))["ms"]
