@@ -148,6 +148,8 @@ async fn snapshot(c: &Client, mask: Mask) -> Map<String, Json> {
         };
         out.insert(key, json!([t, value]));
     }
+    // SCAN order is arbitrary; the key sets compare in order.
+    out.sort_keys();
     out
 }
 

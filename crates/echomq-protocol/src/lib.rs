@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod call;
 pub mod event;
 pub mod job;
 pub mod keys;
@@ -26,6 +27,7 @@ pub mod script_keys;
 pub mod scripts;
 pub mod validate;
 
+pub use call::{Arg, Reply, ReplyError, ScriptCall};
 pub use event::{Event, EventKind};
 pub use job::{DecodeError, JobRecord};
 pub use keys::QueueKeys;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use echomq_protocol::ScriptId;
+use echomq_protocol::{Reply, ScriptCall, ScriptId};
 use fred::prelude::{
     Builder, Client, ClientInterface, ClientLike, Config, LuaInterface, Options, Pool,
     ReconnectPolicy, Value,
@@ -124,39 +124,88 @@ impl Connection {
         Ok(())
     }
 
-    /// Runs one script of the catalogue by EVALSHA and returns its raw reply.
-    ///
-    /// Low level: the typed APIs (Queue, Worker, actors) are built on it; tools
-    /// and tests use it to drive a script directly. On NOSCRIPT the script is
-    /// loaded again and the call retried once; the first attempt did nothing,
-    /// so this is safe.
+    /// Runs one script call: EVALSHA, pipelined with the other calls on the
+    /// same connection; on NOSCRIPT the script is loaded again and the call
+    /// retried once (the first attempt did nothing, so this is safe).
+    pub async fn call<C: ScriptCall>(&self, call: &C) -> Result<C::Output> {
+        let script = call.script();
+        let def = script.def().ok_or(Error::MissingScript(script.name()))?;
+        let args = evalsha_args(def.sha1, call);
+        let client = self.inner.pool.next();
+        let reply = match client.custom(evalsha_command(), args.clone()).await {
+            Err(e) if is_noscript(&e) => {
+                self.reload(client, script).await?;
+                client.custom(evalsha_command(), args).await?
+            }
+            other => other?,
+        };
+        Ok(call.decode(to_reply(reply))?)
+    }
+
+    /// Runs many calls of one type in one pipelined round trip and returns
+    /// each one's result in order. Calls refused with NOSCRIPT did nothing:
+    /// exactly those are resent once after the scripts are loaded again.
+    pub async fn call_batch<C: ScriptCall>(&self, calls: &[C]) -> Vec<Result<C::Output>> {
+        if calls.is_empty() {
+            return Vec::new();
+        }
+        let mut encoded = Vec::with_capacity(calls.len());
+        for c in calls {
+            match c.script().def() {
+                Some(def) => encoded.push(evalsha_args(def.sha1, c)),
+                None => {
+                    return calls
+                        .iter()
+                        .map(|c| Err(Error::MissingScript(c.script().name())))
+                        .collect()
+                }
+            }
+        }
+        let client = self.inner.pool.next();
+        let mut raw = pipeline(client, &encoded).await;
+        let noscript: Vec<usize> = (0..raw.len())
+            .filter(|&i| matches!(&raw[i], Err(e) if is_noscript(e)))
+            .collect();
+        if !noscript.is_empty() {
+            if let Err(e) = self.load_scripts().await {
+                return vec_of_errors(calls.len(), &e);
+            }
+            let again: Vec<Vec<Value>> = noscript.iter().map(|&i| encoded[i].clone()).collect();
+            for (i, r) in noscript.into_iter().zip(pipeline(client, &again).await) {
+                raw[i] = r;
+            }
+        }
+        raw.into_iter()
+            .zip(calls)
+            .map(|(r, c)| Ok(c.decode(to_reply(r?))?))
+            .collect()
+    }
+
+    /// Runs a script by position and returns its raw reply (transitional:
+    /// every caller moves to a typed call).
     pub async fn run_script(
         &self,
         id: ScriptId,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> Result<Value> {
-        let def = id.def().ok_or(Error::MissingScript(id.name()))?;
-        debug_assert_eq!(
-            keys.len(),
-            id.num_keys(),
-            "{} takes {} keys",
-            id.name(),
-            id.num_keys()
-        );
-        let client = self.inner.pool.next();
-        match evalsha(client, def.sha1, &keys, &args).await {
-            Err(e) if is_noscript(&e) => {
-                warn!(script = id.name(), "NOSCRIPT: reloading");
-                if client.is_clustered() {
-                    client.script_load_cluster::<(), _>(def.source).await?;
-                } else {
-                    client.script_load::<String, _>(def.source).await?;
-                }
-                Ok(evalsha(client, def.sha1, &keys, &args).await?)
-            }
-            other => Ok(other?),
+        let call = echomq_protocol::call::RawCall {
+            script: id,
+            keys,
+            args: args.into_iter().map(value_to_arg).collect(),
+        };
+        Ok(from_reply(self.call(&call).await?))
+    }
+
+    async fn reload(&self, client: &Client, script: ScriptId) -> Result<()> {
+        let def = script.def().ok_or(Error::MissingScript(script.name()))?;
+        warn!(script = script.name(), "NOSCRIPT: reloading");
+        if client.is_clustered() {
+            client.script_load_cluster::<(), _>(def.source).await?;
+        } else {
+            client.script_load::<String, _>(def.source).await?;
         }
+        Ok(())
     }
 
     /// Closes every client of the pool.
@@ -174,36 +223,73 @@ impl Connection {
     }
 }
 
-/// EVALSHA as a raw command. fred's typed `evalsha` is never pipelined: it
-/// waits for each reply before the next command goes out on that connection,
-/// because a NOSCRIPT inside a pipeline cannot be retried in place. Every call
-/// here is retried on its own after a NOSCRIPT (it did nothing), so pipelining
-/// is safe — and it lets concurrent jobs share a connection and a Redis read,
-/// which is most of the Redis CPU per job at high concurrency.
-pub(crate) async fn evalsha(
-    client: &Client,
-    sha: &str,
-    keys: &[String],
-    args: &[Value],
-) -> Result<Value, fred::error::Error> {
-    client
-        .custom(evalsha_command(), evalsha_args(sha, keys, args))
-        .await
-}
-
-/// The raw EVALSHA command, routed by the first key (after hash and numkeys).
-pub(crate) fn evalsha_command() -> fred::types::CustomCommand {
+/// EVALSHA goes out as a raw command. fred's typed `evalsha` is never
+/// pipelined: it waits for each reply before the next command goes out on that
+/// connection, because a NOSCRIPT inside a pipeline cannot be retried in place.
+/// Every call here is retried on its own after a NOSCRIPT (it did nothing), so
+/// pipelining is safe — and it lets concurrent jobs share a connection and a
+/// Redis read, which is most of the Redis CPU per job at high concurrency.
+fn evalsha_command() -> fred::types::CustomCommand {
+    // Routed by the first key (after the hash and numkeys).
     fred::types::CustomCommand::new_static("EVALSHA", fred::types::ClusterHash::Offset(2), false)
 }
 
 /// `sha numkeys keys… args…`.
-pub(crate) fn evalsha_args(sha: &str, keys: &[String], args: &[Value]) -> Vec<Value> {
+fn evalsha_args<C: ScriptCall>(sha: &str, call: &C) -> Vec<Value> {
+    let keys = call.keys();
+    debug_assert_eq!(
+        keys.len(),
+        call.script().num_keys(),
+        "{} takes {} keys",
+        call.script().name(),
+        call.script().num_keys()
+    );
+    let args = call.args();
     let mut all: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
     all.push(Value::String(sha.into()));
     all.push(Value::Integer(keys.len() as i64));
-    all.extend(keys.iter().map(|k| Value::String(k.as_str().into())));
-    all.extend(args.iter().cloned());
+    all.extend(keys.into_iter().map(|k| Value::String(k.into())));
+    all.extend(args.into_iter().map(|a| Value::Bytes(a.into_bytes())));
     all
+}
+
+fn vec_of_errors<T>(n: usize, e: &Error) -> Vec<Result<T>> {
+    let msg = e.to_string();
+    (0..n)
+        .map(|_| Err(Error::Config(format!("reloading scripts: {msg}"))))
+        .collect()
+}
+
+async fn pipeline(
+    client: &Client,
+    encoded: &[Vec<Value>],
+) -> Vec<std::result::Result<Value, fred::error::Error>> {
+    let pipe = client.pipeline();
+    for args in encoded {
+        if let Err(e) = pipe.custom::<(), _>(evalsha_command(), args.clone()).await {
+            return encoded.iter().map(|_| Err(e.clone())).collect();
+        }
+    }
+    pipe.try_all::<Value>().await
+}
+
+/// fred's value as the protocol's wire reply.
+fn to_reply(v: Value) -> Reply {
+    match v {
+        Value::Null | Value::Queued => Reply::Nil,
+        Value::Integer(n) => Reply::Int(n),
+        Value::Double(d) => Reply::Double(d),
+        Value::Boolean(b) => Reply::Int(b as i64),
+        Value::String(s) => Reply::Bulk(s.into_inner()),
+        Value::Bytes(b) => Reply::Bulk(b),
+        Value::Array(a) => Reply::Array(a.into_iter().map(to_reply).collect()),
+        Value::Map(m) => Reply::Array(
+            m.inner()
+                .into_iter()
+                .flat_map(|(k, v)| [Reply::Bulk(k.into_bytes()), to_reply(v)])
+                .collect(),
+        ),
+    }
 }
 
 pub(crate) fn is_noscript(e: &fred::error::Error) -> bool {
@@ -233,5 +319,30 @@ pub(crate) fn blocking_options(block: Duration) -> Options {
         timeout: Some(block + Duration::from_millis(1500)),
         max_attempts: Some(1),
         ..Default::default()
+    }
+}
+
+fn value_to_arg(v: Value) -> echomq_protocol::Arg {
+    match v {
+        Value::Bytes(b) => echomq_protocol::Arg::packed(b.to_vec()),
+        other => echomq_protocol::Arg::text(other.as_string().unwrap_or_default()),
+    }
+}
+
+/// Transitional: a wire reply as fred's value.
+pub(crate) fn reply_value(r: Reply) -> Value {
+    from_reply(r)
+}
+
+fn from_reply(r: Reply) -> Value {
+    match r {
+        Reply::Nil => Value::Null,
+        Reply::Int(n) => Value::Integer(n),
+        Reply::Double(d) => Value::Double(d),
+        Reply::Bulk(b) => match String::from_utf8(b.to_vec()) {
+            Ok(s) => Value::String(s.into()),
+            Err(_) => Value::Bytes(b),
+        },
+        Reply::Array(a) => Value::Array(a.into_iter().map(from_reply).collect()),
     }
 }

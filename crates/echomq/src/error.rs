@@ -54,6 +54,24 @@ pub enum Error {
     Scheduler(#[from] crate::job_scheduler::SchedulerError),
 }
 
+impl From<echomq_protocol::ReplyError> for Error {
+    fn from(e: echomq_protocol::ReplyError) -> Self {
+        match e {
+            echomq_protocol::ReplyError::Code { script, code } => Error::Script { script, code },
+            echomq_protocol::ReplyError::Shape { script, detail } => Error::Protocol {
+                context: script,
+                detail,
+            },
+            // ReplyError is non-exhaustive; a future variant is a shape problem.
+            #[allow(unreachable_patterns)]
+            other => Error::Protocol {
+                context: "script reply",
+                detail: other.to_string(),
+            },
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn protocol(context: &'static str, detail: impl Into<String>) -> Self {
         Error::Protocol {

@@ -332,31 +332,26 @@ impl Queue {
         if prepared.is_empty() {
             return Ok(Vec::new());
         }
-        let client = self.conn.pool().next();
-        let mut results = run_pipeline(client, &prepared).await;
-        // A NOSCRIPT inside the pipeline means that call did nothing: reload
-        // and resend exactly those, so no job is added twice.
-        if results
+        let calls: Vec<echomq_protocol::call::RawCall> = prepared
             .iter()
-            .any(|r| matches!(r, Err(e) if crate::connection::is_noscript(e)))
-        {
-            self.conn.load_scripts().await?;
-            let retry: Vec<usize> = results
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| matches!(r, Err(e) if crate::connection::is_noscript(e)))
-                .map(|(i, _)| i)
-                .collect();
-            let again: Vec<Prepared> = retry.iter().map(|&i| prepared[i].clone()).collect();
-            let redo = run_pipeline(client, &again).await;
-            for (i, r) in retry.into_iter().zip(redo) {
-                results[i] = r;
-            }
-        }
+            .map(|p| echomq_protocol::call::RawCall {
+                script: p.script,
+                keys: p.keys.clone(),
+                args: p
+                    .args
+                    .iter()
+                    .map(|v| match v {
+                        Value::Bytes(b) => echomq_protocol::Arg::packed(b.to_vec()),
+                        other => echomq_protocol::Arg::text(other.as_string().unwrap_or_default()),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let results = self.conn.call_batch(&calls).await;
         results
             .into_iter()
             .zip(&prepared)
-            .map(|(r, p)| added_id(p.script, &r?))
+            .map(|(r, p)| added_id(p.script, &crate::connection::reply_value(r?)))
             .collect()
     }
 
@@ -371,14 +366,11 @@ impl Queue {
 
     /// The state of a job.
     pub async fn get_state(&self, id: &str) -> Result<JobState> {
-        let k = &self.keys;
-        let keys = k.get_state_keys();
-        let v = self
-            .conn
-            .run_script(ScriptId::GetStateV2, keys, vec![text(id)])
-            .await?;
-        let s = as_string(&v).ok_or_else(|| Error::protocol("getStateV2", format!("{v:?}")))?;
-        Ok(JobState::parse(&s))
+        let call = echomq_protocol::call::admin::GetState {
+            keys: &self.keys,
+            id,
+        };
+        Ok(JobState::parse(&self.conn.call(&call).await?))
     }
 
     /// Counts of every state.
@@ -880,26 +872,6 @@ struct Prepared {
     script: ScriptId,
     keys: Vec<String>,
     args: Vec<Value>,
-}
-
-async fn run_pipeline(
-    client: &fred::prelude::Client,
-    prepared: &[Prepared],
-) -> Vec<std::result::Result<Value, fred::error::Error>> {
-    use fred::prelude::ClientLike;
-    let pipeline = client.pipeline();
-    for p in prepared {
-        // The script is known to be in the catalogue: `prepare` chose it.
-        let sha = p.script.def().map(|d| d.sha1).unwrap_or_default();
-        let args = crate::connection::evalsha_args(sha, &p.keys, &p.args);
-        if let Err(e) = pipeline
-            .custom::<(), _>(crate::connection::evalsha_command(), args)
-            .await
-        {
-            return prepared.iter().map(|_| Err(e.clone())).collect();
-        }
-    }
-    pipeline.try_all::<Value>().await
 }
 
 /// Scripts build job keys from the prefix, so on Redis Cluster every key of a

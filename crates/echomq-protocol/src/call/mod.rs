@@ -1,0 +1,189 @@
+//! One type per script call, as mini-redis has one type per command.
+//!
+//! A call type names its script, yields its KEYS and ARGV in the frozen order
+//! from typed fields, and decodes the script's reply into a typed result. The
+//! runtime runs any of them through one method (`Connection::call`), so the
+//! order of a script's KEYS and ARGV is written exactly once, here, and unit
+//! tests check it against the script's file name and `docs/protocol.md`.
+//!
+//! Nothing in this module does I/O: [`Arg`] and [`Reply`] are the wire values
+//! the runtime translates to and from its Redis client.
+
+use bytes::Bytes;
+use thiserror::Error;
+
+use crate::reply::ScriptErrorCode;
+use crate::scripts::ScriptId;
+
+pub mod admin;
+pub mod decode;
+
+pub use decode::Reply;
+
+/// One ARGV entry: a bulk string on the wire.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Arg(Bytes);
+
+impl Arg {
+    /// Text as is.
+    pub fn text(s: impl Into<String>) -> Arg {
+        Arg(Bytes::from(s.into()))
+    }
+
+    /// A borrowed string, copied.
+    pub fn str(s: &str) -> Arg {
+        Arg(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    /// An integer in decimal, as scripts `tonumber` it.
+    pub fn int(n: impl Into<i128>) -> Arg {
+        Arg(Bytes::from(n.into().to_string()))
+    }
+
+    /// A boolean flag the scripts compare with `"1"`.
+    pub fn flag(on: bool) -> Arg {
+        Arg(Bytes::from_static(if on { b"1" } else { b"0" }))
+    }
+
+    /// The empty string: "absent" where a script tests for `""`.
+    pub fn empty() -> Arg {
+        Arg(Bytes::new())
+    }
+
+    /// Msgpack (or any binary) bytes.
+    pub fn packed(bytes: Vec<u8>) -> Arg {
+        Arg(Bytes::from(bytes))
+    }
+
+    /// Packed bytes when present, `""` otherwise.
+    pub fn packed_or_empty(bytes: Option<Vec<u8>>) -> Arg {
+        bytes.map(Arg::packed).unwrap_or_else(Arg::empty)
+    }
+
+    /// The bytes sent.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The bytes sent, owned (cheap: reference counted).
+    pub fn into_bytes(self) -> Bytes {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for Arg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match std::str::from_utf8(&self.0) {
+            Ok(s) => write!(f, "{s:?}"),
+            Err(_) => write!(f, "<{} bytes>", self.0.len()),
+        }
+    }
+}
+
+/// A reply that is not what the script's contract says.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ReplyError {
+    /// The script answered one of the protocol's negative error codes.
+    #[error("script {script} refused: {code}")]
+    Code {
+        /// The script's name.
+        script: &'static str,
+        /// The code.
+        code: ScriptErrorCode,
+    },
+    /// The reply had another shape (foreign data, another script version).
+    #[error("unexpected reply from {script}: {detail}")]
+    Shape {
+        /// The script's name.
+        script: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+impl ReplyError {
+    /// A shape error of `script`.
+    pub fn shape(script: ScriptId, detail: impl Into<String>) -> Self {
+        ReplyError::Shape {
+            script: script.name(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The script code, when the error is one.
+    pub fn code(&self) -> Option<ScriptErrorCode> {
+        match self {
+            ReplyError::Code { code, .. } => Some(*code),
+            ReplyError::Shape { .. } => None,
+        }
+    }
+}
+
+/// One call of one script: its KEYS and ARGV in the frozen order, and the
+/// decoding of its reply.
+pub trait ScriptCall {
+    /// What the reply decodes to.
+    type Output;
+
+    /// The script called.
+    fn script(&self) -> ScriptId;
+
+    /// KEYS, exactly `self.script().num_keys()` of them.
+    fn keys(&self) -> Vec<String>;
+
+    /// ARGV in the script's order.
+    fn args(&self) -> Vec<Arg>;
+
+    /// Reads the reply.
+    fn decode(&self, reply: Reply) -> Result<Self::Output, ReplyError>;
+}
+
+/// Test support: asserts a call's KEYS count matches its script's file name
+/// and returns the ARGV as text for order checks.
+#[cfg(test)]
+pub(crate) fn argv_text<C: ScriptCall>(call: &C) -> Vec<String> {
+    assert_eq!(
+        call.keys().len(),
+        call.script().num_keys(),
+        "{} takes {} KEYS",
+        call.script().file_name(),
+        call.script().num_keys()
+    );
+    call.args()
+        .iter()
+        .map(|a| String::from_utf8_lossy(a.as_bytes()).into_owned())
+        .collect()
+}
+
+/// A call built by position, for tests that send a script deliberately
+/// malformed input. Everything else has its own type.
+#[derive(Debug, Clone)]
+pub struct RawCall {
+    /// The script.
+    pub script: ScriptId,
+    /// KEYS as given.
+    pub keys: Vec<String>,
+    /// ARGV as given.
+    pub args: Vec<Arg>,
+}
+
+impl ScriptCall for RawCall {
+    type Output = Reply;
+
+    fn script(&self) -> ScriptId {
+        self.script
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.keys.clone()
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        self.args.clone()
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Reply, ReplyError> {
+        Ok(reply)
+    }
+}
