@@ -23,7 +23,7 @@ use serde_json::{json, Value as Json};
 // ---------------------------------------------------------------- helpers
 
 fn now_ms() -> u64 {
-    Connection::now_ms()
+    echomq::clock::now_ms()
 }
 
 async fn setup(queue: &str) -> (RedisServer, Connection, Client, JobSchedulers) {

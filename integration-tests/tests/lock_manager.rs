@@ -379,7 +379,7 @@ fn stalled_checker(
             let args: Vec<Value> = vec![
                 "1".into(),
                 k.prefix_key().into(),
-                Connection::now_ms().to_string().into(),
+                echomq::clock::now_ms().to_string().into(),
                 (every.as_millis() as u64 / 2).max(1).to_string().into(),
             ];
             conn.run_script(ScriptId::MoveStalledJobsToWait, keys, args)

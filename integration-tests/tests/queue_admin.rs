@@ -856,7 +856,7 @@ async fn retry_job_requeues_completed_and_failed_jobs() {
 async fn clean_deletes_old_jobs_per_state_with_limit_and_cleaned_event() {
     let (_redis, conn, c, q) = setup("cl").await;
     let k = q.keys().clone();
-    let later = Connection::now_ms() + 3_600_000;
+    let later = echomq::clock::now_ms() + 3_600_000;
     for name in ["c1", "c2", "f3", "c4"] {
         add_at(&q, name, JobOptions::new().timestamp(T0)).await;
     }
@@ -1070,9 +1070,9 @@ async fn change_delay_rescores_the_job_and_emits_delayed() {
             .timestamp(T0),
     )
     .await; // 1
-    let before = Connection::now_ms();
+    let before = echomq::clock::now_ms();
     q.change_delay("1", Duration::from_secs(5)).await.unwrap();
-    let after = Connection::now_ms();
+    let after = echomq::clock::now_ms();
     let z = zset(&c, "emq:cd:delayed").await;
     assert_eq!(z.len(), 1);
     let score = z[0].1 as u64;

@@ -27,7 +27,7 @@ async fn take(conn: &Connection, q: &Queue, token: &str, lock_ms: u64) -> Option
     .pack();
     let args = vec![
         Value::from(k.prefix_key().to_string()),
-        Value::from(Connection::now_ms().to_string()),
+        Value::from(echomq::clock::now_ms().to_string()),
         Value::Bytes(opts.into()),
     ];
     match conn

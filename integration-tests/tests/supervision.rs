@@ -273,7 +273,7 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
     // Control messages through the public refs take effect after restarts.
     let (set, _, sched) = refs(&host).await;
     let mut spec = echomq::SchedulerSpec::every("nightly", Duration::from_secs(3600));
-    spec.start_date = Some(echomq::Connection::now_ms() + 3_600_000); // not during this test
+    spec.start_date = Some(echomq::clock::now_ms() + 3_600_000); // not during this test
     let upserted = call_t!(sched, JobSchedulerMsg::Upsert, 5000, Box::new(spec))
         .unwrap()
         .unwrap();

@@ -169,7 +169,7 @@ impl Plan {
                 spec.end_date = *end;
                 // The spec is checked again by upsert; checking here keeps
                 // "bad arguments never write" independent of the order there.
-                spec.validate(echomq::Connection::now_ms())?;
+                spec.validate(echomq::clock::now_ms())?;
                 Plan::Scheduler(Box::new(spec))
             }
             Command::Work {

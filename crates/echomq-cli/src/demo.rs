@@ -35,7 +35,7 @@ struct Tally {
 }
 
 pub async fn demo(conn: Connection, url: &str) -> Res {
-    let queue_name = format!("demo-{}", Connection::now_ms() % 100_000);
+    let queue_name = format!("demo-{}", echomq::clock::now_ms() % 100_000);
     let q = Queue::new(&conn, &queue_name).await?;
     let mp = MultiProgress::new();
     // A hidden progress target (not a terminal) drops println: print directly.

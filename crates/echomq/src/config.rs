@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// How to reach Redis and how many connections to share.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ConnectionConfig {
     /// A fred URL: `redis://host:port/db`, `rediss://…`, `redis-cluster://…?node=h:p`,
     /// `redis-sentinel://…`. Default `redis://127.0.0.1:6379`.
@@ -43,5 +43,80 @@ impl ConnectionConfig {
             url: url.into(),
             ..Self::default()
         }
+    }
+}
+
+impl std::fmt::Debug for ConnectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionConfig")
+            .field("url", &redacted_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("pool_size", &self.pool_size)
+            .field("command_timeout", &self.command_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("reconnect_delay", &self.reconnect_delay)
+            .finish()
+    }
+}
+
+/// The URL with any password (user info, or a query parameter whose name
+/// contains "password") replaced by `***`, for logs and `Debug`.
+pub fn redacted_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = redact_userinfo(base);
+    if let Some(q) = query {
+        let params: Vec<String> = q
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.to_ascii_lowercase().contains("password") => format!("{k}=***"),
+                _ => p.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
+fn redact_userinfo(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &rest[..at];
+    let user = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        // `redis://secret@host` is a password without a user name.
+        None if !userinfo.is_empty() => "***".to_owned(),
+        None => String::new(),
+    };
+    format!("{}{}{}", &url[..scheme_end], user, &rest[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_prints_a_password() {
+        for url in [
+            "redis://:s3cret@127.0.0.1:6379/0",
+            "rediss://user:s3cret@h:1",
+            "redis://s3cret@h",
+            "redis-sentinel://u:s3cret@h:26379/0?sentinelPassword=s3cret&node=h:2",
+        ] {
+            let c = ConnectionConfig::with_url(url);
+            let shown = format!("{c:?}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        assert_eq!(redacted_url("redis://h:1/0"), "redis://h:1/0");
+        assert_eq!(redacted_url("redis://u:p@h:1"), "redis://u:***@h:1");
     }
 }

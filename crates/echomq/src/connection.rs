@@ -34,7 +34,7 @@ struct Inner {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("url", &self.inner.config.url)
+            .field("url", &crate::config::redacted_url(&self.inner.config.url))
             .field("prefix", &self.inner.config.prefix)
             .field("pool_size", &self.inner.config.pool_size)
             .finish()
@@ -211,15 +211,6 @@ impl Connection {
     /// Closes every client of the pool.
     pub async fn close(&self) {
         let _ = self.inner.pool.quit().await;
-    }
-
-    /// The client's wall clock in ms: every timestamp of the protocol is the
-    /// client's, never Redis `TIME`.
-    pub fn now_ms() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
     }
 }
 

@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod error;

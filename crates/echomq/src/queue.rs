@@ -249,7 +249,7 @@ impl Queue {
             }
             .into());
         }
-        let timestamp = options.timestamp.unwrap_or_else(Connection::now_ms);
+        let timestamp = options.timestamp.unwrap_or_else(crate::clock::now_ms);
         let custom_id = options.job_id.clone().unwrap_or_default();
         let add_args = AddArgs {
             prefix_key: self.keys.prefix_key(),
@@ -541,7 +541,7 @@ impl Queue {
             }
             .into());
         }
-        let cutoff = Connection::now_ms().saturating_sub(grace.as_millis() as u64);
+        let cutoff = crate::clock::now_ms().saturating_sub(grace.as_millis() as u64);
         let keys = vec![
             self.keys.key(state.key_suffix()),
             self.keys.events(),
@@ -681,7 +681,7 @@ impl Queue {
         let keys = vec![k.delayed(), k.meta(), k.marker(), k.events()];
         let args = vec![
             text(delay.as_millis()),
-            text(Connection::now_ms()),
+            text(crate::clock::now_ms()),
             text(id),
             text(k.job(id)),
         ];

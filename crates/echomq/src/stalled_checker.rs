@@ -193,7 +193,7 @@ impl StalledCheckerState {
         match &r {
             Ok(report) => {
                 self.stats.recovered += report.recovered.len() as u64;
-                self.stats.last_sweep_ms = Some(Connection::now_ms());
+                self.stats.last_sweep_ms = Some(crate::clock::now_ms());
                 if !report.recovered.is_empty() {
                     for id in &report.recovered {
                         info!(queue = %self.args.queue, job_id = %id, "stalled job recovered");
@@ -223,7 +223,7 @@ impl StalledCheckerState {
         let args = vec![
             text(self.args.max_stalled_count),
             text(k.prefix_key()),
-            text(Connection::now_ms()),
+            text(crate::clock::now_ms()),
             text(self.args.interval.as_millis()),
         ];
         let v = conn

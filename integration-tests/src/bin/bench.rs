@@ -321,7 +321,7 @@ async fn main() {
                 first.get_or_insert_with(Instant::now);
                 got += 1;
                 let id_ms: u64 = e.id.split('-').next().unwrap().parse().unwrap();
-                lags.push(Connection::now_ms().saturating_sub(id_ms));
+                lags.push(echomq::clock::now_ms().saturating_sub(id_ms));
             }
             Some(other) => panic!("unexpected {other:?}"),
             None => panic!("QueueEvents stopped"),
@@ -495,7 +495,7 @@ async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
             async move {
                 l.lock()
                     .unwrap()
-                    .push(Connection::now_ms().saturating_sub(ctx.job().timestamp) as f64);
+                    .push(echomq::clock::now_ms().saturating_sub(ctx.job().timestamp) as f64);
                 Ok(serde_json::Value::Null)
             }
         }),

@@ -458,7 +458,7 @@ impl JobSchedulers {
     /// pending iteration of every scheduler whose next run is more than `grace`
     /// in the past and whose iteration is missing or already finished.
     pub async fn sweep(&self, grace: Duration) -> Result<SchedulerSweep> {
-        let now = Connection::now_ms();
+        let now = crate::clock::now_ms();
         let entries = self.index().await?;
         let mut report = SchedulerSweep {
             schedulers: entries.len(),
@@ -600,7 +600,7 @@ async fn next_iteration(
             return Ok(None);
         }
     }
-    let wall = Connection::now_ms();
+    let wall = crate::clock::now_ms();
     let end_date = repeat.get("endDate").and_then(json_u64);
     if matches!(end_date, Some(end) if wall > end) {
         return Ok(None);
@@ -640,7 +640,7 @@ async fn next_iteration(
     set_or_remove(&mut repeat, "startDate", start_date);
     set_or_remove(&mut repeat, "endDate", end_date);
     opts.insert("repeat".into(), Json::Object(repeat));
-    let stamp = Connection::now_ms();
+    let stamp = crate::clock::now_ms();
     let millis_for_id = next_millis.map(|n| n.to_string()).unwrap_or_default();
     opts.insert(
         "jobId".into(),
@@ -690,7 +690,7 @@ async fn upsert(
     defaults: &JobOptions,
     spec: &SchedulerSpec,
 ) -> Result<Option<Iteration>> {
-    let now = Connection::now_ms();
+    let now = crate::clock::now_ms();
     spec.validate(now)?;
 
     // Template options as Node stores them: queue defaults under the
@@ -731,7 +731,7 @@ async fn upsert(
         Some(p) => {
             let schedule = CronSchedule::new(p, tz)?;
             let next = if spec.immediately {
-                Some(Connection::now_ms() as i64)
+                Some(crate::clock::now_ms() as i64)
             } else {
                 schedule.next_after(
                     now as i64,
@@ -776,7 +776,7 @@ async fn upsert(
     set_or_remove(&mut repeat, "endDate", spec.end_date);
 
     let mut first = template.clone();
-    let stamp = Connection::now_ms();
+    let stamp = crate::clock::now_ms();
     let millis_for_id = next_millis.map(|n| n.to_string()).unwrap_or_default();
     first.insert("repeat".into(), Json::Object(repeat));
     first.insert(

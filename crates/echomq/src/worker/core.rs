@@ -272,7 +272,7 @@ impl WorkerCore {
         let keys = k.move_to_active_keys();
         let args = vec![
             text(k.prefix_key()),
-            text(crate::Connection::now_ms()),
+            text(crate::clock::now_ms()),
             bytes(self.fetch_opts_packed(token)),
         ];
         let v = self
@@ -344,7 +344,7 @@ impl WorkerCore {
             + 1;
         let held = self.track(&id, &token, attempt);
         self.last_fetch
-            .store(crate::Connection::now_ms(), Ordering::Relaxed);
+            .store(crate::clock::now_ms(), Ordering::Relaxed);
         let hash: HashMap<String, String> = fields.into_iter().collect();
         match crate::Job::from_hash(&id, hash) {
             Ok(job) => Ok(ActiveJob::new(self.clone(), Arc::new(job), held)),
@@ -357,7 +357,7 @@ impl WorkerCore {
 
     /// Applies the scheduling hints of a reply that carried no job.
     pub fn note_no_job(&self, reply: &NextReply) {
-        let now = crate::Connection::now_ms() as i64;
+        let now = crate::clock::now_ms() as i64;
         match reply {
             NextReply::RateLimited(pttl) => {
                 self.limit_until.store(now + pttl, Ordering::Relaxed);

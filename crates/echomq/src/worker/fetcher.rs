@@ -21,7 +21,6 @@ use super::core::{lock, NextReply, WorkerCore};
 use super::{run, Internal, WorkerMsg};
 use crate::connection::blocking_options;
 use crate::reply::{as_array, as_string};
-use crate::Connection;
 
 /// The longest BZPOPMIN timeout (s), whatever the delayed jobs say.
 pub(crate) const MAX_BLOCK_S: f64 = 10.0;
@@ -89,7 +88,7 @@ async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
     loop {
         core.watch
             .heartbeat
-            .store(Connection::now_ms(), Ordering::Relaxed);
+            .store(crate::clock::now_ms(), Ordering::Relaxed);
         if core
             .myself
             .cast(WorkerMsg::Internal(Internal(super::InternalKind::Beat)))
@@ -106,7 +105,7 @@ async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
             return;
         }
         if core.drained.load(Ordering::Relaxed) {
-            let now = Connection::now_ms() as i64;
+            let now = crate::clock::now_ms() as i64;
             let drain_delay = core.opts.drain_delay.as_secs_f64();
             if let Some(timeout) = block_timeout(
                 core.block_until.load(Ordering::Relaxed),
@@ -126,7 +125,8 @@ async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
                     }
                 };
                 let block = Duration::from_secs_f64(timeout);
-                let deadline = Connection::now_ms() + (block + WATCHDOG_MARGIN).as_millis() as u64;
+                let deadline =
+                    crate::clock::now_ms() + (block + WATCHDOG_MARGIN).as_millis() as u64;
                 core.watch
                     .blocking_deadline
                     .store(deadline, Ordering::Relaxed);
@@ -175,13 +175,13 @@ async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
                     continue;
                 }
                 let bu = core.block_until.load(Ordering::Relaxed);
-                if bu > 0 && bu - Connection::now_ms() as i64 >= 1 {
+                if bu > 0 && bu - crate::clock::now_ms() as i64 >= 1 {
                     continue;
                 }
             }
         }
         let limit_until = core.limit_until.load(Ordering::Relaxed);
-        let now = Connection::now_ms() as i64;
+        let now = crate::clock::now_ms() as i64;
         if limit_until > now {
             drop(permit);
             let wait = (limit_until - now).min(MAX_RATE_LIMIT_SLEEP_MS) as u64;

@@ -240,7 +240,7 @@ impl ActiveJob {
         let k = &core.keys;
         let id = self.job.id.as_str();
         let token: &str = &self.held.token;
-        let now = crate::Connection::now_ms();
+        let now = crate::clock::now_ms();
         let packed_fields = |fields: &[(String, String)]| {
             let refs: Vec<(&str, &str)> = fields
                 .iter()
@@ -395,7 +395,7 @@ impl ActiveJob {
                 // The reply is the limiter's remaining window: no fetching
                 // before it ends.
                 if n > 0 {
-                    let until = crate::Connection::now_ms() as i64 + n;
+                    let until = crate::clock::now_ms() as i64 + n;
                     self.core.limit_until.store(until, Ordering::Relaxed);
                 }
             }

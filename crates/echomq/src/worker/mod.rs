@@ -27,7 +27,7 @@ pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture,
 
 use self::core::{lock, WorkerCore, CANCEL_LOCK_LOST, CANCEL_SHUTDOWN};
 use crate::lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
-use crate::{Connection, KeepJobs, Queue};
+use crate::{KeepJobs, Queue};
 
 /// Settings of a worker; the defaults are BullMQ 6.2.0's.
 #[derive(Clone, Debug)]
@@ -483,7 +483,7 @@ impl Worker {
             return;
         }
         let core = &state.core;
-        let now = Connection::now_ms();
+        let now = crate::clock::now_ms();
         let deadline = core.watch.blocking_deadline.load(Ordering::Relaxed);
         let stuck = deadline != 0 && now > deadline + fetcher::WATCHDOG_MARGIN.as_millis() as u64;
         let dead = state.fetcher.as_ref().is_none_or(|h| h.is_finished());
