@@ -230,6 +230,46 @@ async fn assert_redis_state(c: &Client, q: &str) {
         six.ends_with(&["failed".into(), "retries-exhausted".into()]),
         "{six:?}"
     );
+    let fields_of = |name: &str, id: &str| -> Vec<(String, String)> {
+        evs.iter()
+            .find(|(n, f)| n == name && f.iter().any(|(k, v)| k == "jobId" && v == id))
+            .map(|(_, f)| f.clone())
+            .unwrap_or_else(|| panic!("no {name} event for {id}"))
+    };
+    let failed_six = fields_of("failed", "6");
+    assert!(
+        failed_six.contains(&("failedReason".into(), "bad input".into()))
+            && failed_six.contains(&("prev".into(), "active".into())),
+        "{failed_six:?}"
+    );
+    let exhausted_six = fields_of("retries-exhausted", "6");
+    assert!(
+        exhausted_six.contains(&("attemptsMade".into(), "1".into())),
+        "{exhausted_six:?}"
+    );
+    let atm: String = c.hget(format!("emq:{q}:6"), "atm").await.unwrap();
+    assert_eq!(atm, "1");
+    let trace: String = c.hget(format!("emq:{q}:6"), "stacktrace").await.unwrap();
+    assert_eq!(
+        serde_json::from_str::<Vec<String>>(&trace).unwrap().len(),
+        1
+    );
+    // Every finished set is scored by the job's finishedOn (item 25 for failed,
+    // item 18 for completed).
+    for set in ["failed", "completed"] {
+        let scored: Vec<(String, f64)> = c
+            .zrange(format!("emq:{q}:{set}"), 0, -1, None, false, None, true)
+            .await
+            .unwrap();
+        for (id, score) in scored {
+            let finished: String = c.hget(format!("emq:{q}:{id}"), "finishedOn").await.unwrap();
+            assert_eq!(
+                score,
+                finished.parse::<f64>().unwrap(),
+                "{set} score of {id} is its finishedOn"
+            );
+        }
+    }
     // An unrecoverable error never emits retries-exhausted (item 29).
     assert!(
         !of("11").contains(&"retries-exhausted".to_owned()),

@@ -365,3 +365,178 @@ async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms() {
         .collect();
     assert!(!names.contains(&"stalled".to_owned()), "{names:?}");
 }
+
+async fn is_marked(c: &Client, q: &str, id: &str) -> bool {
+    c.sismember(format!("emq:{q}:stalled"), id).await.unwrap()
+}
+
+/// Item 33: a Node sweep marks a job an EchoMQ worker holds, and the next lock
+/// renewal (extendLocks) takes the mark away again, so the sweep after it
+/// would not recover the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echomq_lock_renewal_clears_the_mark_of_a_node_sweep() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    // While this throttle key exists no sweep runs: the test opens the gate
+    // for the Node sweeps right after a renewal and closes it again once the
+    // job is marked, so the mark is there long enough to be seen and only a
+    // renewal can take it away.
+    let gate = "emq:cm:stalled-check";
+    let close_gate = async || {
+        let _: () = c
+            .set(gate, "test", Some(Expiration::PX(60_000)), None, false)
+            .await
+            .unwrap();
+    };
+    close_gate().await;
+    let queue = Queue::new(&conn, "cm").await.unwrap();
+    let id = queue
+        .add(
+            "long",
+            &json!({"mode": "sleep", "ms": 6000, "ret": "held"}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    // Returns once the Node side is ready (its first sweep met the gate).
+    let mut sweeper = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "cm",
+        json!({"sweepOnly": true, "stalledInterval": 100}),
+    );
+    let processor =
+        processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
+    let mut args = WorkerArgs::new(queue.clone(), processor);
+    // Renewals 0.5-1 s apart.
+    args.options.lock_duration = Duration::from_millis(2000);
+    args.options.drain_delay = Duration::from_millis(200);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        .await
+        .unwrap();
+    let lock = format!("emq:cm:{id}:lock");
+    wait_until("the job is held", Duration::from_secs(10), async || {
+        c.exists::<u64, _>(&lock).await.unwrap() == 1
+    })
+    .await;
+    let mut last: i64 = c.pttl(&lock).await.unwrap();
+    wait_until("a renewal", Duration::from_secs(5), async || {
+        let now: i64 = c.pttl(&lock).await.unwrap();
+        let renewed = now > last;
+        last = now;
+        renewed
+    })
+    .await;
+    let _: u64 = c.del(gate).await.unwrap();
+    wait_until(
+        "marked by a Node sweep",
+        Duration::from_secs(5),
+        async || is_marked(&c, "cm", &id).await,
+    )
+    .await;
+    close_gate().await;
+    wait_until(
+        "mark cleared by a renewal",
+        Duration::from_secs(5),
+        async || !is_marked(&c, "cm", &id).await,
+    )
+    .await;
+    // Still held and running: the renewal cleared the mark, not a finish.
+    let active: Vec<String> = c.lrange("emq:cm:active", 0, -1).await.unwrap();
+    assert_eq!(active, std::slice::from_ref(&id));
+    let pttl: i64 = c.pttl(&lock).await.unwrap();
+    assert!(pttl > 0, "lock PTTL {pttl}");
+    assert!(!in_set(&c, "emq:cm:completed", &id).await);
+
+    wait_until("completed", Duration::from_secs(15), async || {
+        in_set(&c, "emq:cm:completed", &id).await
+    })
+    .await;
+    call_t!(worker, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+    let recovered = sweeper
+        .drain()
+        .iter()
+        .filter(|v| v["ev"] == "stalled")
+        .count();
+    sweeper.finish();
+    assert_eq!(recovered, 0, "the held job was never recovered");
+    assert_eq!(field(&c, &format!("emq:cm:{id}"), "stc").await, None);
+}
+
+/// Item 38: the sweep that recovers a dead Node worker's job pushes it at the
+/// tail of `wait` (the end workers take from, so it runs before older waiting
+/// jobs), records `stc`=1, appends `waiting{prev:active}` then `stalled`, and
+/// leaves in `stalled` exactly the ids active after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovered_job_runs_next_and_the_stalled_set_is_refreshed() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "rn").await.unwrap();
+    let add = async |name: &str| {
+        queue
+            .add(name, &json!({"mode": "ok"}), JobOptions::new())
+            .await
+            .unwrap()
+    };
+    let dead = add("dead").await;
+    take_and_die("node", &redis.url(), "rn", &dead);
+    let held = add("held").await;
+    let waiting = add("waiting").await;
+    // `held` is taken by a holder that never renews nor dies: its lock lasts
+    // the whole test, so it stays active and unrecovered across every sweep.
+    let taken: String = c.rpoplpush("emq:rn:wait", "emq:rn:active").await.unwrap();
+    assert_eq!(taken, held);
+    let _: () = c
+        .set(
+            format!("emq:rn:{held}:lock"),
+            "another-holder",
+            Some(Expiration::PX(60_000)),
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+
+    let (checker, recovered) = rust_checker(&conn, "rn").await;
+    wait_until("recovered", Duration::from_secs(15), async || {
+        !recovered.lock().unwrap().is_empty()
+    })
+    .await;
+    checker.stop(None);
+    assert_eq!(*recovered.lock().unwrap(), std::slice::from_ref(&dead));
+
+    // Tail = taken next by RPOPLPUSH, ahead of the job that was waiting.
+    let wait: Vec<String> = c.lrange("emq:rn:wait", 0, -1).await.unwrap();
+    assert_eq!(wait, [waiting.clone(), dead.clone()]);
+    let next: String = c.lindex("emq:rn:wait", -1).await.unwrap();
+    assert_eq!(next, dead);
+    let active: Vec<String> = c.lrange("emq:rn:active", 0, -1).await.unwrap();
+    assert_eq!(active, std::slice::from_ref(&held));
+    let marked: Vec<String> = c.smembers("emq:rn:stalled").await.unwrap();
+    assert_eq!(
+        marked, active,
+        "stalled holds the ids active after the sweep"
+    );
+    assert_eq!(
+        field(&c, &format!("emq:rn:{dead}"), "stc").await.as_deref(),
+        Some("1")
+    );
+    let evs = events(&c, "emq:rn:events").await;
+    let of_dead: Vec<&(String, Vec<(String, String)>)> = evs
+        .iter()
+        .filter(|(_, f)| f.contains(&("jobId".into(), dead.clone())))
+        .collect();
+    let at = of_dead
+        .iter()
+        .position(|(n, _)| n == "stalled")
+        .expect("stalled event");
+    let (before, fields) = of_dead[at - 1];
+    assert_eq!(before, "waiting");
+    assert!(
+        fields.contains(&("prev".into(), "active".into())),
+        "{fields:?}"
+    );
+}
