@@ -7,9 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use echomq::job_scheduler::{CronSchedule, SchedulerError};
 use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
 use echomq::protocol::{JobRecord, QueueKeys, ScriptId};
+use echomq::schedule::{CronSchedule, SchedulerError};
 use echomq::{
     create_next_iteration, Connection, Error, JobOptions, JobScheduler, JobSchedulerArgs,
     JobSchedulerMsg, JobSchedulers, Repeat, SchedulerSpec,

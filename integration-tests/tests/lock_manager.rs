@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use echomq::lock_manager::{LockStats, TrackedLock};
-use echomq::protocol::ScriptId;
 use echomq::worker::{processor_fn, CloseReport, JobContext, ProcessError};
 use echomq::{
     Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, Queue, Worker,

@@ -146,7 +146,8 @@ struct Findings {
 
 impl Findings {
     fn add(&mut self, check: &str, severity: Severity, job_id: Option<&str>, detail: String) {
-        let hard = severity == Severity::Hard || (severity == Severity::Quiescent && self.quiescent);
+        let hard =
+            severity == Severity::Hard || (severity == Severity::Quiescent && self.quiescent);
         self.violations.push(Violation {
             check: check.into(),
             severity,
@@ -218,7 +219,11 @@ fn key_types(s: &Snapshot, f: &mut Findings) {
 
 /// A1: no id twice in one list.
 fn list_duplicates(s: &Snapshot, f: &mut Findings) {
-    for (name, list) in [("wait", &s.wait), ("paused", &s.paused), ("active", &s.active)] {
+    for (name, list) in [
+        ("wait", &s.wait),
+        ("paused", &s.paused),
+        ("active", &s.active),
+    ] {
         for id in dupes(list) {
             let detail = format!("listed more than once in {name}");
             f.add("A1", Severity::Hard, Some(&id), detail);
@@ -303,7 +308,8 @@ fn stalled_subset_of_active(s: &Snapshot, f: &mut Findings) {
 fn finished_fields(s: &Snapshot, f: &mut Findings) {
     for (id, score) in &s.completed {
         let Some(j) = s.jobs.get(id) else { continue };
-        if j.finished_on.is_empty() || j.finished_on.parse::<f64>().ok() != score.parse::<f64>().ok()
+        if j.finished_on.is_empty()
+            || j.finished_on.parse::<f64>().ok() != score.parse::<f64>().ok()
         {
             let detail = format!("completed: finishedOn {:?} vs score {score}", j.finished_on);
             f.add("A9", Severity::Warning, Some(id), detail);
@@ -338,7 +344,8 @@ fn finished_fields(s: &Snapshot, f: &mut Findings) {
 /// A9 (attempts never exceed starts) and A18 (durable data does not expire).
 fn attempt_and_ttl_fields(s: &Snapshot, f: &mut Findings) {
     for (id, j) in &s.jobs {
-        if !j.ats.is_empty() && j.atm.parse::<u64>().unwrap_or(0) > j.ats.parse::<u64>().unwrap_or(0)
+        if !j.ats.is_empty()
+            && j.atm.parse::<u64>().unwrap_or(0) > j.ats.parse::<u64>().unwrap_or(0)
         {
             let detail = format!("atm {} > ats {}", j.atm, j.ats);
             f.add("A9", Severity::Warning, Some(id), detail);
@@ -367,10 +374,20 @@ fn priority_fields(s: &Snapshot, f: &mut Findings) {
     for id in &s.wait {
         let Some(j) = s.jobs.get(id) else { continue };
         if priority(id).is_some_and(|p| p > 0) {
-            f.add("A10", Severity::Warning, Some(id), "in wait with a priority".into());
+            f.add(
+                "A10",
+                Severity::Warning,
+                Some(id),
+                "in wait with a priority".into(),
+            );
         }
         if !j.finished_on.is_empty() {
-            f.add("A9", Severity::Warning, Some(id), "waiting with finishedOn".into());
+            f.add(
+                "A9",
+                Severity::Warning,
+                Some(id),
+                "waiting with finishedOn".into(),
+            );
         }
     }
 }
@@ -383,9 +400,15 @@ fn lost_wake_up(s: &Snapshot, f: &mut Findings) {
         .and_then(|c| c.parse::<usize>().ok())
         .is_some_and(|c| s.active.len() >= c);
     let ready = !s.wait.is_empty() || !s.prioritized.is_empty();
-    if ready && !s.meta.contains_key("paused") && !maxed && s.marker.is_empty() && s.active.is_empty()
+    if ready
+        && !s.meta.contains_key("paused")
+        && !maxed
+        && s.marker.is_empty()
+        && s.active.is_empty()
     {
-        let detail = "jobs ready, no marker and nothing active: workers may sleep until their block timeout".into();
+        let detail =
+            "jobs ready, no marker and nothing active: workers may sleep until their block timeout"
+                .into();
         f.add("A11", Severity::Warning, None, detail);
     }
 }
@@ -436,7 +459,10 @@ fn stream_bounds(s: &Snapshot, f: &mut Findings) {
         .and_then(|m| m.parse::<i64>().ok())
         .unwrap_or(10_000);
     if s.events_len > max_len + max_len / 10 + 100 {
-        let detail = format!("events stream has {} entries, target {max_len}", s.events_len);
+        let detail = format!(
+            "events stream has {} entries, target {max_len}",
+            s.events_len
+        );
         f.add("A15", Severity::Warning, None, detail);
     }
 }

@@ -169,7 +169,9 @@ impl Actor for JobScheduler {
                 // A failed sweep is logged and retried at the next tick; Redis
                 // being away is no reason to restart the actor.
                 let _ = state.sweep().await;
-                me.send_after(state.args.sweep_interval, || JobSchedulerMsg::Tick(Tick(())));
+                me.send_after(state.args.sweep_interval, || {
+                    JobSchedulerMsg::Tick(Tick(()))
+                });
             }
         }
         Ok(())

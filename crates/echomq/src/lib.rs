@@ -46,15 +46,15 @@ pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, Keep
 pub use error::{Error, Result};
 pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
-pub use schedule::{JobTemplate, Repeat, SchedulerError, SchedulerSpec};
-pub use schedulers::{
-    create_next_iteration, Iteration, IterationRestored, JobSchedulers, SchedulerInfo,
-    SchedulerSweep,
-};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
     Subscription,
+};
+pub use schedule::{JobTemplate, Repeat, SchedulerError, SchedulerSpec};
+pub use schedulers::{
+    create_next_iteration, Iteration, IterationRestored, JobSchedulers, SchedulerInfo,
+    SchedulerSweep,
 };
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,

@@ -127,7 +127,10 @@ impl ScriptCall for AuditSnapshot<'_> {
         let s = self.script();
         let parts = decode::array(s, reply)?;
         if parts.len() != 19 {
-            return Err(ReplyError::shape(s, format!("{} parts, not 19", parts.len())));
+            return Err(ReplyError::shape(
+                s,
+                format!("{} parts, not 19", parts.len()),
+            ));
         }
         let mut it = parts.into_iter();
         let mut next = || it.next().unwrap_or(Reply::Nil);

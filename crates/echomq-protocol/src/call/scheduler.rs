@@ -609,7 +609,10 @@ mod tests {
         assert_eq!(argv[8], "");
         assert_eq!(call.keys()[10], "emq:q:active");
         let ok = call
-            .decode(Reply::Array(vec![Reply::text("repeat:s1:6000"), Reply::Int(1000)]))
+            .decode(Reply::Array(vec![
+                Reply::text("repeat:s1:6000"),
+                Reply::Int(1000),
+            ]))
             .unwrap();
         assert_eq!(ok.job_id, "repeat:s1:6000");
         assert_eq!(ok.delay, 1000);
@@ -638,7 +641,9 @@ mod tests {
         assert_eq!(call.keys()[10], "emq:q:repeat:s1:6000");
         assert_eq!(call.decode(Reply::Nil).unwrap(), None);
         assert_eq!(
-            call.decode(Reply::text("repeat:s1:7000")).unwrap().as_deref(),
+            call.decode(Reply::text("repeat:s1:7000"))
+                .unwrap()
+                .as_deref(),
             Some("repeat:s1:7000")
         );
         assert_eq!(
@@ -667,7 +672,10 @@ mod tests {
             .decode(Reply::Array(vec![hash, Reply::text("6000")]))
             .unwrap()
             .unwrap();
-        assert_eq!((info.every, info.iteration_count, info.next), (Some(1000), 3, 6000));
+        assert_eq!(
+            (info.every, info.iteration_count, info.next),
+            (Some(1000), 3, 6000)
+        );
     }
 
     #[test]
