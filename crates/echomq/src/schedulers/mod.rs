@@ -100,24 +100,22 @@ impl JobSchedulers {
 
     /// Removes a scheduler and its delayed iteration. `true` when it existed.
     pub async fn remove(&self, id: &str) -> Result<bool> {
-        Ok(self
-            .conn
+        self.conn
             .call(&RemoveJobScheduler {
                 keys: &self.keys,
                 id,
             })
-            .await?)
+            .await
     }
 
     /// One scheduler, `None` when there is none with this id.
     pub async fn get(&self, id: &str) -> Result<Option<SchedulerInfo>> {
-        Ok(self
-            .conn
+        self.conn
             .call(&GetJobScheduler {
                 keys: &self.keys,
                 id,
             })
-            .await?)
+            .await
     }
 
     /// Every scheduler, by next run (earliest first). Schedulers whose hash is
