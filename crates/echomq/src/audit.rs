@@ -457,7 +457,7 @@ fn stream_bounds(s: &Snapshot, f: &mut Findings) {
         .meta
         .get("opts.maxLenEvents")
         .and_then(|m| m.parse::<i64>().ok())
-        .unwrap_or(10_000);
+        .unwrap_or(echomq_protocol::DEFAULT_MAX_LEN_EVENTS as i64);
     if s.events_len > max_len + max_len / 10 + 100 {
         let detail = format!(
             "events stream has {} entries, target {max_len}",
@@ -487,4 +487,59 @@ fn is_uuid(s: &str) -> bool {
                 c.is_ascii_hexdigit()
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use echomq_protocol::call::audit::{JobRow, LockRow};
+
+    fn job() -> JobRow {
+        JobRow {
+            ttl: -1,
+            timestamp: "1".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn checks_find_what_they_name() {
+        let mut s = Snapshot::default();
+        s.wait = vec!["1".into(), "1".into(), "2".into()];
+        s.active = vec!["2".into()];
+        s.marker = vec![("0".into(), "0".into())];
+        s.jobs.insert("1".into(), job());
+        s.jobs.insert("2".into(), job());
+        s.jobs.insert("3".into(), job());
+        s.locks.push(LockRow {
+            id: "9".into(),
+            value: "x".into(),
+            pttl: 100,
+        });
+        s.id_counter = Some(2);
+        let live = check(&s, &AuditOptions::default());
+        let found = |r: &AuditReport, c: &str, id: Option<&str>| {
+            r.violations
+                .iter()
+                .find(|v| v.check == c && v.job_id.as_deref() == id)
+                .map(|v| v.hard)
+        };
+        assert_eq!(found(&live, "A1", Some("1")), Some(true));
+        assert_eq!(found(&live, "A2", Some("2")), Some(true));
+        assert_eq!(found(&live, "A4", Some("3")), Some(false));
+        assert_eq!(found(&live, "A6a", Some("9")), Some(true));
+        assert_eq!(found(&live, "A6c", Some("9")), Some(false));
+        assert_eq!(found(&live, "A7", Some("2")), Some(false));
+        assert_eq!(live.counts["wait"], 3);
+        assert_eq!(live.ids, 4);
+        let quiescent = check(
+            &s,
+            &AuditOptions {
+                quiescent: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(found(&quiescent, "A4", Some("3")), Some(true));
+        assert!(!quiescent.is_consistent());
+    }
 }
