@@ -31,7 +31,7 @@ pub enum Severity {
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// The check id of reliability.md §5.3 (`A1` …).
+    /// The check id (`A1` …, docs/stalled-checker.md §Audit).
     pub check: String,
     /// How bad.
     pub severity: Severity,

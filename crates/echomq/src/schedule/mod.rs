@@ -90,10 +90,12 @@ pub struct JobTemplate {
     pub options: JobOptions,
 }
 
-/// A scheduler definition (the Upsert message, `queue.upsertJobScheduler`).
+/// A scheduler definition (the Upsert message, `queue.upsertJobScheduler`):
+/// [`SchedulerSpec::every`] or [`SchedulerSpec::cron`], then the builders.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct SchedulerSpec {
-    /// Scheduler id: avoid `:` (job.md §4).
+    /// Scheduler id: avoid `:` (it is part of the iteration ids `repeat:<id>:<millis>`).
     pub id: String,
     /// How it repeats.
     pub repeat: Repeat,
@@ -117,6 +119,18 @@ impl SchedulerSpec {
             Repeat::Every {
                 ms: u64::try_from(every.as_millis()).unwrap_or(u64::MAX),
                 offset: None,
+            },
+        )
+    }
+
+    /// An `every` scheduler whose slots fall at `k × every + offset`.
+    pub fn every_with_offset(id: impl Into<String>, every: Duration, offset: Duration) -> Self {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Self::new(
+            id,
+            Repeat::Every {
+                ms: ms(every),
+                offset: Some(ms(offset)),
             },
         )
     }
@@ -151,6 +165,13 @@ impl SchedulerSpec {
             data,
             options,
         };
+        self
+    }
+
+    /// Cron only: the first iteration runs now rather than at the next
+    /// occurrence (refused with a start date).
+    pub fn immediately(mut self) -> Self {
+        self.immediately = true;
         self
     }
 
