@@ -4,7 +4,7 @@
 //! past and whose iteration has gone missing (deleted, evicted, lost in a
 //! crash), so a scheduler cannot silently stop.
 //!
-//! The operations themselves are [`JobSchedulers`](crate::schedulers::JobSchedulers);
+//! The operations themselves are [`JobSchedulers`];
 //! definitions and the cron engine are `crate::schedule`.
 //! Contract: `docs/job-scheduler.md`.
 

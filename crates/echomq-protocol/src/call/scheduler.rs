@@ -208,7 +208,7 @@ impl IterationOptions<'_> {
     }
 }
 
-/// The scheduler's own options (ARGV[2] of addJobScheduler), stored as its hash.
+/// The scheduler's own options (the second ARGV of addJobScheduler), stored as its hash.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SchedulerOptions {
     /// Name of the jobs produced.
