@@ -17,11 +17,57 @@ use serde_json::{json, Value as Json};
 
 /// Runs a Rust worker on `queue` for `ms`; the ids it ran, with counts.
 async fn rust_worker_for(queue: &Queue, ms: u64) -> HashMap<String, u32> {
+    rust_worker_observing(queue, ms, None).await.0
+}
+
+/// What a Rust processor saw of its scheduler while it ran iteration `millis`.
+#[derive(Debug)]
+struct Seen {
+    millis: u64,
+    /// The job hash of the iteration `step` later existed.
+    successor_exists: bool,
+    /// `{P}repeat` score of the scheduler.
+    score: Option<f64>,
+    /// The scheduler's `ic`.
+    ic: Option<String>,
+}
+
+/// Like [`rust_worker_for`]; with `observer` = (client, step) every run also
+/// records, from inside the processor, the state of its successor.
+async fn rust_worker_observing(
+    queue: &Queue,
+    ms: u64,
+    observer: Option<(Client, u64)>,
+) -> (HashMap<String, u32>, Vec<Seen>) {
     let runs: Arc<Mutex<HashMap<String, u32>>> = Default::default();
-    let r = runs.clone();
+    let seen: Arc<Mutex<Vec<Seen>>> = Default::default();
+    let (r, sn, name) = (runs.clone(), seen.clone(), queue.name().to_owned());
     let p = processor_fn(move |job: JobContext| {
-        let r = r.clone();
+        let (r, sn, observer, name) = (r.clone(), sn.clone(), observer.clone(), name.clone());
         async move {
+            if let Some((c, step)) = observer {
+                let (sched, millis) = job
+                    .id()
+                    .strip_prefix("repeat:")
+                    .unwrap()
+                    .rsplit_once(':')
+                    .unwrap();
+                let millis: u64 = millis.parse().unwrap();
+                let successor = format!("emq:{name}:repeat:{sched}:{}", millis + step);
+                let exists: i64 = c.exists(&successor).await.unwrap();
+                let score: Option<f64> =
+                    c.zscore(format!("emq:{name}:repeat"), sched).await.unwrap();
+                let ic: Option<String> = c
+                    .hget(format!("emq:{name}:repeat:{sched}"), "ic")
+                    .await
+                    .unwrap();
+                sn.lock().unwrap().push(Seen {
+                    millis,
+                    successor_exists: exists == 1,
+                    score,
+                    ic,
+                });
+            }
             *r.lock().unwrap().entry(job.id().to_owned()).or_default() += 1;
             Ok::<_, ProcessError>(Json::Null)
         }
@@ -35,7 +81,29 @@ async fn rust_worker_for(queue: &Queue, ms: u64) -> HashMap<String, u32> {
     tokio::time::sleep(Duration::from_millis(ms)).await;
     call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
     let out = runs.lock().unwrap().clone();
-    out
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    (out, seen)
+}
+
+/// Compat item 58: a Rust worker creates iteration `T + step` (job hash,
+/// `{P}repeat` score, `ic` + 1) before it runs — so before it finishes —
+/// iteration `T`. `chain` is every completed iteration's millis; iteration
+/// `chain[i]` is number `i + 1`, so its successor makes `ic` = `i + 2`.
+fn assert_successor_first(seen: &[Seen], chain: &[u64], step: u64) {
+    assert!(!seen.is_empty(), "the Rust worker ran no iteration");
+    for s in seen {
+        let i = chain
+            .iter()
+            .position(|m| *m == s.millis)
+            .expect("iteration in chain");
+        assert!(
+            s.successor_exists,
+            "iteration {} ran before its successor existed: {s:?}",
+            s.millis
+        );
+        assert_eq!(s.score, Some((s.millis + step) as f64), "{s:?}");
+        assert_eq!(s.ic, Some((i + 2).to_string()), "{s:?}");
+    }
 }
 
 /// Runs a Node worker on `queue` for `ms`; the ids it ran, with counts.
@@ -121,7 +189,7 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers() {
         "se",
         json!({"id": "s1", "repeat": {"every": 1000}, "template": {"name": "tick"}}),
     );
-    let rust = rust_worker_for(&queue, 2600).await;
+    let (rust, seen) = rust_worker_observing(&queue, 2600, Some((c.clone(), 1000))).await;
     let node = node_worker_for(&redis.url(), "se", 1500);
     assert!(
         rust.len() >= 2 && !node.is_empty(),
@@ -131,6 +199,7 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers() {
     assert_eq!(first["id"], json!(format!("repeat:s1:{}", chain[0])));
     let ic: String = c.hget("emq:se:repeat:s1", "ic").await.unwrap();
     assert_eq!(ic, (chain.len() + 1).to_string());
+    assert_successor_first(&seen, &chain, 1000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,13 +238,14 @@ async fn echomq_every_scheduler_runs_on_node_then_rust_workers() {
         .unwrap()
         .expect("first iteration");
     let node = node_worker_for(&redis.url(), "sr", 2600);
-    let rust = rust_worker_for(&queue, 1500).await;
+    let (rust, seen) = rust_worker_observing(&queue, 1500, Some((c.clone(), 1000))).await;
     assert!(
         node.len() >= 2 && !rust.is_empty(),
         "rust {rust:?} node {node:?}"
     );
     let chain = assert_chain(&c, "sr", "s2", 1000, &[&rust, &node]).await;
     assert_eq!(first.job_id, format!("repeat:s2:{}", chain[0]));
+    assert_successor_first(&seen, &chain, 1000);
     // Node reads the Rust-made scheduler as its own.
     let info = bullmq("get-scheduler", &redis.url(), "sr", json!({"id": "s2"}));
     assert_eq!(info["every"], json!(1000));

@@ -7,12 +7,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use echomq::job_scheduler::{CronSchedule, SchedulerError};
 use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
 use echomq::protocol::{JobRecord, QueueKeys, ScriptId};
+use echomq::schedule::{CronSchedule, SchedulerError};
 use echomq::{
     create_next_iteration, Connection, Error, JobOptions, JobScheduler, JobSchedulerArgs,
-    JobSchedulerMsg, JobSchedulers, Repeat, SchedulerSpec,
+    JobSchedulerMsg, JobSchedulers, SchedulerSpec,
 };
 use echomq_integration_tests::state::arg as s;
 use echomq_integration_tests::{bullmq, events, keys, RedisServer};
@@ -569,13 +569,11 @@ async fn node_upsert_and_ours_write_the_same_state() {
         ),
         (
             json!({"every": day, "offset": offset}),
-            SchedulerSpec {
-                repeat: Repeat::Every {
-                    ms: day,
-                    offset: Some(offset),
-                },
-                ..SchedulerSpec::every("daily", Duration::from_millis(day))
-            },
+            SchedulerSpec::every_with_offset(
+                "daily",
+                Duration::from_millis(day),
+                Duration::from_millis(offset),
+            ),
         ),
         (
             json!({"every": day, "startDate": start}),

@@ -267,17 +267,14 @@ async fn stalled_check(
     max_stalled: u64,
     now: u64,
 ) -> Vec<String> {
-    let keys = k.move_stalled_jobs_to_wait_keys();
-    let args = vec![s(max_stalled), s(k.prefix_key()), s(now), s(30_000)];
-    let v = conn
-        .run_script(ScriptId::MoveStalledJobsToWait, keys, args)
-        .await
-        .unwrap();
-    match v {
-        Value::Array(items) => items.iter().map(|i| i.as_string().unwrap()).collect(),
-        Value::Null => Vec::new(),
-        other => panic!("moveStalledJobsToWait reply {other:?}"),
-    }
+    conn.call(&echomq::protocol::call::stalled::MoveStalledJobsToWait {
+        keys: k,
+        max_stalled_count: max_stalled,
+        now,
+        interval: std::time::Duration::from_secs(30),
+    })
+    .await
+    .unwrap()
 }
 
 async fn active_to_wait(conn: &Connection, k: &QueueKeys, id: &str, token: &str) -> i64 {

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use echomq::lock_manager::{LockStats, TrackedLock};
-use echomq::protocol::ScriptId;
 use echomq::worker::{processor_fn, CloseReport, JobContext, ProcessError};
 use echomq::{
     Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, Queue, Worker,
@@ -375,16 +374,14 @@ fn stalled_checker(
     tokio::spawn(async move {
         let mut runs = 0;
         while !stop.is_set() {
-            let keys = k.move_stalled_jobs_to_wait_keys();
-            let args: Vec<Value> = vec![
-                "1".into(),
-                k.prefix_key().into(),
-                echomq::clock::now_ms().to_string().into(),
-                (every.as_millis() as u64 / 2).max(1).to_string().into(),
-            ];
-            conn.run_script(ScriptId::MoveStalledJobsToWait, keys, args)
-                .await
-                .unwrap();
+            conn.call(&echomq::protocol::call::stalled::MoveStalledJobsToWait {
+                keys: &k,
+                max_stalled_count: 1,
+                now: echomq::clock::now_ms(),
+                interval: (every / 2).max(Duration::from_millis(1)),
+            })
+            .await
+            .unwrap();
             runs += 1;
             tokio::time::sleep(every).await;
         }

@@ -112,55 +112,6 @@ impl QueueKeys {
         ]
     }
 
-    /// moveStalledJobsToWait-8 (DECISIONS.md §1).
-    pub fn move_stalled_jobs_to_wait_keys(&self) -> Vec<String> {
-        vec![
-            self.stalled(),
-            self.wait(),
-            self.active(),
-            self.stalled_check(),
-            self.meta(),
-            self.marker(),
-            self.events(),
-            self.repeat(),
-        ]
-    }
-
-    /// addJobScheduler-11.
-    pub fn add_job_scheduler_keys(&self) -> Vec<String> {
-        vec![
-            self.repeat(),
-            self.delayed(),
-            self.wait(),
-            self.paused(),
-            self.meta(),
-            self.prioritized(),
-            self.marker(),
-            self.id(),
-            self.events(),
-            self.pc(),
-            self.active(),
-        ]
-    }
-
-    /// updateJobScheduler-12, called for the iteration `producer_id` just taken.
-    pub fn update_job_scheduler_keys(&self, producer_id: &str) -> Vec<String> {
-        vec![
-            self.repeat(),
-            self.delayed(),
-            self.wait(),
-            self.paused(),
-            self.meta(),
-            self.prioritized(),
-            self.marker(),
-            self.id(),
-            self.events(),
-            self.pc(),
-            self.job(producer_id),
-            self.active(),
-        ]
-    }
-
     /// getStateV2-8.
     pub fn get_state_keys(&self) -> Vec<String> {
         vec![
@@ -196,16 +147,7 @@ mod tests {
                 ScriptId::MoveJobFromActiveToWait,
                 k.move_job_from_active_to_wait_keys(),
             ),
-            (
-                ScriptId::MoveStalledJobsToWait,
-                k.move_stalled_jobs_to_wait_keys(),
-            ),
             (ScriptId::GetStateV2, k.get_state_keys()),
-            (ScriptId::AddJobScheduler, k.add_job_scheduler_keys()),
-            (
-                ScriptId::UpdateJobScheduler,
-                k.update_job_scheduler_keys("repeat:s:1"),
-            ),
         ];
         for (id, keys) in cases {
             assert_eq!(keys.len(), id.num_keys(), "{}", id.name());

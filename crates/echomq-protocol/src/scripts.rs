@@ -104,6 +104,8 @@ script_ids! {
     RemoveJobScheduler => "removeJobScheduler", 3;
     /// One job scheduler's definition and current millis.
     GetJobScheduler => "getJobScheduler", 1;
+    /// EchoMQ extension: the consistency audit's read-only snapshot of a queue.
+    AuditSnapshot => "auditSnapshot", 1;
 }
 
 impl ScriptId {

@@ -1,21 +1,21 @@
-//! The consistency audit (reliability.md §5): invariants checkable over Redis
-//! state alone. It only reads — one read-only script takes an atomic snapshot
-//! of the queue — so it is safe on a live queue, and every hard invariant must
-//! hold in it even while workers run (each transition is one script too).
+//! The consistency audit: invariants checkable over Redis state alone (the
+//! checks A1–A18 of docs/stalled-checker.md §Audit). It only reads — one
+//! read-only script, `auditSnapshot-1`, takes an atomic snapshot of the queue —
+//! so it is safe on a live queue, and every hard invariant must hold in it
+//! even while workers run (each transition is one script too). Each check is
+//! one function over the typed [`Snapshot`].
 //!
 //! Used by `echomq audit`, by the fault tests (a run ends with an audit at
 //! quiescence) and as a source of gauges.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
+use echomq_protocol::call::audit::{AuditSnapshot, Snapshot};
 use echomq_protocol::QueueKeys;
-use fred::prelude::{LuaInterface, Value};
 
 use crate::connection::Connection;
-use crate::error::{Error, Result};
-use crate::reply::{as_array, as_i64, as_string};
-
-const SNAPSHOT: &str = include_str!("audit_snapshot.lua");
+use crate::error::Result;
 
 /// How bad a violation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -31,7 +31,7 @@ pub enum Severity {
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// The check id of reliability.md §5.3 (`A1` …).
+    /// The check id (`A1` …, docs/stalled-checker.md §Audit).
     pub check: String,
     /// How bad.
     pub severity: Severity,
@@ -75,15 +75,15 @@ impl AuditReport {
 pub struct AuditOptions {
     /// The queue is quiescent: "Q" checks count as hard. Default false.
     pub quiescent: bool,
-    /// Largest lock duration any worker uses (A6b), ms. Default 30 000.
-    pub max_lock_duration_ms: i64,
+    /// Largest lock duration any worker uses (A6b). Default 30 s.
+    pub max_lock_duration: Duration,
 }
 
 impl Default for AuditOptions {
     fn default() -> Self {
         Self {
             quiescent: false,
-            max_lock_duration_ms: 30_000,
+            max_lock_duration: Duration::from_secs(30),
         }
     }
 }
@@ -93,18 +93,6 @@ pub async fn audit(conn: &Connection, queue: &str) -> Result<AuditReport> {
     audit_with(conn, queue, &AuditOptions::default()).await
 }
 
-struct Job {
-    ttl: i64,
-    timestamp: String,
-    finished_on: String,
-    processed_on: String,
-    failed_reason: String,
-    priority: String,
-    atm: String,
-    ats: String,
-    rjk: String,
-}
-
 /// Audits `queue` with `opts`.
 pub async fn audit_with(
     conn: &Connection,
@@ -112,123 +100,99 @@ pub async fn audit_with(
     opts: &AuditOptions,
 ) -> Result<AuditReport> {
     let keys = QueueKeys::new(conn.prefix(), queue)?;
-    let v: Value = conn
-        .pool()
-        .eval(
-            SNAPSHOT,
-            vec![keys.prefix_key().to_owned()],
-            Vec::<Value>::new(),
-        )
-        .await?;
-    let parts = as_array(v).ok_or_else(|| Error::protocol("audit", "snapshot is not an array"))?;
-    if parts.len() < 19 {
-        return Err(Error::protocol("audit", "short snapshot"));
-    }
-    let mut parts = parts.into_iter();
-    let mut next = || parts.next().unwrap_or(Value::Null);
-    let strs = |v: Value| -> Vec<String> {
-        as_array(v)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(as_string)
-            .collect()
-    };
-    let pairs = |v: Value| -> Vec<(String, String)> {
-        let s: Vec<String> = as_array(v)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(as_string)
-            .collect();
-        s.chunks(2)
-            .filter(|c| c.len() == 2)
-            .map(|c| (c[0].clone(), c[1].clone()))
-            .collect()
-    };
-    let time = strs(next());
-    let now_srv_ms = time
-        .first()
-        .and_then(|s| s.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1000
-        + time.get(1).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) / 1000;
-    let wait = strs(next());
-    let paused = strs(next());
-    let active = strs(next());
-    let prioritized = pairs(next());
-    let delayed = pairs(next());
-    let waiting_children = pairs(next());
-    let completed = pairs(next());
-    let failed = pairs(next());
-    let marker = pairs(next());
-    let stalled = strs(next());
-    let stalled_check = as_i64(&next()).unwrap_or(0) == 1;
-    let id_counter = as_string(&next()).and_then(|s| s.parse::<u64>().ok());
-    let meta: HashMap<String, String> = pairs(next()).into_iter().collect();
-    let types: HashMap<String, String> = pairs(next()).into_iter().collect();
-    let locks: Vec<(String, String, i64)> = as_array(next())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|row| {
-            let r = as_array(row)?;
-            Some((
-                as_string(r.first()?)?,
-                as_string(r.get(1)?).unwrap_or_default(),
-                as_i64(r.get(2)?)?,
-            ))
-        })
-        .collect();
-    let jobs: HashMap<String, Job> = as_array(next())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|row| {
-            let r = as_array(row)?;
-            let s = |i: usize| r.get(i).and_then(as_string).unwrap_or_default();
-            Some((
-                s(0),
-                Job {
-                    ttl: r.get(1).and_then(as_i64).unwrap_or(-1),
-                    timestamp: s(2),
-                    finished_on: s(3),
-                    processed_on: s(4),
-                    failed_reason: s(5),
-                    priority: s(6),
-                    atm: s(7),
-                    ats: s(8),
-                    rjk: s(10),
-                },
-            ))
-        })
-        .collect();
-    let stream = as_array(next()).unwrap_or_default();
-    let xlen = stream.first().and_then(as_i64).unwrap_or(0);
-    let schedulers: Vec<(String, bool)> = as_array(next())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|row| {
-            let r = as_array(row)?;
-            Some((as_string(r.first()?)?, r.get(2).and_then(as_i64) == Some(1)))
-        })
-        .collect();
+    let snapshot = conn.call(&AuditSnapshot { keys: &keys }).await?;
+    Ok(check(&snapshot, opts))
+}
 
-    let mut report = AuditReport {
-        now_srv_ms,
-        locks: locks.len(),
-        ..Default::default()
+/// Runs every check over one snapshot.
+pub fn check(s: &Snapshot, opts: &AuditOptions) -> AuditReport {
+    let states = States::of(s);
+    let mut f = Findings {
+        quiescent: opts.quiescent,
+        violations: Vec::new(),
     };
-    let mut add = |check: &str, severity: Severity, job_id: Option<&str>, detail: String| {
+    key_types(s, &mut f);
+    list_duplicates(s, &mut f);
+    one_state_each(s, &states, &mut f);
+    pause_coherence(s, &mut f);
+    locks(s, opts, &mut f);
+    active_without_lock(s, &mut f);
+    stalled_subset_of_active(s, &mut f);
+    finished_fields(s, &mut f);
+    attempt_and_ttl_fields(s, &mut f);
+    priority_fields(s, &mut f);
+    lost_wake_up(s, &mut f);
+    schedulers(s, &states, &mut f);
+    id_counter(s, &states, &mut f);
+    stream_bounds(s, &mut f);
+
+    let mut all_ids: HashSet<&String> = states.where_is.keys().copied().collect();
+    all_ids.extend(s.jobs.keys());
+    all_ids.extend(s.locks.iter().map(|l| &l.id));
+    AuditReport {
+        now_srv_ms: s.now_ms,
+        counts: states.counts,
+        ids: all_ids.len(),
+        locks: s.locks.len(),
+        violations: f.violations,
+    }
+}
+
+/// The violations found so far.
+struct Findings {
+    quiescent: bool,
+    violations: Vec<Violation>,
+}
+
+impl Findings {
+    fn add(&mut self, check: &str, severity: Severity, job_id: Option<&str>, detail: String) {
         let hard =
-            severity == Severity::Hard || (severity == Severity::Quiescent && opts.quiescent);
-        report.violations.push(Violation {
+            severity == Severity::Hard || (severity == Severity::Quiescent && self.quiescent);
+        self.violations.push(Violation {
             check: check.into(),
             severity,
             hard,
             job_id: job_id.map(str::to_owned),
             detail,
         });
-    };
+    }
+}
 
-    // A16: key types.
-    let expected = [
+/// Where each id is: the state structures that hold it.
+struct States<'a> {
+    where_is: HashMap<&'a String, Vec<&'static str>>,
+    counts: HashMap<String, usize>,
+}
+
+impl<'a> States<'a> {
+    fn of(s: &'a Snapshot) -> Self {
+        let members = |z: &'a [(String, String)]| z.iter().map(|(m, _)| m).collect::<Vec<_>>();
+        let states: [(&'static str, Vec<&'a String>); 8] = [
+            ("wait", s.wait.iter().collect()),
+            ("paused", s.paused.iter().collect()),
+            ("active", s.active.iter().collect()),
+            ("prioritized", members(&s.prioritized)),
+            ("delayed", members(&s.delayed)),
+            ("waiting-children", members(&s.waiting_children)),
+            ("completed", members(&s.completed)),
+            ("failed", members(&s.failed)),
+        ];
+        let mut where_is: HashMap<&String, Vec<&str>> = HashMap::new();
+        let mut counts = HashMap::new();
+        for (name, ids) in states {
+            counts.insert(name.to_owned(), ids.len());
+            let distinct: HashSet<&String> = ids.into_iter().collect();
+            for id in distinct {
+                where_is.entry(id).or_default().push(name);
+            }
+        }
+        States { where_is, counts }
+    }
+}
+
+/// A16: every structural key has its type.
+fn key_types(s: &Snapshot, f: &mut Findings) {
+    const EXPECTED: [(&str, &str); 15] = [
         ("wait", "list"),
         ("paused", "list"),
         ("active", "list"),
@@ -245,352 +209,262 @@ pub async fn audit_with(
         ("id", "string"),
         ("stalled-check", "string"),
     ];
-    for (k, t) in expected {
-        if let Some(actual) = types.get(k) {
-            if actual != t {
-                add(
-                    "A16",
-                    Severity::Hard,
-                    None,
-                    format!("{{P}}{k} is a {actual}, expected a {t}"),
-                );
-            }
+    for (k, t) in EXPECTED {
+        if let Some(actual) = s.types.get(k).filter(|a| *a != t) {
+            let detail = format!("{{P}}{k} is a {actual}, expected a {t}");
+            f.add("A16", Severity::Hard, None, detail);
         }
     }
+}
 
-    // A1: no duplicates inside a list.
-    for (name, list) in [("wait", &wait), ("paused", &paused), ("active", &active)] {
-        let distinct: HashSet<&String> = list.iter().collect();
-        if distinct.len() != list.len() {
-            for id in dupes(list) {
-                add(
-                    "A1",
-                    Severity::Hard,
-                    Some(&id),
-                    format!("listed more than once in {name}"),
-                );
-            }
+/// A1: no id twice in one list.
+fn list_duplicates(s: &Snapshot, f: &mut Findings) {
+    for (name, list) in [
+        ("wait", &s.wait),
+        ("paused", &s.paused),
+        ("active", &s.active),
+    ] {
+        for id in dupes(list) {
+            let detail = format!("listed more than once in {name}");
+            f.add("A1", Severity::Hard, Some(&id), detail);
         }
     }
+}
 
-    // A2/A3/A4: exactly one state, no dangling reference, no orphan hash.
-    let states: Vec<(&str, Vec<&String>)> = vec![
-        ("wait", wait.iter().collect()),
-        ("paused", paused.iter().collect()),
-        ("active", active.iter().collect()),
-        ("prioritized", prioritized.iter().map(|(m, _)| m).collect()),
-        ("delayed", delayed.iter().map(|(m, _)| m).collect()),
-        (
-            "waiting-children",
-            waiting_children.iter().map(|(m, _)| m).collect(),
-        ),
-        ("completed", completed.iter().map(|(m, _)| m).collect()),
-        ("failed", failed.iter().map(|(m, _)| m).collect()),
-    ];
-    let mut where_is: HashMap<&String, Vec<&str>> = HashMap::new();
-    for (name, ids) in &states {
-        report.counts.insert((*name).to_owned(), ids.len());
-        let distinct: HashSet<&String> = ids.iter().copied().collect();
-        for id in distinct {
-            where_is.entry(id).or_default().push(name);
-        }
-    }
-    for (id, in_states) in &where_is {
+/// A2/A3/A4: exactly one state per job, no dangling id, no orphan hash.
+fn one_state_each(s: &Snapshot, states: &States<'_>, f: &mut Findings) {
+    for (id, in_states) in &states.where_is {
         if in_states.len() > 1 {
-            add(
-                "A2",
-                Severity::Hard,
-                Some(id),
-                format!("in {} states: {}", in_states.len(), in_states.join(", ")),
-            );
+            let detail = format!("in {} states: {}", in_states.len(), in_states.join(", "));
+            f.add("A2", Severity::Hard, Some(id), detail);
         }
-        if !jobs.contains_key(*id) && !id.starts_with("0:") {
-            add(
-                "A3",
-                Severity::Hard,
-                Some(id),
-                format!("in {} but its job hash is missing", in_states.join(", ")),
-            );
+        if !s.jobs.contains_key(*id) && !id.starts_with("0:") {
+            let detail = format!("in {} but its job hash is missing", in_states.join(", "));
+            f.add("A3", Severity::Hard, Some(id), detail);
         }
     }
-    for id in jobs.keys() {
-        if !where_is.contains_key(id) {
-            add(
-                "A4",
-                Severity::Quiescent,
-                Some(id),
-                "job hash in no state structure".into(),
-            );
+    for id in s.jobs.keys() {
+        if !states.where_is.contains_key(id) {
+            let detail = "job hash in no state structure".into();
+            f.add("A4", Severity::Quiescent, Some(id), detail);
         }
     }
+}
 
-    // A5: pause coherence (BullMQ 6 model: jobs stay in wait; no base marker while paused).
-    let is_paused = meta.contains_key("paused");
-    if is_paused && marker.iter().any(|(m, _)| m == "0") {
-        add(
-            "A5",
-            Severity::Hard,
-            None,
-            "queue paused but the ready marker is set".into(),
-        );
+/// A5: pause coherence (BullMQ 6 model: jobs stay in wait, and no base
+/// marker while paused).
+fn pause_coherence(s: &Snapshot, f: &mut Findings) {
+    if s.meta.contains_key("paused") && s.marker.iter().any(|(m, _)| m == "0") {
+        let detail = "queue paused but the ready marker is set".into();
+        f.add("A5", Severity::Hard, None, detail);
     }
-    if !paused.is_empty() {
-        add(
-            "A5",
-            Severity::Warning,
-            None,
-            format!("{} ids in the legacy paused list", paused.len()),
-        );
+    if !s.paused.is_empty() {
+        let detail = format!("{} ids in the legacy paused list", s.paused.len());
+        f.add("A5", Severity::Warning, None, detail);
     }
+}
 
-    // A6: locks.
-    let active_set: HashSet<&String> = active.iter().collect();
-    for (id, value, pttl) in &locks {
-        if !active_set.contains(id) {
-            add(
-                "A6a",
-                Severity::Hard,
-                Some(id),
-                "a lock on a job that is not active".into(),
-            );
+/// A6: a lock belongs to an active job, expires within the lock duration,
+/// and holds a UUID token.
+fn locks(s: &Snapshot, opts: &AuditOptions, f: &mut Findings) {
+    let active: HashSet<&String> = s.active.iter().collect();
+    let max = i64::try_from(opts.max_lock_duration.as_millis()).unwrap_or(i64::MAX);
+    for lock in &s.locks {
+        let id = Some(lock.id.as_str());
+        if !active.contains(&lock.id) {
+            let detail = "a lock on a job that is not active".into();
+            f.add("A6a", Severity::Hard, id, detail);
         }
-        if *pttl < 0 || *pttl > opts.max_lock_duration_ms {
-            add(
-                "A6b",
-                Severity::Hard,
-                Some(id),
-                format!(
-                    "lock PTTL {pttl} ms outside (0, {}]",
-                    opts.max_lock_duration_ms
-                ),
-            );
+        if lock.pttl < 0 || lock.pttl > max {
+            let detail = format!("lock PTTL {} ms outside (0, {max}]", lock.pttl);
+            f.add("A6b", Severity::Hard, id, detail);
         }
-        if !is_uuid(value) {
-            add(
-                "A6c",
-                Severity::Warning,
-                Some(id),
-                format!("lock value {value:?} is not a UUID"),
-            );
+        if !is_uuid(&lock.value) {
+            let detail = format!("lock value {:?} is not a UUID", lock.value);
+            f.add("A6c", Severity::Warning, id, detail);
         }
     }
-    // A7: active without a lock (stall candidates).
-    let locked: HashSet<&String> = locks.iter().map(|(id, _, _)| id).collect();
-    for id in &active {
-        if !locked.contains(id) {
-            add(
-                "A7",
-                Severity::Quiescent,
-                Some(id),
-                "active without a lock (stall candidate)".into(),
-            );
-        }
-    }
-    // A8: stalled ⊆ active.
-    for id in &stalled {
-        if !active_set.contains(id) {
-            add(
-                "A8",
-                Severity::Warning,
-                Some(id),
-                "marked stalled but not active".into(),
-            );
-        }
-    }
-    let _ = stalled_check;
+}
 
-    // A9/A10: per-state fields.
-    let field = |id: &String| jobs.get(id);
-    for (id, score) in &completed {
-        if let Some(j) = field(id) {
-            if j.finished_on.is_empty()
-                || j.finished_on.parse::<f64>().ok() != score.parse::<f64>().ok()
-            {
-                add(
-                    "A9",
-                    Severity::Warning,
-                    Some(id),
-                    format!("completed: finishedOn {:?} vs score {score}", j.finished_on),
-                );
-            }
-        }
+/// A7: an active job without a lock is a stall candidate.
+fn active_without_lock(s: &Snapshot, f: &mut Findings) {
+    let locked: HashSet<&String> = s.locks.iter().map(|l| &l.id).collect();
+    for id in s.active.iter().filter(|id| !locked.contains(id)) {
+        let detail = "active without a lock (stall candidate)".into();
+        f.add("A7", Severity::Quiescent, Some(id), detail);
     }
-    for (id, score) in &delayed {
-        if let (Some(j), Ok(score)) = (field(id), score.parse::<f64>()) {
-            let due = (score / 4096.0).floor() as u64;
-            if j.timestamp.parse::<u64>().is_ok_and(|t| due < t) {
-                add(
-                    "A9",
-                    Severity::Warning,
-                    Some(id),
-                    format!("delayed until {due}, before its timestamp {}", j.timestamp),
-                );
-            }
-        }
+}
+
+/// A8: stalled ⊆ active.
+fn stalled_subset_of_active(s: &Snapshot, f: &mut Findings) {
+    let active: HashSet<&String> = s.active.iter().collect();
+    for id in s.stalled.iter().filter(|id| !active.contains(id)) {
+        let detail = "marked stalled but not active".into();
+        f.add("A8", Severity::Warning, Some(id), detail);
     }
-    for (id, _) in &failed {
-        if let Some(j) = field(id) {
-            if j.finished_on.is_empty() || j.failed_reason.is_empty() {
-                add(
-                    "A9",
-                    Severity::Warning,
-                    Some(id),
-                    "failed without finishedOn or failedReason".into(),
-                );
-            }
-        }
-    }
-    for id in &active {
-        if let Some(j) = field(id) {
-            if j.processed_on.is_empty() || j.ats.parse::<u64>().unwrap_or(0) < 1 {
-                add(
-                    "A9",
-                    Severity::Warning,
-                    Some(id),
-                    "active without processedOn or ats".into(),
-                );
-            }
-        }
-    }
-    for (id, j) in &jobs {
-        if j.atm.parse::<u64>().unwrap_or(0) > j.ats.parse::<u64>().unwrap_or(0)
-            && !j.ats.is_empty()
+}
+
+/// A9: completed, delayed, failed and active jobs carry their state's fields.
+fn finished_fields(s: &Snapshot, f: &mut Findings) {
+    for (id, score) in &s.completed {
+        let Some(j) = s.jobs.get(id) else { continue };
+        if j.finished_on.is_empty()
+            || j.finished_on.parse::<f64>().ok() != score.parse::<f64>().ok()
         {
-            add(
+            let detail = format!("completed: finishedOn {:?} vs score {score}", j.finished_on);
+            f.add("A9", Severity::Warning, Some(id), detail);
+        }
+    }
+    for (id, score) in &s.delayed {
+        let (Some(j), Ok(score)) = (s.jobs.get(id), score.parse::<f64>()) else {
+            continue;
+        };
+        let due = (score / 4096.0).floor() as u64;
+        if j.timestamp.parse::<u64>().is_ok_and(|t| due < t) {
+            let detail = format!("delayed until {due}, before its timestamp {}", j.timestamp);
+            f.add("A9", Severity::Warning, Some(id), detail);
+        }
+    }
+    for (id, _) in &s.failed {
+        let Some(j) = s.jobs.get(id) else { continue };
+        if j.finished_on.is_empty() || j.failed_reason.is_empty() {
+            let detail = "failed without finishedOn or failedReason".into();
+            f.add("A9", Severity::Warning, Some(id), detail);
+        }
+    }
+    for id in &s.active {
+        let Some(j) = s.jobs.get(id) else { continue };
+        if j.processed_on.is_empty() || j.ats.parse::<u64>().unwrap_or(0) < 1 {
+            let detail = "active without processedOn or ats".into();
+            f.add("A9", Severity::Warning, Some(id), detail);
+        }
+    }
+}
+
+/// A9 (attempts never exceed starts) and A18 (durable data does not expire).
+fn attempt_and_ttl_fields(s: &Snapshot, f: &mut Findings) {
+    for (id, j) in &s.jobs {
+        if !j.ats.is_empty()
+            && j.atm.parse::<u64>().unwrap_or(0) > j.ats.parse::<u64>().unwrap_or(0)
+        {
+            let detail = format!("atm {} > ats {}", j.atm, j.ats);
+            f.add("A9", Severity::Warning, Some(id), detail);
+        }
+        if j.ttl >= 0 {
+            let detail = format!("job hash has a TTL of {} ms", j.ttl);
+            f.add("A18", Severity::Warning, Some(id), detail);
+        }
+    }
+}
+
+/// A10: priority matches the structure (and A9: a waiting job is not
+/// finished).
+fn priority_fields(s: &Snapshot, f: &mut Findings) {
+    let priority = |id: &String| {
+        s.jobs
+            .get(id)
+            .map(|j| j.priority.parse::<i64>().unwrap_or(0))
+    };
+    for (id, _) in &s.prioritized {
+        if priority(id).is_some_and(|p| p <= 0) {
+            let detail = "prioritized with priority 0".into();
+            f.add("A10", Severity::Warning, Some(id), detail);
+        }
+    }
+    for id in &s.wait {
+        let Some(j) = s.jobs.get(id) else { continue };
+        if priority(id).is_some_and(|p| p > 0) {
+            f.add(
+                "A10",
+                Severity::Warning,
+                Some(id),
+                "in wait with a priority".into(),
+            );
+        }
+        if !j.finished_on.is_empty() {
+            f.add(
                 "A9",
                 Severity::Warning,
                 Some(id),
-                format!("atm {} > ats {}", j.atm, j.ats),
-            );
-        }
-        // A18: durable data must not expire.
-        if j.ttl >= 0 {
-            add(
-                "A18",
-                Severity::Warning,
-                Some(id),
-                format!("job hash has a TTL of {} ms", j.ttl),
+                "waiting with finishedOn".into(),
             );
         }
     }
-    for (id, _) in &prioritized {
-        if let Some(j) = field(id) {
-            if j.priority.parse::<i64>().unwrap_or(0) <= 0 {
-                add(
-                    "A10",
-                    Severity::Warning,
-                    Some(id),
-                    "prioritized with priority 0".into(),
-                );
-            }
-        }
-    }
-    for id in &wait {
-        if let Some(j) = field(id) {
-            if j.priority.parse::<i64>().unwrap_or(0) > 0 {
-                add(
-                    "A10",
-                    Severity::Warning,
-                    Some(id),
-                    "in wait with a priority".into(),
-                );
-            }
-            if !j.finished_on.is_empty() {
-                add(
-                    "A9",
-                    Severity::Warning,
-                    Some(id),
-                    "waiting with finishedOn".into(),
-                );
-            }
-        }
-    }
+}
 
-    // A11: a lost wake-up.
-    let maxed = meta
+/// A11: jobs are ready, nothing runs, and no marker would wake a worker.
+fn lost_wake_up(s: &Snapshot, f: &mut Findings) {
+    let maxed = s
+        .meta
         .get("concurrency")
         .and_then(|c| c.parse::<usize>().ok())
-        .is_some_and(|c| active.len() >= c);
-    if (!wait.is_empty() || !prioritized.is_empty())
-        && !is_paused
+        .is_some_and(|c| s.active.len() >= c);
+    let ready = !s.wait.is_empty() || !s.prioritized.is_empty();
+    if ready
+        && !s.meta.contains_key("paused")
         && !maxed
-        && marker.is_empty()
-        && active.is_empty()
+        && s.marker.is_empty()
+        && s.active.is_empty()
     {
-        add(
-            "A11",
-            Severity::Warning,
-            None,
+        let detail =
             "jobs ready, no marker and nothing active: workers may sleep until their block timeout"
-                .into(),
-        );
+                .into();
+        f.add("A11", Severity::Warning, None, detail);
     }
+}
 
-    // A12: schedulers.
-    for (sid, has_hash) in &schedulers {
-        if !has_hash {
-            add(
-                "A12a",
-                Severity::Hard,
-                None,
-                format!("scheduler {sid} in {{P}}repeat without its hash"),
-            );
+/// A12: every scheduler has its hash and at most one pending iteration.
+fn schedulers(s: &Snapshot, states: &States<'_>, f: &mut Findings) {
+    for sched in &s.schedulers {
+        let sid = &sched.id;
+        if !sched.has_hash {
+            let detail = format!("scheduler {sid} in {{P}}repeat without its hash");
+            f.add("A12a", Severity::Hard, None, detail);
         }
-        let pending = jobs
+        let pending = s
+            .jobs
             .iter()
             .filter(|(id, j)| {
                 j.rjk == *sid
-                    && where_is.get(id).is_some_and(|s| {
-                        s.iter()
-                            .any(|s| matches!(*s, "wait" | "paused" | "delayed" | "prioritized"))
+                    && states.where_is.get(id).is_some_and(|in_states| {
+                        in_states
+                            .iter()
+                            .any(|st| matches!(*st, "wait" | "paused" | "delayed" | "prioritized"))
                     })
             })
             .count();
         if pending > 1 {
-            add(
-                "A12b",
-                Severity::Quiescent,
-                None,
-                format!("scheduler {sid} has {pending} pending iterations"),
-            );
+            let detail = format!("scheduler {sid} has {pending} pending iterations");
+            f.add("A12b", Severity::Quiescent, None, detail);
         }
     }
+}
 
-    // A14: the id counter is above every generated id.
-    if let Some(counter) = id_counter {
-        for id in where_is.keys() {
-            if let Ok(n) = id.parse::<u64>() {
-                if n > counter {
-                    add(
-                        "A14",
-                        Severity::Hard,
-                        Some(id),
-                        format!("generated id above the counter {counter}: ids will be reused"),
-                    );
-                }
-            }
+/// A14: the id counter is above every generated id.
+fn id_counter(s: &Snapshot, states: &States<'_>, f: &mut Findings) {
+    let Some(counter) = s.id_counter else { return };
+    for id in states.where_is.keys() {
+        if id.parse::<u64>().is_ok_and(|n| n > counter) {
+            let detail = format!("generated id above the counter {counter}: ids will be reused");
+            f.add("A14", Severity::Hard, Some(id), detail);
         }
     }
+}
 
-    // A15: stream bounds.
-    let max_len = meta
+/// A15: the events stream stays near its trim target.
+fn stream_bounds(s: &Snapshot, f: &mut Findings) {
+    let max_len = s
+        .meta
         .get("opts.maxLenEvents")
         .and_then(|m| m.parse::<i64>().ok())
-        .unwrap_or(10_000);
-    if xlen > max_len + max_len / 10 + 100 {
-        add(
-            "A15",
-            Severity::Warning,
-            None,
-            format!("events stream has {xlen} entries, target {max_len}"),
+        .unwrap_or(echomq_protocol::DEFAULT_MAX_LEN_EVENTS as i64);
+    if s.events_len > max_len + max_len / 10 + 100 {
+        let detail = format!(
+            "events stream has {} entries, target {max_len}",
+            s.events_len
         );
+        f.add("A15", Severity::Warning, None, detail);
     }
-
-    let mut all_ids: HashSet<&String> = where_is.keys().copied().collect();
-    all_ids.extend(jobs.keys());
-    all_ids.extend(locks.iter().map(|(id, _, _)| id));
-    report.ids = all_ids.len();
-    Ok(report)
 }
 
 fn dupes(list: &[String]) -> Vec<String> {
@@ -613,4 +487,59 @@ fn is_uuid(s: &str) -> bool {
                 c.is_ascii_hexdigit()
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use echomq_protocol::call::audit::{JobRow, LockRow};
+
+    fn job() -> JobRow {
+        JobRow {
+            ttl: -1,
+            timestamp: "1".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn checks_find_what_they_name() {
+        let mut s = Snapshot::default();
+        s.wait = vec!["1".into(), "1".into(), "2".into()];
+        s.active = vec!["2".into()];
+        s.marker = vec![("0".into(), "0".into())];
+        s.jobs.insert("1".into(), job());
+        s.jobs.insert("2".into(), job());
+        s.jobs.insert("3".into(), job());
+        s.locks.push(LockRow {
+            id: "9".into(),
+            value: "x".into(),
+            pttl: 100,
+        });
+        s.id_counter = Some(2);
+        let live = check(&s, &AuditOptions::default());
+        let found = |r: &AuditReport, c: &str, id: Option<&str>| {
+            r.violations
+                .iter()
+                .find(|v| v.check == c && v.job_id.as_deref() == id)
+                .map(|v| v.hard)
+        };
+        assert_eq!(found(&live, "A1", Some("1")), Some(true));
+        assert_eq!(found(&live, "A2", Some("2")), Some(true));
+        assert_eq!(found(&live, "A4", Some("3")), Some(false));
+        assert_eq!(found(&live, "A6a", Some("9")), Some(true));
+        assert_eq!(found(&live, "A6c", Some("9")), Some(false));
+        assert_eq!(found(&live, "A7", Some("2")), Some(false));
+        assert_eq!(live.counts["wait"], 3);
+        assert_eq!(live.ids, 4);
+        let quiescent = check(
+            &s,
+            &AuditOptions {
+                quiescent: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(found(&quiescent, "A4", Some("3")), Some(true));
+        assert!(!quiescent.is_consistent());
+    }
 }

@@ -51,7 +51,7 @@ pub enum Error {
     Config(String),
     /// A job scheduler definition was refused before anything was written.
     #[error(transparent)]
-    Scheduler(#[from] crate::job_scheduler::SchedulerError),
+    Scheduler(#[from] crate::schedule::SchedulerError),
 }
 
 impl From<echomq_protocol::ReplyError> for Error {

@@ -33,6 +33,8 @@ pub mod lock_manager;
 pub mod queue;
 pub mod queue_events;
 mod reply;
+pub mod schedule;
+pub mod schedulers;
 pub mod stalled_checker;
 pub mod supervision;
 pub mod worker;
@@ -42,16 +44,17 @@ pub use connection::Connection;
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
-pub use job_scheduler::{
-    create_next_iteration, IterationRestored, JobScheduler, JobSchedulerArgs, JobSchedulerMsg,
-    JobSchedulers, JobTemplate, Repeat, SchedulerError, SchedulerInfo, SchedulerSpec,
-    SchedulerSweep,
-};
+pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
     Subscription,
+};
+pub use schedule::{JobTemplate, Repeat, SchedulerError, SchedulerSpec};
+pub use schedulers::{
+    create_next_iteration, Iteration, IterationRestored, JobSchedulers, SchedulerInfo,
+    SchedulerSweep,
 };
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,

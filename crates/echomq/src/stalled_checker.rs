@@ -17,17 +17,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use echomq_protocol::{QueueKeys, ScriptId};
+use echomq_protocol::call::stalled::MoveStalledJobsToWait;
+use echomq_protocol::QueueKeys;
 use fred::prelude::{KeysInterface, ListInterface, Value};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::reply::{strings, text};
 
-/// Arguments of a [`StalledChecker`].
+/// Arguments of a [`StalledChecker`]: [`StalledCheckerArgs::new`], then set
+/// the fields to change.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct StalledCheckerArgs {
     /// The shared connection.
     pub connection: Connection,
@@ -36,7 +38,7 @@ pub struct StalledCheckerArgs {
     /// Time between sweeps, and TTL of the fleet-wide throttle. Default 30 s.
     pub interval: Duration,
     /// Recoveries allowed before a job is marked to fail (`defa`). Default 1.
-    pub max_stalled_count: u32,
+    pub max_stalled_count: u64,
     /// Told about every sweep that recovered jobs. Runs inside the actor:
     /// keep it short (a `cast` to a host actor, a channel send).
     pub on_recovered: Option<Arc<dyn Fn(JobsRecovered) + Send + Sync>>,
@@ -101,16 +103,21 @@ pub struct StalledStats {
 /// Messages of the [`StalledChecker`].
 #[derive(Debug)]
 pub enum StalledCheckerMsg {
-    /// Timer tick (internal; re-armed after each sweep finishes).
-    Tick,
     /// Sweep now and reply with what was found. Does not move the timer.
-    CheckNow(RpcReplyPort<std::result::Result<SweepReport, String>>),
+    CheckNow(RpcReplyPort<Result<SweepReport>>),
     /// Reply with the counters.
     GetStats(RpcReplyPort<StalledStats>),
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
     Crash,
+    /// The sweep timer (opaque to hosts: only the actor makes one, so there
+    /// is one timer chain per actor).
+    Tick(Tick),
 }
+
+/// A timer message; only the [`StalledChecker`] makes them.
+#[derive(Debug)]
+pub struct Tick(());
 
 /// The actor. Spawn it under the host's supervisor:
 /// `Actor::spawn_linked(None, StalledChecker, args, supervisor)`.
@@ -153,7 +160,7 @@ impl Actor for StalledChecker {
         _state: &mut Self::State,
     ) -> std::result::Result<(), ActorProcessingErr> {
         // The first sweep runs at once, as BullMQ Node does.
-        me.send_message(StalledCheckerMsg::Tick)?;
+        me.send_message(StalledCheckerMsg::Tick(Tick(())))?;
         Ok(())
     }
 
@@ -164,16 +171,15 @@ impl Actor for StalledChecker {
         state: &mut Self::State,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
-            StalledCheckerMsg::Tick => {
+            StalledCheckerMsg::Tick(Tick(())) => {
                 // Errors are counted and logged; the next tick retries. Only a
                 // programming error would be worth a restart, and there is none
                 // to detect here.
                 let _ = state.sweep().await;
-                me.send_after(state.args.interval, || StalledCheckerMsg::Tick);
+                me.send_after(state.args.interval, || StalledCheckerMsg::Tick(Tick(())));
             }
             StalledCheckerMsg::CheckNow(reply) => {
-                let r = state.sweep().await.map_err(|e| e.to_string());
-                let _ = reply.send(r);
+                let _ = reply.send(state.sweep().await);
             }
             #[cfg(feature = "fault-injection")]
             StalledCheckerMsg::Crash => panic!("fault injection: stalled checker crash"),
@@ -219,20 +225,18 @@ impl StalledCheckerState {
         let k = &self.keys;
         let active: Vec<String> = conn.pool().lrange(k.active(), 0, -1).await?;
         let without_lock = probe_locks(conn, k, &active).await?;
-        let keys = k.move_stalled_jobs_to_wait_keys();
-        let args = vec![
-            text(self.args.max_stalled_count),
-            text(k.prefix_key()),
-            text(crate::clock::now_ms()),
-            text(self.args.interval.as_millis()),
-        ];
-        let v = conn
-            .run_script(ScriptId::MoveStalledJobsToWait, keys, args)
+        let recovered = conn
+            .call(&MoveStalledJobsToWait {
+                keys: k,
+                max_stalled_count: self.args.max_stalled_count,
+                now: crate::clock::now_ms(),
+                interval: self.args.interval,
+            })
             .await?;
         Ok(SweepReport {
             active: active.len(),
             without_lock,
-            recovered: strings("moveStalledJobsToWait", v)?,
+            recovered,
         })
     }
 }

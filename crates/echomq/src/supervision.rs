@@ -81,8 +81,7 @@ impl WorkerSetSpec {
         let mut checker =
             StalledCheckerArgs::new(worker.queue.connection().clone(), worker.queue.name());
         checker.interval = worker.options.stalled_interval;
-        checker.max_stalled_count =
-            u32::try_from(worker.options.max_stalled_count).unwrap_or(u32::MAX);
+        checker.max_stalled_count = worker.options.max_stalled_count;
         Self {
             worker,
             stalled_checker: Some(checker),

@@ -16,7 +16,10 @@ use crate::reply::ScriptErrorCode;
 use crate::scripts::ScriptId;
 
 pub mod admin;
+pub mod audit;
 pub mod decode;
+pub mod scheduler;
+pub mod stalled;
 
 pub use decode::Reply;
 

@@ -1,12 +1,12 @@
 --[[
-  Read-only snapshot of one queue for the consistency audit (reliability.md §5).
-  Not part of the frozen protocol: it writes nothing, so running it on a live
+  Read-only snapshot of one queue for the consistency audit: an EchoMQ
+  extension, not a BullMQ script. It writes nothing, so running it on a live
   queue is safe, and being one script it is one atomic view — every EchoMQ
   transition is one script too, so hard invariants must hold in it even while
   workers run.
 
   KEYS[1] the queue prefix {P}
-  Returns an array, see audit.rs `Snapshot::parse`.
+  Returns an array, read by `AuditSnapshot` (echomq-protocol, call/audit.rs).
 ]]
 local p = KEYS[1]
 local function zset(name)
