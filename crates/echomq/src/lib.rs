@@ -28,6 +28,7 @@ pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod host_supervisor;
 pub mod job_scheduler;
 pub mod lock_manager;
 pub mod queue;
@@ -51,12 +52,18 @@ pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
-    Subscription,
+    Subscribers, Subscription,
 };
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
 };
-pub use supervision::{Member, RestartIntensity, WorkerSet, WorkerSetSpec};
+pub use host_supervisor::{
+    ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport,
+};
+pub use supervision::{
+    ChildKind, Member, RestartIntensity, SetCloseError, SetCloseReport, SupervisionDecision,
+    SupervisionError, WorkerSet, WorkerSetSpec,
+};
 pub use worker::{
     ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent,
     WorkerMsg, WorkerOptions,
