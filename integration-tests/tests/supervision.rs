@@ -279,7 +279,13 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         "events out of order or repeated"
     );
 
-    let _ = call_t!(host, HostSupervisorMsg::Close, 20_000, Duration::from_secs(5)).unwrap();
+    let _ = call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        20_000,
+        Duration::from_secs(5)
+    )
+    .unwrap();
     let _ = host_handle.await;
 }
 
@@ -325,13 +331,17 @@ async fn a_cleanly_closed_set_is_not_restarted() {
     let report = b.close(Duration::from_secs(2)).await.unwrap();
     assert_eq!(report.worker.map(|r| r.moved_back), Some(vec![]));
 
-    wait_until("the closed members to stop", Duration::from_secs(5), async || {
-        a.worker.get_status() == ActorStatus::Stopped
-            && a.lock_manager.get_status() == ActorStatus::Stopped
-            && b.worker.get_status() == ActorStatus::Stopped
-            && b.lock_manager.get_status() == ActorStatus::Stopped
-            && b.stalled_checker.as_ref().unwrap().get_status() == ActorStatus::Stopped
-    })
+    wait_until(
+        "the closed members to stop",
+        Duration::from_secs(5),
+        async || {
+            a.worker.get_status() == ActorStatus::Stopped
+                && a.lock_manager.get_status() == ActorStatus::Stopped
+                && b.worker.get_status() == ActorStatus::Stopped
+                && b.lock_manager.get_status() == ActorStatus::Stopped
+                && b.stalled_checker.as_ref().unwrap().get_status() == ActorStatus::Stopped
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(restarts(&host).await, 0, "a clean close is not a crash");
@@ -484,11 +494,25 @@ async fn a_queue_events_subscriber_keeps_receiving_across_restarts() {
         .await;
     }
     let jobs: Vec<&str> = job_ids.iter().map(|(_, j)| j.as_str()).collect();
-    let expected: Vec<String> = (1..=9).flat_map(|i| [i.to_string(), i.to_string()]).collect();
-    assert_eq!(jobs, expected, "every event once, in order, no re-subscription");
-    assert_eq!(subscribers.last_id(), job_ids.last().map(|(id, _)| id.clone()));
+    let expected: Vec<String> = (1..=9)
+        .flat_map(|i| [i.to_string(), i.to_string()])
+        .collect();
+    assert_eq!(
+        jobs, expected,
+        "every event once, in order, no re-subscription"
+    );
+    assert_eq!(
+        subscribers.last_id(),
+        job_ids.last().map(|(id, _)| id.clone())
+    );
     // A clean close ends the subscription.
-    call_t!(host, HostSupervisorMsg::Close, 10_000, Duration::from_secs(1)).unwrap();
+    call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        10_000,
+        Duration::from_secs(1)
+    )
+    .unwrap();
     assert_eq!(
         tokio::time::timeout(Duration::from_secs(2), sub.recv())
             .await
@@ -525,7 +549,13 @@ async fn the_host_supervisor_runs_a_set_and_closes_it_in_order() {
         q2.counts().await.unwrap().active == 4
     })
     .await;
-    let report = call_t!(host, HostSupervisorMsg::Close, 20_000, Duration::from_secs(5)).unwrap();
+    let report = call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        20_000,
+        Duration::from_secs(5)
+    )
+    .unwrap();
     assert_eq!(report.worker_sets.len(), 1);
     let (closed_id, result) = &report.worker_sets[0];
     assert_eq!(*closed_id, id);

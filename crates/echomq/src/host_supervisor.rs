@@ -59,10 +59,16 @@ pub enum HostSupervisorMsg {
     /// supervisor.
     AddWorkerSet(Box<WorkerSetSpec>, RpcReplyPort<Added<WorkerSet>>),
     /// Spawn a JobScheduler under the supervisor.
-    AddJobScheduler(JobSchedulerArgs, RpcReplyPort<Added<ActorRef<JobSchedulerMsg>>>),
+    AddJobScheduler(
+        JobSchedulerArgs,
+        RpcReplyPort<Added<ActorRef<JobSchedulerMsg>>>,
+    ),
     /// Spawn a QueueEvents under the supervisor; subscribe through the
     /// registry of `args` (it survives restarts) or the actor.
-    AddQueueEvents(QueueEventsArgs, RpcReplyPort<Added<ActorRef<QueueEventsMsg>>>),
+    AddQueueEvents(
+        QueueEventsArgs,
+        RpcReplyPort<Added<ActorRef<QueueEventsMsg>>>,
+    ),
     /// The current refs of a worker set.
     GetWorkerSet(ChildId, RpcReplyPort<Option<WorkerSet>>),
     /// The current ref of a JobScheduler.
@@ -161,14 +167,18 @@ async fn spawn_scheduler(
     args: &JobSchedulerArgs,
     sup: ActorCell,
 ) -> Result<ActorRef<JobSchedulerMsg>, SpawnErr> {
-    Ok(Actor::spawn_linked(None, JobScheduler, args.clone(), sup).await?.0)
+    Ok(Actor::spawn_linked(None, JobScheduler, args.clone(), sup)
+        .await?
+        .0)
 }
 
 async fn spawn_events(
     args: &QueueEventsArgs,
     sup: ActorCell,
 ) -> Result<ActorRef<QueueEventsMsg>, SpawnErr> {
-    Ok(Actor::spawn_linked(None, QueueEvents, args.clone(), sup).await?.0)
+    Ok(Actor::spawn_linked(None, QueueEvents, args.clone(), sup)
+        .await?
+        .0)
 }
 
 /// What the supervisor does about one ended child that is not a set member.
@@ -312,7 +322,13 @@ impl Actor for HostSupervisor {
         }
         let id = cell.get_id();
         if let Some(i) = s.schedulers.iter().position(|c| c.actor.get_id() == id) {
-            let outcome = decide(&me, s.closing, asked, &mut s.budget, ChildKind::JobScheduler)?;
+            let outcome = decide(
+                &me,
+                s.closing,
+                asked,
+                &mut s.budget,
+                ChildKind::JobScheduler,
+            )?;
             if let Outcome::Restarted = outcome {
                 let c = &mut s.schedulers[i];
                 c.actor = spawn_scheduler(&c.args, me.get_cell())

@@ -43,6 +43,7 @@ pub use connection::Connection;
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
+pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport};
 pub use job_scheduler::{
     create_next_iteration, IterationRestored, JobScheduler, JobSchedulerArgs, JobSchedulerMsg,
     JobSchedulers, JobTemplate, Repeat, SchedulerError, SchedulerInfo, SchedulerSpec,
@@ -56,9 +57,6 @@ pub use queue_events::{
 };
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
-};
-pub use host_supervisor::{
-    ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport,
 };
 pub use supervision::{
     ChildKind, Member, RestartIntensity, SetCloseError, SetCloseReport, SupervisionDecision,

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 
 pub use close::{SetCloseError, SetCloseReport};
-pub use decision::{ChildKind, SupervisionDecision, SupervisionError};
 pub(crate) use decision::{ended, verdict, Verdict, CLOSED};
+pub use decision::{ChildKind, SupervisionDecision, SupervisionError};
 pub use intensity::RestartIntensity;
 
 use crate::lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
