@@ -109,15 +109,20 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         .unwrap();
     let children = Ids {
         set: add_set(&host, spec).await,
-        qe: call_t!(host, HostSupervisorMsg::AddQueueEvents, 5000, qe_args)
-            .unwrap()
-            .unwrap()
-            .0,
+        qe: call_t!(
+            host,
+            HostSupervisorMsg::AddQueueEvents,
+            5000,
+            Box::new(qe_args)
+        )
+        .unwrap()
+        .unwrap()
+        .0,
         sched: call_t!(
             host,
             HostSupervisorMsg::AddJobScheduler,
             5000,
-            JobSchedulerArgs::new(conn.clone(), "sup")
+            Box::new(JobSchedulerArgs::new(conn.clone(), "sup"))
         )
         .unwrap()
         .unwrap()
@@ -459,9 +464,14 @@ async fn a_queue_events_subscriber_keeps_receiving_across_restarts() {
     let (host, _h) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
         .await
         .unwrap();
-    let (qe_id, _) = call_t!(host, HostSupervisorMsg::AddQueueEvents, 5000, args)
-        .unwrap()
-        .unwrap();
+    let (qe_id, _) = call_t!(
+        host,
+        HostSupervisorMsg::AddQueueEvents,
+        5000,
+        Box::new(args)
+    )
+    .unwrap()
+    .unwrap();
     let mut job_ids = Vec::new();
     for round in 0..3u64 {
         for _ in 0..3 {

@@ -65,8 +65,13 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
     let qe_args = QueueEventsArgs::new(conn.clone(), &queue_name)
         .block(Duration::from_millis(500))
         .subscribers(subscribers);
-    call_t!(host, HostSupervisorMsg::AddQueueEvents, 5000, qe_args)
-        .map_err(|e| e.to_string())??;
+    call_t!(
+        host,
+        HostSupervisorMsg::AddQueueEvents,
+        5000,
+        Box::new(qe_args)
+    )
+    .map_err(|e| e.to_string())??;
     let tally = Arc::new(Mutex::new(Tally::default()));
     let feed = {
         let tally = tally.clone();

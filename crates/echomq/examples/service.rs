@@ -114,7 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         host,
         HostSupervisorMsg::AddJobScheduler,
         5000,
-        JobSchedulerArgs::new(conn.clone(), queue.name())
+        Box::new(JobSchedulerArgs::new(conn.clone(), queue.name()))
     )??;
     let mut every = SchedulerSpec::every("heartbeat", Duration::from_secs(2));
     every.template.data = json!({ "n": 2 });
@@ -137,7 +137,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         host,
         HostSupervisorMsg::AddQueueEvents,
         5000,
-        QueueEventsArgs::new(conn.clone(), queue.name()).subscribers(subscribers)
+        Box::new(QueueEventsArgs::new(conn.clone(), queue.name()).subscribers(subscribers))
     )??;
 
     // The producer.

@@ -60,13 +60,13 @@ pub enum HostSupervisorMsg {
     AddWorkerSet(Box<WorkerSetSpec>, RpcReplyPort<Added<WorkerSet>>),
     /// Spawn a JobScheduler under the supervisor.
     AddJobScheduler(
-        JobSchedulerArgs,
+        Box<JobSchedulerArgs>,
         RpcReplyPort<Added<ActorRef<JobSchedulerMsg>>>,
     ),
     /// Spawn a QueueEvents under the supervisor; subscribe through the
     /// registry of `args` (it survives restarts) or the actor.
     AddQueueEvents(
-        QueueEventsArgs,
+        Box<QueueEventsArgs>,
         RpcReplyPort<Added<ActorRef<QueueEventsMsg>>>,
     ),
     /// The current refs of a worker set.
@@ -236,7 +236,7 @@ impl Actor for HostSupervisor {
                         let id = s.new_id();
                         s.schedulers.push(Child {
                             id,
-                            args,
+                            args: *args,
                             actor: actor.clone(),
                         });
                         Ok((id, actor))
@@ -251,7 +251,7 @@ impl Actor for HostSupervisor {
                         let id = s.new_id();
                         s.events.push(Child {
                             id,
-                            args,
+                            args: *args,
                             actor: actor.clone(),
                         });
                         Ok((id, actor))

@@ -52,8 +52,8 @@ pub use job_scheduler::{
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
-    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
-    Subscribers, Subscription,
+    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,
+    StartFrom, Subscribers, Subscription,
 };
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,

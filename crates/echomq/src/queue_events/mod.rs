@@ -104,6 +104,16 @@ impl QueueEventsArgs {
     }
 }
 
+/// Why a QueueEvents did not start: the typed error inside ractor's
+/// `SpawnErr::StartupFailed` (Redis errors arrive as [`Error`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueueEventsError {
+    /// `StartFrom::After` holds something that is not a stream id (`<ms>-<seq>` or `<ms>`).
+    #[error("invalid stream id {0:?}")]
+    InvalidStreamId(String),
+}
+
 /// What a subscriber receives.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Delivery {
@@ -223,7 +233,7 @@ impl Actor for QueueEvents {
         };
         let last_id = match &start {
             StartFrom::After(id) => {
-                parse_id(id).ok_or_else(|| Error::Config(format!("invalid stream id {id:?}")))?;
+                parse_id(id).ok_or_else(|| QueueEventsError::InvalidStreamId(id.clone()))?;
                 id.clone()
             }
             // Resolving `$` here, before spawn returns, is what makes the actor
