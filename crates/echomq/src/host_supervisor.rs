@@ -31,12 +31,10 @@ use tracing::{info, warn};
 use crate::job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 use crate::queue_events::{QueueEvents, QueueEventsArgs, QueueEventsMsg};
 use crate::supervision::{
-    ended, verdict, ChildKind, RestartIntensity, SetCloseError, SetCloseReport,
+    ended, stop_and_wait, verdict, ChildKind, RestartIntensity, SetCloseError, SetCloseReport,
     SupervisionDecision, SupervisionError, Verdict, WorkerSet, WorkerSetSpec, CLOSED,
 };
 
-/// How long a JobScheduler or QueueEvents may take to stop at close.
-const STOP_WAIT: Duration = Duration::from_secs(5);
 /// How many recent restarts [`HostStatus`] lists.
 const RECENT: usize = 64;
 
@@ -405,16 +403,10 @@ async fn close_all(s: &mut HostSupervisorState, timeout: Duration) -> ShutdownRe
         }
     }
     for c in &s.schedulers {
-        let _ = c
-            .actor
-            .stop_and_wait(Some(CLOSED.into()), Some(STOP_WAIT))
-            .await;
+        stop_and_wait(c.actor.get_cell()).await;
     }
     for c in &s.events {
-        let _ = c
-            .actor
-            .stop_and_wait(Some(CLOSED.into()), Some(STOP_WAIT))
-            .await;
+        stop_and_wait(c.actor.get_cell()).await;
         c.args.subscribers.close(c.actor.get_id());
     }
     ShutdownReport {

@@ -59,6 +59,8 @@ impl WorkerSet {
                     moved_back = report.moved_back.len(),
                     "worker set closed"
                 );
+                // It answers, then stops itself: the set is closed once it has.
+                let _ = self.worker.wait(Some(STOP_WAIT)).await;
                 Some(report)
             }
             Err(RactorErr::Timeout) => {
@@ -76,14 +78,21 @@ impl WorkerSet {
     }
 
     async fn stop_helpers(&self) {
-        // The Worker stops its LockManager after a completed Close; stopping
-        // a stopped actor is a no-op, and a Worker that was gone did not.
-        let _ = self
-            .lock_manager
-            .stop_and_wait(Some(CLOSED.into()), Some(STOP_WAIT))
-            .await;
+        // The Worker stops its LockManager after a completed Close (a Worker
+        // that was gone did not); stopping a stopping actor is a no-op, and
+        // waiting covers both.
+        stop_and_wait(self.lock_manager.get_cell()).await;
         if let Some(sc) = &self.stalled_checker {
-            let _ = sc.stop_and_wait(Some(CLOSED.into()), Some(STOP_WAIT)).await;
+            stop_and_wait(sc.get_cell()).await;
         }
+    }
+}
+
+/// Stops `cell` (reason `"closed"`) unless it is stopping already, and waits
+/// for it to be gone.
+pub(crate) async fn stop_and_wait(cell: ractor::ActorCell) {
+    cell.stop(Some(CLOSED.into()));
+    if cell.wait(Some(STOP_WAIT)).await.is_err() {
+        debug!(actor = %cell.get_id(), "did not stop in time");
     }
 }

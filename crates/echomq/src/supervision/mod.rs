@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
 
+pub(crate) use close::stop_and_wait;
 pub use close::{SetCloseError, SetCloseReport};
 pub(crate) use decision::{ended, verdict, Verdict, CLOSED};
 pub use decision::{ChildKind, SupervisionDecision, SupervisionError};
