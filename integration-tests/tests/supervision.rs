@@ -1,171 +1,67 @@
-//! The actor tree embedded in a host: a host supervisor restarts whatever
-//! fails (one-for-one) while 1000 jobs flow. Each actor type is panicked, then
-//! killed. Nothing is lost or finished twice, no lock lapses (no stalled
-//! counter anywhere), and the QueueEvents subscriber skips no event.
+//! The actor tree embedded in a host: the shipped host supervisor restarts
+//! whatever fails (one-for-one) while 1000 jobs flow. Each actor type is
+//! panicked, then killed. Nothing is lost or finished twice, no lock lapses
+//! (no stalled counter anywhere), and the QueueEvents subscriber skips no
+//! event. Then the policy's edges: a cleanly closed set is not restarted, the
+//! restart budget gives up, a subscription outlives QueueEvents restarts, and
+//! a close runs in order.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use echomq::protocol::{Event, EventKind};
 use echomq::worker::processor_fn;
 use echomq::{
-    Delivery, JobOptions, JobScheduler, JobSchedulerArgs, JobSchedulerMsg, LockManagerMsg, NewJob,
-    Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, StalledCheckerMsg, StartFrom, WorkerArgs,
-    WorkerMsg, WorkerOptions, WorkerSet, WorkerSetSpec,
+    ChildId, ChildKind, Delivery, HostSupervisor, HostSupervisorMsg, JobOptions, JobSchedulerArgs,
+    JobSchedulerMsg, LockManagerMsg, NewJob, Queue, QueueEventsArgs, QueueEventsMsg,
+    RestartIntensity, StalledCheckerMsg, Subscribers, SupervisionError, WorkerArgs, WorkerMsg,
+    WorkerOptions, WorkerSet, WorkerSetSpec,
 };
-use echomq_integration_tests::RedisServer;
+use echomq_integration_tests::{wait_until, RedisServer};
 use fred::prelude::*;
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
 use serde_json::json;
 
-struct Host;
-
-struct HostArgs {
-    spec: WorkerSetSpec,
-    sched_args: JobSchedulerArgs,
-    qe_args: QueueEventsArgs,
-    seen: Arc<Mutex<Vec<Event>>>,
-    restarts: Arc<Mutex<Vec<String>>>,
-    stopping: Arc<AtomicBool>,
-}
-
-struct HostState {
-    spec: WorkerSetSpec,
-    set: WorkerSet,
-    sched_args: JobSchedulerArgs,
-    sched: ActorRef<JobSchedulerMsg>,
-    qe: ActorRef<QueueEventsMsg>,
-    qe_args: QueueEventsArgs,
-    seen: Arc<Mutex<Vec<Event>>>,
-    restarts: Arc<Mutex<Vec<String>>>,
-    stopping: Arc<AtomicBool>,
-    recent: echomq::RestartIntensity,
-}
-
-enum HostMsg {
-    Refs(
-        RpcReplyPort<(
-            WorkerSet,
-            ActorRef<QueueEventsMsg>,
-            ActorRef<JobSchedulerMsg>,
-        )>,
-    ),
-}
-
-async fn spawn_qe(
-    host: &ActorRef<HostMsg>,
-    args: QueueEventsArgs,
-    seen: Arc<Mutex<Vec<Event>>>,
-) -> ActorRef<QueueEventsMsg> {
-    let (qe, _) = Actor::spawn_linked(None, QueueEvents, args, host.get_cell())
-        .await
-        .unwrap();
-    let sink = seen.clone();
-    let f = Box::new(move |d: Delivery| {
-        if let Delivery::Event(e) = d {
-            sink.lock().unwrap().push(e);
-        }
-        true
-    });
-    let _ = call_t!(qe, QueueEventsMsg::SubscribeActor, 2000, f).unwrap();
-    qe
-}
-
-impl Actor for Host {
-    type Msg = HostMsg;
-    type State = HostState;
-    type Arguments = HostArgs;
-
-    async fn pre_start(
-        &self,
-        me: ActorRef<HostMsg>,
-        a: HostArgs,
-    ) -> Result<HostState, ActorProcessingErr> {
-        let set = a.spec.spawn_linked(me.get_cell()).await?;
-        let qe = spawn_qe(&me, a.qe_args.clone(), a.seen.clone()).await;
-        let (sched, _) =
-            Actor::spawn_linked(None, JobScheduler, a.sched_args.clone(), me.get_cell()).await?;
-        Ok(HostState {
-            spec: a.spec,
-            set,
-            sched_args: a.sched_args,
-            sched,
-            qe,
-            qe_args: a.qe_args,
-            seen: a.seen,
-            restarts: a.restarts,
-            stopping: a.stopping,
-            recent: echomq::RestartIntensity::new(10, Duration::from_secs(5)),
-        })
-    }
-
-    async fn handle(
-        &self,
-        _me: ActorRef<HostMsg>,
-        msg: HostMsg,
-        s: &mut HostState,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            HostMsg::Refs(r) => {
-                let _ = r.send((s.set.clone(), s.qe.clone(), s.sched.clone()));
-            }
-        }
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        me: ActorRef<HostMsg>,
-        evt: SupervisionEvent,
-        s: &mut HostState,
-    ) -> Result<(), ActorProcessingErr> {
-        let cell = match &evt {
-            SupervisionEvent::ActorFailed(c, _) | SupervisionEvent::ActorTerminated(c, _, _) => {
-                c.clone()
-            }
-            _ => return Ok(()),
-        };
-        if s.stopping.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        // One-for-one with a restart intensity: more than 10 restarts in 5 s
-        // means something is really wrong; give up (the host fails too).
-        if !s.recent.allow() {
-            return Err("restart intensity exceeded".into());
-        }
-        if let Some(m) = s.set.member_of(&cell) {
-            s.spec.restart(&mut s.set, m, me.get_cell()).await?;
-            s.restarts.lock().unwrap().push(format!("{m:?}"));
-        } else if cell.get_id() == s.sched.get_id() {
-            // Everything it knows lives in Redis: a fresh one is the same one.
-            let (sched, _) =
-                Actor::spawn_linked(None, JobScheduler, s.sched_args.clone(), me.get_cell())
-                    .await?;
-            s.sched = sched;
-            s.restarts.lock().unwrap().push("JobScheduler".into());
-        } else if cell.get_id() == s.qe.get_id() {
-            // Resume from the last event the subscriber handled: nothing skipped.
-            let mut args = s.qe_args.clone();
-            if let Some(last) = s.seen.lock().unwrap().last() {
-                args.start = StartFrom::After(last.id.clone());
-            }
-            s.qe = spawn_qe(&me, args, s.seen.clone()).await;
-            s.restarts.lock().unwrap().push("QueueEvents".into());
-        }
-        Ok(())
-    }
+/// The host supervisor's children, by id.
+struct Ids {
+    set: ChildId,
+    qe: ChildId,
+    sched: ChildId,
 }
 
 async fn refs(
-    host: &ActorRef<HostMsg>,
+    host: &ActorRef<HostSupervisorMsg>,
+    ids: &Ids,
 ) -> (
     WorkerSet,
     ActorRef<QueueEventsMsg>,
     ActorRef<JobSchedulerMsg>,
 ) {
-    call_t!(host, HostMsg::Refs, 2000).unwrap()
+    let set = call_t!(host, HostSupervisorMsg::GetWorkerSet, 2000, ids.set)
+        .unwrap()
+        .unwrap();
+    let qe = call_t!(host, HostSupervisorMsg::GetQueueEvents, 2000, ids.qe)
+        .unwrap()
+        .unwrap();
+    let sched = call_t!(host, HostSupervisorMsg::GetJobScheduler, 2000, ids.sched)
+        .unwrap()
+        .unwrap();
+    (set, qe, sched)
+}
+
+async fn restarts(host: &ActorRef<HostSupervisorMsg>) -> u64 {
+    call_t!(host, HostSupervisorMsg::GetStatus, 2000)
+        .unwrap()
+        .restarts
+}
+
+async fn add_set(host: &ActorRef<HostSupervisorMsg>, spec: WorkerSetSpec) -> ChildId {
+    call_t!(host, HostSupervisorMsg::AddWorkerSet, 5000, Box::new(spec))
+        .unwrap()
+        .unwrap()
+        .0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,25 +91,43 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         ..Default::default()
     };
     let spec = WorkerSetSpec::new(wargs);
-    let mut qe_args = QueueEventsArgs::new(conn.clone(), "sup");
-    qe_args.block = Duration::from_millis(200);
+    // The subscriber is registered once; restarts of QueueEvents re-attach it.
     let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let restarts: Arc<Mutex<Vec<String>>> = Arc::default();
-    let stopping = Arc::new(AtomicBool::new(false));
-    let (host, host_handle) = Actor::spawn(
-        None,
-        Host,
-        HostArgs {
-            spec,
-            sched_args: JobSchedulerArgs::new(conn.clone(), "sup"),
-            qe_args,
-            seen: seen.clone(),
-            restarts: restarts.clone(),
-            stopping: stopping.clone(),
-        },
-    )
-    .await
-    .unwrap();
+    let subscribers = Subscribers::new();
+    let sink = seen.clone();
+    subscribers.subscribe_with(move |d| {
+        if let Delivery::Event(e) = d {
+            sink.lock().unwrap().push(e);
+        }
+        true
+    });
+    let qe_args = QueueEventsArgs::new(conn.clone(), "sup")
+        .block(Duration::from_millis(200))
+        .subscribers(subscribers);
+    let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
+        .await
+        .unwrap();
+    let children = Ids {
+        set: add_set(&host, spec).await,
+        qe: call_t!(
+            host,
+            HostSupervisorMsg::AddQueueEvents,
+            5000,
+            Box::new(qe_args)
+        )
+        .unwrap()
+        .unwrap()
+        .0,
+        sched: call_t!(
+            host,
+            HostSupervisorMsg::AddJobScheduler,
+            5000,
+            Box::new(JobSchedulerArgs::new(conn.clone(), "sup"))
+        )
+        .unwrap()
+        .unwrap()
+        .0,
+    };
 
     let jobs: Vec<NewJob> = (0..1000)
         .map(|i| NewJob {
@@ -240,7 +154,7 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
     let injected = AtomicU32::new(0);
     for (who, kill) in &faults {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        let (set, qe, sched) = refs(&host).await;
+        let (set, qe, sched) = refs(&host, &children).await;
         match (*who, *kill) {
             ("job_scheduler", false) => sched.cast(JobSchedulerMsg::Crash).unwrap(),
             ("job_scheduler", true) => sched.kill(),
@@ -261,7 +175,7 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         injected.fetch_add(1, Ordering::Relaxed);
         // Wait for the restart before the next fault.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while restarts.lock().unwrap().len() < injected.load(Ordering::Relaxed) as usize {
+        while restarts(&host).await < u64::from(injected.load(Ordering::Relaxed)) {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "{who} was not restarted"
@@ -271,7 +185,7 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
     }
 
     // Control messages through the public refs take effect after restarts.
-    let (set, _, sched) = refs(&host).await;
+    let (set, _, sched) = refs(&host, &children).await;
     let mut spec = echomq::SchedulerSpec::every("nightly", Duration::from_secs(3600));
     spec.start_date = Some(echomq::clock::now_ms() + 3_600_000); // not during this test
     let upserted = call_t!(sched, JobSchedulerMsg::Upsert, 5000, Box::new(spec))
@@ -329,10 +243,8 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stopping.store(true, Ordering::SeqCst);
-
-    let r = restarts.lock().unwrap().clone();
-    assert_eq!(r.len(), faults.len(), "{r:?}");
+    let r = call_t!(host, HostSupervisorMsg::GetStatus, 2000).unwrap();
+    assert_eq!(r.restarts as usize, faults.len(), "{r:?}");
     let runs = runs.lock().unwrap().clone();
     assert_eq!(runs.len(), 1000, "every job ran");
     assert!(runs.values().all(|&n| n == 1), "no job ran twice");
@@ -372,6 +284,306 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         "events out of order or repeated"
     );
 
-    host.stop(None);
+    let _ = call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        20_000,
+        Duration::from_secs(5)
+    )
+    .unwrap();
     let _ = host_handle.await;
+}
+
+fn quick_worker(q: &Queue, run_for: Duration) -> WorkerArgs {
+    let processor = processor_fn(move |_ctx| async move {
+        tokio::time::sleep(run_for).await;
+        Ok(json!(null))
+    });
+    let mut wargs = WorkerArgs::new(q.clone(), processor);
+    wargs.options = WorkerOptions {
+        concurrency: 4,
+        lock_duration: Duration::from_millis(1000),
+        stalled_interval: Duration::from_millis(300),
+        drain_delay: Duration::from_millis(200),
+        ..Default::default()
+    };
+    wargs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanly_closed_set_is_not_restarted() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "clean").await.unwrap();
+    let (host, _h) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
+        .await
+        .unwrap();
+    // One set closed by a Close sent straight to its Worker (the host did not
+    // ask for it), one through WorkerSet::close on a clone of the set.
+    let direct = add_set(&host, WorkerSetSpec::new(quick_worker(&q, Duration::ZERO))).await;
+    let ordered = add_set(&host, WorkerSetSpec::new(quick_worker(&q, Duration::ZERO))).await;
+    let get = |id| {
+        let host = host.clone();
+        async move {
+            call_t!(host, HostSupervisorMsg::GetWorkerSet, 2000, id)
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let a = get(direct).await;
+    call_t!(a.worker, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+    let b = get(ordered).await;
+    let report = b.close(Duration::from_secs(2)).await.unwrap();
+    assert_eq!(report.worker.map(|r| r.moved_back), Some(vec![]));
+
+    wait_until(
+        "the closed members to stop",
+        Duration::from_secs(5),
+        async || {
+            a.worker.get_status() == ActorStatus::Stopped
+                && a.lock_manager.get_status() == ActorStatus::Stopped
+                && b.worker.get_status() == ActorStatus::Stopped
+                && b.lock_manager.get_status() == ActorStatus::Stopped
+                && b.stalled_checker.as_ref().unwrap().get_status() == ActorStatus::Stopped
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(restarts(&host).await, 0, "a clean close is not a crash");
+    assert_eq!(get(direct).await.worker.get_id(), a.worker.get_id());
+    assert_eq!(get(ordered).await.worker.get_id(), b.worker.get_id());
+    // The set whose Worker alone was closed keeps its StalledChecker.
+    assert_eq!(
+        a.stalled_checker.as_ref().unwrap().get_status(),
+        ActorStatus::Running
+    );
+    host.stop(None);
+}
+
+/// Receives the failure of the supervisor it parents.
+struct Parent;
+
+impl Actor for Parent {
+    type Msg = ();
+    type State = tokio::sync::mpsc::UnboundedSender<Option<String>>;
+    type Arguments = tokio::sync::mpsc::UnboundedSender<Option<String>>;
+
+    async fn pre_start(
+        &self,
+        _: ActorRef<()>,
+        tx: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(tx)
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<()>,
+        evt: SupervisionEvent,
+        tx: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ActorFailed(_, e) = evt {
+            let gave_up = match e.downcast_ref::<SupervisionError>() {
+                Some(SupervisionError::GaveUp { child, max, .. }) => {
+                    Some(format!("{child:?} {max}"))
+                }
+                _ => None,
+            };
+            let _ = tx.send(gave_up);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_member_is_restarted_within_the_budget_and_the_set_gives_up_beyond_it() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "budget").await.unwrap();
+    let (tx, mut failures) = tokio::sync::mpsc::unbounded_channel();
+    let (parent, _ph) = Actor::spawn(None, Parent, tx).await.unwrap();
+    let (host, host_handle) = Actor::spawn_linked(
+        None,
+        HostSupervisor,
+        RestartIntensity::new(2, Duration::from_secs(60)),
+        parent.get_cell(),
+    )
+    .await
+    .unwrap();
+    let id = add_set(&host, WorkerSetSpec::new(quick_worker(&q, Duration::ZERO))).await;
+    for n in 1..=2u64 {
+        let set = call_t!(host, HostSupervisorMsg::GetWorkerSet, 2000, id)
+            .unwrap()
+            .unwrap();
+        set.worker.cast(WorkerMsg::Crash).unwrap();
+        let host2 = host.clone();
+        wait_until("the restart", Duration::from_secs(5), async || {
+            restarts(&host2).await == n
+        })
+        .await;
+        let status = call_t!(host, HostSupervisorMsg::GetStatus, 2000).unwrap();
+        assert_eq!(status.recent.last(), Some(&(id, ChildKind::Worker)));
+    }
+    let set = call_t!(host, HostSupervisorMsg::GetWorkerSet, 2000, id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        call_t!(set.worker, WorkerMsg::GetStatus, 2000)
+            .unwrap()
+            .concurrency,
+        4,
+        "the restarted worker runs"
+    );
+    // The third crash in the window spends the budget: the supervisor stops
+    // its children and fails with a typed error its parent can read.
+    set.worker.cast(WorkerMsg::Crash).unwrap();
+    let failure = tokio::time::timeout(Duration::from_secs(5), failures.recv())
+        .await
+        .expect("the supervisor gave up")
+        .unwrap();
+    assert_eq!(failure.as_deref(), Some("Worker 2"));
+    let _ = host_handle.await;
+    wait_until("the children to stop", Duration::from_secs(5), async || {
+        set.lock_manager.get_status() == ActorStatus::Stopped
+            && set.stalled_checker.as_ref().unwrap().get_status() == ActorStatus::Stopped
+    })
+    .await;
+    parent.stop(None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_events_subscriber_keeps_receiving_across_restarts() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "qer").await.unwrap();
+    let subscribers = Subscribers::new();
+    let mut sub = subscribers.subscribe(1000);
+    let args = QueueEventsArgs::new(conn.clone(), "qer")
+        .block(Duration::from_millis(200))
+        .subscribers(subscribers.clone());
+    let (host, _h) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
+        .await
+        .unwrap();
+    let (qe_id, _) = call_t!(
+        host,
+        HostSupervisorMsg::AddQueueEvents,
+        5000,
+        Box::new(args)
+    )
+    .unwrap()
+    .unwrap();
+    let mut job_ids = Vec::new();
+    for round in 0..3u64 {
+        for _ in 0..3 {
+            q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+        }
+        // Each add writes `added` and `waiting`: wait until this round's six
+        // events are in, then crash (round 0) or kill (round 1) the actor.
+        while job_ids.len() < ((round + 1) * 6) as usize {
+            let d = tokio::time::timeout(Duration::from_secs(5), sub.recv())
+                .await
+                .expect("an event after the restart")
+                .expect("the subscription survives");
+            match d {
+                Delivery::Event(e) => job_ids.push((e.id, e.kind.job_id().unwrap().to_owned())),
+                other => panic!("{other:?}"),
+            }
+        }
+        let qe = call_t!(host, HostSupervisorMsg::GetQueueEvents, 2000, qe_id)
+            .unwrap()
+            .unwrap();
+        match round {
+            0 => qe.cast(QueueEventsMsg::Crash).unwrap(),
+            1 => qe.kill(),
+            _ => break,
+        }
+        let host2 = host.clone();
+        wait_until("the restart", Duration::from_secs(5), async || {
+            restarts(&host2).await == round + 1
+        })
+        .await;
+    }
+    let jobs: Vec<&str> = job_ids.iter().map(|(_, j)| j.as_str()).collect();
+    let expected: Vec<String> = (1..=9)
+        .flat_map(|i| [i.to_string(), i.to_string()])
+        .collect();
+    assert_eq!(
+        jobs, expected,
+        "every event once, in order, no re-subscription"
+    );
+    assert_eq!(
+        subscribers.last_id(),
+        job_ids.last().map(|(id, _)| id.clone())
+    );
+    // A clean close ends the subscription.
+    call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        10_000,
+        Duration::from_secs(1)
+    )
+    .unwrap();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(2), sub.recv())
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_supervisor_runs_a_set_and_closes_it_in_order() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "order").await.unwrap();
+    let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
+        .await
+        .unwrap();
+    // Jobs outlive their 1 s lock: they finish during the close only if the
+    // LockManager keeps renewing until the Worker has let them go.
+    let id = add_set(
+        &host,
+        WorkerSetSpec::new(quick_worker(&q, Duration::from_millis(1800))),
+    )
+    .await;
+    let set = call_t!(host, HostSupervisorMsg::GetWorkerSet, 2000, id)
+        .unwrap()
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(q.add("slow", &json!({}), JobOptions::new()).await.unwrap());
+    }
+    let q2 = q.clone();
+    wait_until("four running jobs", Duration::from_secs(5), async || {
+        q2.counts().await.unwrap().active == 4
+    })
+    .await;
+    let report = call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        20_000,
+        Duration::from_secs(5)
+    )
+    .unwrap();
+    assert_eq!(report.worker_sets.len(), 1);
+    let (closed_id, result) = &report.worker_sets[0];
+    assert_eq!(*closed_id, id);
+    let worker = result.as_ref().unwrap().worker.clone().unwrap();
+    assert_eq!((worker.finished_in_time, worker.moved_back.len()), (4, 0));
+    let _ = host_handle.await;
+    assert_eq!(host.get_status(), ActorStatus::Stopped);
+    for cell in [
+        set.worker.get_cell(),
+        set.lock_manager.get_cell(),
+        set.stalled_checker.as_ref().unwrap().get_cell(),
+    ] {
+        assert_eq!(cell.get_status(), ActorStatus::Stopped);
+    }
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.completed, counts.active), (4, 0));
+    for id in &ids {
+        let stc: Option<String> = c.hget(q.keys().job(id), "stc").await.unwrap();
+        assert!(stc.is_none(), "job {id}'s lock lapsed during the close");
+    }
 }

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use echomq::protocol::EventKind;
 use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
-    Backoff, Connection, Delivery, JobOptions, LockManagerMsg, NewJob, Queue, QueueEvents,
-    QueueEventsArgs, QueueEventsMsg, WorkerArgs, WorkerOptions, WorkerSetSpec,
+    Backoff, Connection, Delivery, HostSupervisor, HostSupervisorMsg, JobOptions, LockManagerMsg,
+    NewJob, Queue, QueueEventsArgs, RestartIntensity, Subscribers, WorkerArgs, WorkerOptions,
+    WorkerSetSpec,
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use ractor::{call_t, Actor};
@@ -52,14 +53,25 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         paint(style::INFO, &queue_name)
     ));
 
-    // The live feed: QueueEvents → a bounded subscription.
-    let mut qe_args = QueueEventsArgs::new(conn.clone(), &queue_name);
-    qe_args.block = Duration::from_millis(500);
-    let (qe, _) = Actor::spawn(None, QueueEvents, qe_args)
+    // Every actor of the tour lives under the shipped one-for-one supervisor.
+    let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
         .await
         .map_err(|e| e.to_string())?;
-    let mut sub =
-        call_t!(qe, QueueEventsMsg::Subscribe, 5000, 50_000).map_err(|e| e.to_string())?;
+
+    // The live feed: QueueEvents → a bounded subscription, held in a registry
+    // that survives a restart of the QueueEvents actor.
+    let subscribers = Subscribers::new();
+    let mut sub = subscribers.subscribe(50_000);
+    let qe_args = QueueEventsArgs::new(conn.clone(), &queue_name)
+        .block(Duration::from_millis(500))
+        .subscribers(subscribers);
+    call_t!(
+        host,
+        HostSupervisorMsg::AddQueueEvents,
+        5000,
+        Box::new(qe_args)
+    )
+    .map_err(|e| e.to_string())??;
     let tally = Arc::new(Mutex::new(Tally::default()));
     let feed = {
         let tally = tally.clone();
@@ -220,10 +232,13 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         name: Some("demo".into()),
         ..Default::default()
     };
-    let (host, _) = Actor::spawn(None, DemoHost, WorkerSetSpec::new(wargs))
-        .await
-        .map_err(|e| e.to_string())?;
-    let set = call_t!(host, DemoHostMsg::Set, 2000).map_err(|e| e.to_string())?;
+    let (set_id, _) = call_t!(
+        host,
+        HostSupervisorMsg::AddWorkerSet,
+        5000,
+        Box::new(WorkerSetSpec::new(wargs))
+    )
+    .map_err(|e| e.to_string())??;
 
     // Two schedulers on their own queue and worker tree (so they are not
     // stuck behind the backlog); each iteration's worker creates the next one,
@@ -241,9 +256,13 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
     });
     let mut sargs = WorkerArgs::new(sq.clone(), sched_processor);
     sargs.options.concurrency = 2;
-    let (sched_host, _) = Actor::spawn(None, DemoHost, WorkerSetSpec::new(sargs))
-        .await
-        .map_err(|e| e.to_string())?;
+    call_t!(
+        host,
+        HostSupervisorMsg::AddWorkerSet,
+        5000,
+        Box::new(WorkerSetSpec::new(sargs))
+    )
+    .map_err(|e| e.to_string())??;
     let schedulers = echomq::JobSchedulers::new(&conn, &sched_queue)?;
     schedulers
         .upsert(&echomq::SchedulerSpec::every(
@@ -278,7 +297,15 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         };
         done_bar.set_position(completed + failed);
         done_bar.set_message(format!("{completed} completed, {failed} failed"));
-        if let Ok(stats) = call_t!(set.lock_manager, LockManagerMsg::GetStats, 1000) {
+        // The current set: a restarted LockManager has a new ref.
+        let set = call_t!(host, HostSupervisorMsg::GetWorkerSet, 1000, set_id)
+            .ok()
+            .flatten();
+        let stats = match &set {
+            Some(set) => call_t!(set.lock_manager, LockManagerMsg::GetStats, 1000).ok(),
+            None => None,
+        };
+        if let Some(stats) = stats {
             // Every 8th tick is enough to see the point: N locks, one call.
             if stats.ticks / 8 > last_ticks / 8 && stats.last_batch > 0 {
                 say(format!(
@@ -312,21 +339,22 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
     done_bar.finish();
     schedulers.remove("heartbeat").await?;
     schedulers.remove("report").await?;
-    sched_host.stop(None);
-    let close = call_t!(
-        set.worker,
-        echomq::WorkerMsg::Close,
-        15_000,
+    // Let the feed read the last events before it is closed.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The ordered shutdown: both worker sets (jobs finish or go back to wait
+    // while their locks are renewed), then QueueEvents, whose close ends the
+    // feed's subscription.
+    call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        20_000,
         Duration::from_secs(5)
     )
     .map_err(|e| e.to_string())?;
-    let _ = close;
-    host.stop(None);
+    let _ = host_handle.await;
+    let _ = feed.await;
 
     // 4. The summary.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    qe.cast(QueueEventsMsg::Close).ok();
-    feed.abort();
     let counts = q.counts().await?;
     // Lost = an id the producer got back that is in no state at all.
     let mut found: HashSet<String> = HashSet::new();
@@ -375,53 +403,4 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         return Err("the demo lost jobs or found an inconsistency".into());
     }
     Ok(())
-}
-
-struct DemoHost;
-
-enum DemoHostMsg {
-    Set(ractor::RpcReplyPort<echomq::WorkerSet>),
-}
-
-impl Actor for DemoHost {
-    type Msg = DemoHostMsg;
-    type State = (WorkerSetSpec, echomq::WorkerSet);
-    type Arguments = WorkerSetSpec;
-
-    async fn pre_start(
-        &self,
-        me: ractor::ActorRef<DemoHostMsg>,
-        spec: WorkerSetSpec,
-    ) -> Result<Self::State, ractor::ActorProcessingErr> {
-        let set = spec.spawn_linked(me.get_cell()).await?;
-        Ok((spec, set))
-    }
-
-    async fn handle(
-        &self,
-        _me: ractor::ActorRef<DemoHostMsg>,
-        msg: DemoHostMsg,
-        s: &mut Self::State,
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        match msg {
-            DemoHostMsg::Set(r) => {
-                let _ = r.send(s.1.clone());
-            }
-        }
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        me: ractor::ActorRef<DemoHostMsg>,
-        evt: ractor::SupervisionEvent,
-        s: &mut Self::State,
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        if let ractor::SupervisionEvent::ActorFailed(cell, _) = &evt {
-            if let Some(m) = s.1.member_of(cell) {
-                s.0.restart(&mut s.1, m, me.get_cell()).await?;
-            }
-        }
-        Ok(())
-    }
 }

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use echomq::worker::{processor_fn, JobContext, ProcessError};
 use echomq::{
-    LockManagerMsg, Queue, WorkerArgs, WorkerMsg, WorkerOptions, WorkerSet, WorkerSetSpec,
+    HostSupervisor, HostSupervisorMsg, LockManagerMsg, Queue, RestartIntensity, WorkerArgs,
+    WorkerMsg, WorkerOptions, WorkerSetSpec,
 };
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{call_t, Actor};
 use serde_json::{json, Value};
 
 use crate::style::{self, paint};
@@ -100,86 +101,6 @@ pub struct WorkSettings {
     pub quiet: bool,
 }
 
-/// This process's supervisor: one-for-one restarts of the worker set, with a
-/// restart intensity of 10 in 10 s.
-struct Host;
-
-struct HostState {
-    spec: WorkerSetSpec,
-    set: WorkerSet,
-    restarts: echomq::RestartIntensity,
-    stopping: bool,
-}
-
-enum HostMsg {
-    Set(RpcReplyPort<WorkerSet>),
-    Stopping,
-}
-
-impl Actor for Host {
-    type Msg = HostMsg;
-    type State = HostState;
-    type Arguments = WorkerSetSpec;
-
-    async fn pre_start(
-        &self,
-        me: ActorRef<HostMsg>,
-        spec: WorkerSetSpec,
-    ) -> Result<HostState, ActorProcessingErr> {
-        let set = spec.spawn_linked(me.get_cell()).await?;
-        Ok(HostState {
-            spec,
-            set,
-            restarts: echomq::RestartIntensity::new(10, Duration::from_secs(10)),
-            stopping: false,
-        })
-    }
-
-    async fn handle(
-        &self,
-        _me: ActorRef<HostMsg>,
-        msg: HostMsg,
-        s: &mut HostState,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            HostMsg::Set(r) => {
-                let _ = r.send(s.set.clone());
-            }
-            HostMsg::Stopping => s.stopping = true,
-        }
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        me: ActorRef<HostMsg>,
-        evt: SupervisionEvent,
-        s: &mut HostState,
-    ) -> Result<(), ActorProcessingErr> {
-        let cell = match &evt {
-            SupervisionEvent::ActorFailed(c, _) | SupervisionEvent::ActorTerminated(c, _, _) => {
-                c.clone()
-            }
-            _ => return Ok(()),
-        };
-        if s.stopping {
-            return Ok(());
-        }
-        let Some(member) = s.set.member_of(&cell) else {
-            return Ok(());
-        };
-        if !s.restarts.allow() {
-            return Err("worker set restarted more than 10 times in 10 s".into());
-        }
-        anstream::eprintln!(
-            "{}",
-            paint(style::WARN, format!("restarting {member:?}: {evt}"))
-        );
-        s.spec.restart(&mut s.set, member, me.get_cell()).await?;
-        Ok(())
-    }
-}
-
 pub async fn work(
     queue: Queue,
     settings: WorkSettings,
@@ -194,9 +115,18 @@ pub async fn work(
         name: settings.name.clone(),
         ..Default::default()
     };
-    let (host, host_handle) = Actor::spawn(None, Host, WorkerSetSpec::new(args))
+    // This process's supervisor: the shipped one-for-one HostSupervisor, with
+    // the default restart budget.
+    let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
         .await
         .map_err(|e| e.to_string())?;
+    let (set_id, _) = call_t!(
+        host,
+        HostSupervisorMsg::AddWorkerSet,
+        5000,
+        Box::new(WorkerSetSpec::new(args))
+    )
+    .map_err(|e| e.to_string())??;
     let started = Instant::now();
     let mut last_processed = 0u64;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -206,7 +136,7 @@ pub async fn work(
     let reason = loop {
         tokio::select! {
             _ = ticker.tick() => {
-                let set: WorkerSet = call_t!(host, HostMsg::Set, 2000).map_err(|e| e.to_string())?;
+                let Some(set) = call_t!(host, HostSupervisorMsg::GetWorkerSet, 2000, set_id).map_err(|e| e.to_string())? else { break "worker set gone" };
                 let Ok(status) = call_t!(set.worker, WorkerMsg::GetStatus, 2000) else { continue };
                 let held = call_t!(set.lock_manager, LockManagerMsg::GetTracked, 2000).map(|t| t.len()).unwrap_or(0);
                 let rate = status.processed.saturating_sub(last_processed);
@@ -227,24 +157,27 @@ pub async fn work(
             _ = sigterm.recv() => break "SIGTERM",
         }
     };
-    // The ordered shutdown: stop fetching, let running jobs finish (10 s), move
-    // the rest back to wait, close connections; then stop the other members.
-    let _ = host.cast(HostMsg::Stopping);
-    let set: WorkerSet = call_t!(host, HostMsg::Set, 2000).map_err(|e| e.to_string())?;
+    // The ordered shutdown (HostSupervisor's Close): stop fetching, let running
+    // jobs finish (10 s) while their locks are renewed, move the rest back to
+    // wait; then the LockManager and StalledChecker; then the supervisor.
     let report = call_t!(
-        set.worker,
-        WorkerMsg::Close,
-        15_000,
+        host,
+        HostSupervisorMsg::Close,
+        20_000,
         Duration::from_secs(10)
     )
     .map_err(|e| e.to_string())?;
-    anstream::eprintln!(
-        "{} ({reason}): {} jobs finished in time, {} moved back to wait",
-        paint(style::BOLD, "worker closed"),
-        report.finished_in_time,
-        report.moved_back.len()
-    );
-    host.stop(None);
+    for (_, closed) in report.worker_sets {
+        let closed = closed.map_err(|e| e.to_string())?;
+        let (finished, moved) = closed
+            .worker
+            .map(|r| (r.finished_in_time, r.moved_back.len()))
+            .unwrap_or_default();
+        anstream::eprintln!(
+            "{} ({reason}): {finished} jobs finished in time, {moved} moved back to wait",
+            paint(style::BOLD, "worker closed"),
+        );
+    }
     let _ = host_handle.await;
     Ok(())
 }

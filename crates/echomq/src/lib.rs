@@ -28,6 +28,7 @@ pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod host_supervisor;
 pub mod job_scheduler;
 pub mod lock_manager;
 pub mod queue;
@@ -44,12 +45,13 @@ pub use connection::Connection;
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
+pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport};
 pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
-    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
-    Subscription,
+    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,
+    StartFrom, Subscribers, Subscription,
 };
 pub use schedule::{JobTemplate, Repeat, SchedulerError, SchedulerSpec};
 pub use schedulers::{
@@ -59,7 +61,10 @@ pub use schedulers::{
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
 };
-pub use supervision::{Member, RestartIntensity, WorkerSet, WorkerSetSpec};
+pub use supervision::{
+    ChildKind, Member, RestartIntensity, SetCloseError, SetCloseReport, SupervisionDecision,
+    SupervisionError, WorkerSet, WorkerSetSpec,
+};
 pub use worker::{
     ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent,
     WorkerMsg, WorkerOptions,

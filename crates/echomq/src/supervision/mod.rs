@@ -1,11 +1,21 @@
-//! Helpers for hosts that supervise EchoMQ's actors themselves.
+//! The supervision policy, shipped as building blocks.
 //!
-//! EchoMQ ships no supervision tree: the host's supervisor owns every actor,
-//! sees its `SupervisionEvent`s and decides about restarts. [`WorkerSetSpec`]
-//! makes that easy for the usual set of one worker — the Worker, its
-//! LockManager and its StalledChecker — spawning them linked under the host's
-//! supervisor, telling which member a failed cell was, and restarting one
-//! member so that it re-joins the others:
+//! EchoMQ spawns no tree of its own: the host's supervisor owns every actor
+//! and sees its `SupervisionEvent`s. What the library ships is the policy, so
+//! that every host applies the same one:
+//!
+//! * [`WorkerSetSpec`] spawns the usual set of one worker — the Worker, its
+//!   LockManager and its StalledChecker — linked under the host's supervisor,
+//!   and restarts one member so that it re-joins the others;
+//! * [`WorkerSet::classify`] tells, for one supervision event, whether it is an
+//!   expected stop, a member to restart, or the end of the restart budget
+//!   ([`RestartIntensity`]) — the one place the restart policy lives;
+//! * [`WorkerSet::close`] closes a set in order and marks it closing;
+//! * [`HostSupervisor`](crate::host_supervisor::HostSupervisor) is a ready-made
+//!   one-for-one supervisor built from these, to use as is or to copy.
+//!
+//! Restarting one member (one-for-one) is enough because each re-joins the
+//! running others:
 //!
 //! * a restarted **Worker** is given the running LockManager, which it
 //!   re-points at itself (`AttachWorker`);
@@ -15,7 +25,20 @@
 //!
 //! See `docs/architecture.md` and `examples/service.rs`.
 
+mod close;
+mod decision;
+mod intensity;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use ractor::{Actor, ActorCell, ActorRef, SpawnErr};
+
+pub(crate) use close::stop_and_wait;
+pub use close::{SetCloseError, SetCloseReport};
+pub(crate) use decision::{ended, verdict, Verdict, CLOSED};
+pub use decision::{ChildKind, SupervisionDecision, SupervisionError};
+pub use intensity::RestartIntensity;
 
 use crate::lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
 use crate::stalled_checker::{StalledChecker, StalledCheckerArgs, StalledCheckerMsg};
@@ -32,7 +55,9 @@ pub enum Member {
     StalledChecker,
 }
 
-/// The running set: typed refs the host sends control messages to.
+/// The running set: typed refs the host sends control messages to. Clones
+/// share the set's closing mark (see [`WorkerSet::close`]); the refs are the
+/// ones of the moment the clone was taken.
 #[derive(Clone, Debug)]
 pub struct WorkerSet {
     /// The Worker (Pause, Resume, SetConcurrency, GetStatus, Close).
@@ -41,9 +66,19 @@ pub struct WorkerSet {
     pub lock_manager: ActorRef<LockManagerMsg>,
     /// Its StalledChecker (CheckNow, GetStats), unless disabled.
     pub stalled_checker: Option<ActorRef<StalledCheckerMsg>>,
+    closing: Arc<AtomicBool>,
 }
 
 impl WorkerSet {
+    /// Whether [`WorkerSet::close`] was called on this set (or a clone).
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    fn mark_closing(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
     /// Which member `cell` is, if it belongs to this set (compare the cell of
     /// a `SupervisionEvent` with it).
     pub fn member_of(&self, cell: &ActorCell) -> Option<Member> {
@@ -100,6 +135,7 @@ impl WorkerSetSpec {
             worker,
             lock_manager,
             stalled_checker,
+            closing: Arc::default(),
         })
     }
 
@@ -150,58 +186,5 @@ impl WorkerSetSpec {
             }
             None => Ok(None),
         }
-    }
-}
-
-/// A restart budget for a one-for-one host supervisor: at most `max` restarts
-/// within a sliding `window`, as Erlang's restart intensity. Past it the host
-/// should stop restarting and fail itself, so that its own supervisor sees
-/// the problem instead of a restart loop.
-#[derive(Clone, Debug)]
-pub struct RestartIntensity {
-    max: usize,
-    window: std::time::Duration,
-    recent: std::collections::VecDeque<std::time::Instant>,
-}
-
-impl RestartIntensity {
-    /// At most `max` restarts per `window`.
-    pub fn new(max: usize, window: std::time::Duration) -> Self {
-        Self {
-            max,
-            window,
-            recent: std::collections::VecDeque::new(),
-        }
-    }
-
-    /// Records a restart now; `false` when it exceeds the budget.
-    pub fn allow(&mut self) -> bool {
-        let now = std::time::Instant::now();
-        while self
-            .recent
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= self.window)
-        {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(now);
-        self.recent.len() <= self.max
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn restart_intensity_allows_max_per_window() {
-        let mut r = RestartIntensity::new(3, std::time::Duration::from_secs(60));
-        assert!(r.allow() && r.allow() && r.allow());
-        assert!(!r.allow());
-        let mut r = RestartIntensity::new(1, std::time::Duration::ZERO);
-        assert!(
-            r.allow() && r.allow(),
-            "an empty window forgets every restart"
-        );
     }
 }

@@ -10,9 +10,16 @@
 //! subscriber is never buffered without bound — it is told how many events it
 //! missed ([`Delivery::Lagged`]) once it has room again. A resume from an id the
 //! stream has already trimmed is reported as [`Delivery::Gap`] instead of
-//! skipping silently. Contract: `docs/queue-events.md`.
+//! skipping silently.
+//!
+//! The subscribers live in a [`Subscribers`] registry held in the arguments,
+//! not in the actor: a QueueEvents restarted from the same arguments
+//! re-attaches them and resumes after the last entry it delivered, so a
+//! subscription survives a crash or kill of the actor. Contract:
+//! `docs/queue-events.md`.
 
-use std::collections::HashMap;
+mod subscribers;
+
 use std::time::Duration;
 
 use echomq_protocol::{Event, QueueKeys};
@@ -25,6 +32,8 @@ use crate::connection::{blocking_options, Connection};
 use crate::error::{Error, Result};
 use crate::reply::as_string;
 
+pub use subscribers::Subscribers;
+
 /// Where a new QueueEvents starts reading.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StartFrom {
@@ -34,19 +43,26 @@ pub enum StartFrom {
     After(String),
 }
 
-/// Arguments of a [`QueueEvents`] actor.
+/// Arguments of a [`QueueEvents`] actor. Keep them to restart it: clones share
+/// the [`Subscribers`] registry, so the restarted actor serves the same
+/// subscribers from where its predecessor stopped.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct QueueEventsArgs {
     /// The shared connection (a dedicated blocking client is made from it).
     pub connection: Connection,
     /// The queue whose stream is read.
     pub queue: String,
-    /// Start position. Default [`StartFrom::Now`].
+    /// Start position of a first start. Default [`StartFrom::Now`]. Once the
+    /// registry has delivered an entry, a (re)start resumes after it instead.
     pub start: StartFrom,
     /// XREAD block time, capped at 10 s. Default 10 s (as BullMQ Node).
     pub block: Duration,
     /// Entries per XREAD. Default 1000.
     pub batch: u64,
+    /// The subscribers, shared by every actor spawned from these arguments
+    /// (or their clones). Default: a new, empty registry.
+    pub subscribers: Subscribers,
 }
 
 impl QueueEventsArgs {
@@ -58,8 +74,44 @@ impl QueueEventsArgs {
             start: StartFrom::Now,
             block: Duration::from_secs(10),
             batch: 1000,
+            subscribers: Subscribers::new(),
         }
     }
+
+    /// Sets [`QueueEventsArgs::start`].
+    pub fn start(mut self, start: StartFrom) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Sets [`QueueEventsArgs::block`].
+    pub fn block(mut self, block: Duration) -> Self {
+        self.block = block;
+        self
+    }
+
+    /// Sets [`QueueEventsArgs::batch`].
+    pub fn batch(mut self, batch: u64) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// Sets [`QueueEventsArgs::subscribers`] (a registry the host subscribed
+    /// to before spawning).
+    pub fn subscribers(mut self, subscribers: Subscribers) -> Self {
+        self.subscribers = subscribers;
+        self
+    }
+}
+
+/// Why a QueueEvents did not start: the typed error inside ractor's
+/// `SpawnErr::StartupFailed` (Redis errors arrive as [`Error`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueueEventsError {
+    /// `StartFrom::After` holds something that is not a stream id (`<ms>-<seq>` or `<ms>`).
+    #[error("invalid stream id {0:?}")]
+    InvalidStreamId(String),
 }
 
 /// What a subscriber receives.
@@ -80,6 +132,7 @@ pub enum Delivery {
 }
 
 /// A subscription handle for non-actor code: a bounded stream of [`Delivery`].
+/// Made by [`Subscribers::subscribe`] or [`QueueEventsMsg::Subscribe`].
 #[derive(Debug)]
 pub struct Subscription {
     /// Its id, for [`QueueEventsMsg::Unsubscribe`].
@@ -88,7 +141,9 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// The next delivery; `None` once the QueueEvents actor stopped.
+    /// The next delivery; `None` once the QueueEvents was closed, or its
+    /// registry dropped (an actor that is neither held by a host nor
+    /// restarted drops it when it stops).
     pub async fn recv(&mut self) -> Option<Delivery> {
         self.rx.recv().await
     }
@@ -96,7 +151,8 @@ impl Subscription {
 
 /// Messages of the [`QueueEvents`] actor.
 pub enum QueueEventsMsg {
-    /// Subscribe with a bounded buffer of `capacity` deliveries.
+    /// Subscribe with a bounded buffer of `capacity` deliveries (same as
+    /// [`Subscribers::subscribe`] on the actor's registry).
     Subscribe(usize, RpcReplyPort<Subscription>),
     /// Subscribe a host actor: `convert` maps a delivery to the host's message
     /// (or `None` to skip it). Deliveries are cast; a stopped actor is dropped.
@@ -108,7 +164,8 @@ pub enum QueueEventsMsg {
     Unsubscribe(u64),
     /// Reply with the id of the last entry delivered (the resume cursor).
     GetLastId(RpcReplyPort<String>),
-    /// Stop reading and stop the actor.
+    /// Stop reading and stop the actor (reason `"closed"`); every
+    /// subscription ends.
     Close,
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
@@ -149,19 +206,10 @@ pub fn actor_subscriber<M: ractor::Message>(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueueEvents;
 
-enum Sink {
-    Channel {
-        tx: mpsc::Sender<Delivery>,
-        missed: u64,
-    },
-    Actor(Box<dyn Fn(Delivery) -> bool + Send + Sync>),
-}
-
-/// Runtime state: the cursor and the subscribers.
+/// Runtime state: the cursor and the subscriber registry.
 pub struct QueueEventsState {
     last_id: String,
-    subscribers: HashMap<u64, Sink>,
-    next_id: u64,
+    subscribers: Subscribers,
     reader: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -177,9 +225,15 @@ impl Actor for QueueEvents {
     ) -> std::result::Result<Self::State, ActorProcessingErr> {
         let keys = QueueKeys::new(args.connection.prefix(), &args.queue)?;
         let stream = keys.events();
-        let last_id = match &args.start {
+        // A registry that has delivered before decides where to resume: its
+        // subscribers must neither miss nor see twice an entry.
+        let start = match args.subscribers.attach(me.get_id()) {
+            Some(id) => StartFrom::After(id),
+            None => args.start.clone(),
+        };
+        let last_id = match &start {
             StartFrom::After(id) => {
-                parse_id(id).ok_or_else(|| Error::Config(format!("invalid stream id {id:?}")))?;
+                parse_id(id).ok_or_else(|| QueueEventsError::InvalidStreamId(id.clone()))?;
                 id.clone()
             }
             // Resolving `$` here, before spawn returns, is what makes the actor
@@ -205,8 +259,7 @@ impl Actor for QueueEvents {
         ));
         Ok(QueueEventsState {
             last_id,
-            subscribers: HashMap::new(),
-            next_id: 1,
+            subscribers: args.subscribers,
             reader: Some(reader),
         })
     }
@@ -230,22 +283,13 @@ impl Actor for QueueEvents {
     ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
             QueueEventsMsg::Subscribe(capacity, reply) => {
-                let (tx, rx) = mpsc::channel(capacity.max(1));
-                let id = state.next_id;
-                state.next_id += 1;
-                state
-                    .subscribers
-                    .insert(id, Sink::Channel { tx, missed: 0 });
-                let _ = reply.send(Subscription { id, rx });
+                let _ = reply.send(state.subscribers.subscribe(capacity));
             }
             QueueEventsMsg::SubscribeActor(f, reply) => {
-                let id = state.next_id;
-                state.next_id += 1;
-                state.subscribers.insert(id, Sink::Actor(f));
-                let _ = reply.send(id);
+                let _ = reply.send(state.subscribers.subscribe_boxed(f));
             }
             QueueEventsMsg::Unsubscribe(id) => {
-                state.subscribers.remove(&id);
+                state.subscribers.unsubscribe(id);
             }
             #[cfg(feature = "fault-injection")]
             QueueEventsMsg::Crash => panic!("fault injection: queue events crash"),
@@ -256,47 +300,18 @@ impl Actor for QueueEvents {
                 if let Some(r) = state.reader.take() {
                     r.abort();
                 }
-                me.stop(Some("closed".into()));
+                state.subscribers.close(me.get_id());
+                me.stop(Some(crate::supervision::CLOSED.into()));
             }
             QueueEventsMsg::Batch(events, gap) => {
-                if let Some((after, next)) = gap {
-                    state.deliver(Delivery::Gap { after, next });
+                if let Some(last) = events.last() {
+                    state.last_id = last.id.clone();
                 }
-                for e in events {
-                    state.last_id = e.id.clone();
-                    state.deliver(Delivery::Event(e));
-                }
+                let gap = gap.map(|(after, next)| Delivery::Gap { after, next });
+                state.subscribers.deliver(me.get_id(), gap, events);
             }
         }
         Ok(())
-    }
-}
-
-impl QueueEventsState {
-    fn deliver(&mut self, d: Delivery) {
-        self.subscribers.retain(|_, sink| match sink {
-            Sink::Actor(f) => f(d.clone()),
-            Sink::Channel { tx, missed } => {
-                if *missed > 0 {
-                    match tx.try_send(Delivery::Lagged(*missed)) {
-                        Ok(()) => *missed = 0,
-                        Err(mpsc::error::TrySendError::Full(_)) => {
-                            *missed += 1;
-                            return true;
-                        }
-                        Err(mpsc::error::TrySendError::Closed(_)) => return false,
-                    }
-                }
-                match tx.try_send(d.clone()) {
-                    Ok(()) => true,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        *missed += 1;
-                        true
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => false,
-                }
-            }
-        });
     }
 }
 
