@@ -33,7 +33,7 @@ pub use job::{DecodeError, JobRecord};
 pub use keys::QueueKeys;
 pub use options::{Backoff, JobOptions, KeepJobs};
 pub use reply::ScriptErrorCode;
-pub use script_keys::FinishTarget;
+pub use call::lifecycle::FinishTarget;
 pub use scripts::{ScriptDef, ScriptId};
 pub use validate::ValidationError;
 

@@ -17,6 +17,7 @@ use crate::scripts::ScriptId;
 
 pub mod admin;
 pub mod decode;
+pub mod lifecycle;
 
 pub use decode::Reply;
 
