@@ -27,13 +27,13 @@ pub mod script_keys;
 pub mod scripts;
 pub mod validate;
 
+pub use call::lifecycle::FinishTarget;
 pub use call::{Arg, Reply, ReplyError, ScriptCall};
 pub use event::{Event, EventKind};
 pub use job::{DecodeError, JobRecord};
 pub use keys::QueueKeys;
 pub use options::{Backoff, JobOptions, KeepJobs};
 pub use reply::ScriptErrorCode;
-pub use call::lifecycle::FinishTarget;
 pub use scripts::{ScriptDef, ScriptId};
 pub use validate::ValidationError;
 

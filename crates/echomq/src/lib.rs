@@ -30,6 +30,7 @@ pub mod connection;
 pub mod error;
 pub mod job_scheduler;
 pub mod lock_manager;
+mod lock_protocol;
 pub mod queue;
 pub mod queue_events;
 mod reply;

@@ -148,6 +148,16 @@ pub enum Verdict<T> {
     Refused(Refusal),
 }
 
+impl<T> Verdict<T> {
+    /// The same verdict with the done value mapped.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Verdict<U> {
+        match self {
+            Verdict::Done(t) => Verdict::Done(f(t)),
+            Verdict::Refused(r) => Verdict::Refused(r),
+        }
+    }
+}
+
 /// A transition reply: `0` (or nil) is done, a negative code a refusal or an
 /// error, an array the next-job reply of fetch-next.
 fn verdict(script: ScriptId, reply: Reply) -> Result<Verdict<Option<NextJob>>, ReplyError> {
@@ -784,10 +794,7 @@ mod tests {
             token: "tok",
             fields: &[],
         };
-        assert_eq!(
-            argv_text(&call),
-            ["emq:q:", "3", "RPUSH", "7", "tok", ""]
-        );
+        assert_eq!(argv_text(&call), ["emq:q:", "3", "RPUSH", "7", "tok", ""]);
         assert_eq!(call.keys()[3], "emq:q:7");
         assert_eq!(call.decode(Reply::Int(0)).unwrap(), Verdict::Done(()));
         assert_eq!(
