@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use echomq::lock_manager::{LockStats, TrackedLock};
+use echomq::lock_manager::{LockOwnerRef, LockStats, TrackedLock};
 use echomq::protocol::ScriptId;
 use echomq::worker::{processor_fn, CloseReport, JobContext, ProcessError};
 use echomq::{
@@ -245,7 +245,7 @@ async fn setup(
     let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();
     let sup_actor = Supervisor {
         lm_args: LockManagerArgs {
-            worker: Some(worker.clone()),
+            worker: Some(LockOwnerRef::new(worker.clone())),
             ..lm_args_template
         },
     };
