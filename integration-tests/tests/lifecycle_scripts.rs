@@ -1,6 +1,6 @@
 //! The worker-side scripts driven directly through their call types
 //! (`echomq::protocol::call::lifecycle`; moveStalledJobsToWait-8 still by
-//! position): 
+//! position):
 //! replies, the exact Redis state and the events they append.
 
 use std::collections::HashMap;

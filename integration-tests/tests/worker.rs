@@ -826,13 +826,23 @@ async fn refused_completion_reason(queue: &str, children_key: &str) -> String {
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, queue).await.unwrap();
-    let id = q.add("parent", &json!({}), JobOptions::new()).await.unwrap();
+    let id = q
+        .add("parent", &json!({}), JobOptions::new())
+        .await
+        .unwrap();
     let key = format!("emq:{queue}:{id}:{children_key}");
     if children_key == "dependencies" {
         let _: () = c.sadd(&key, format!("emq:{queue}:child")).await.unwrap();
     } else {
         let _: () = c
-            .zadd(&key, None, None, false, false, (1.0, format!("emq:{queue}:child")))
+            .zadd(
+                &key,
+                None,
+                None,
+                false,
+                false,
+                (1.0, format!("emq:{queue}:child")),
+            )
             .await
             .unwrap();
     }

@@ -193,15 +193,10 @@ pub struct MoveToActive<'a> {
     pub fetch: FetchOpts<'a>,
 }
 
-impl ScriptCall for MoveToActive<'_> {
-    type Output = NextJob;
-
-    fn script(&self) -> ScriptId {
-        ScriptId::MoveToActive
-    }
-
-    fn keys(&self) -> Vec<String> {
-        let k = self.keys;
+impl MoveToActive<'_> {
+    /// The KEYS of moveToActive-11 for queue `k` (they do not depend on the
+    /// arguments), for code that still sends the call by position.
+    pub fn key_list(k: &QueueKeys) -> Vec<String> {
         vec![
             k.wait(),
             k.active(),
@@ -215,6 +210,18 @@ impl ScriptCall for MoveToActive<'_> {
             k.pc(),
             k.marker(),
         ]
+    }
+}
+
+impl ScriptCall for MoveToActive<'_> {
+    type Output = NextJob;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::MoveToActive
+    }
+
+    fn keys(&self) -> Vec<String> {
+        MoveToActive::key_list(self.keys)
     }
 
     fn args(&self) -> Vec<Arg> {
