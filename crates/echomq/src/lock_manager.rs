@@ -126,67 +126,67 @@ async fn handle(
     msg: LockManagerMsg,
     state: &mut LockManagerState,
 ) -> Result<(), ActorProcessingErr> {
-    {
-        match msg {
-            #[cfg(feature = "fault-injection")]
-            LockManagerMsg::Crash => panic!("fault injection: lock manager crash"),
-            LockManagerMsg::AttachWorker(w) => {
-                state.args.worker = Some(w);
-            }
-            LockManagerMsg::Track { id, token } => {
-                // Tracking starts at take time: the lock is fresh, first
-                // renewal due half a window later.
-                state.tracked.insert(
-                    id,
-                    Entry {
-                        token,
-                        last: Instant::now(),
-                    },
-                );
-            }
-            LockManagerMsg::Untrack { id } => {
-                state.tracked.remove(&id);
-            }
-            LockManagerMsg::RenewNow => {
-                if let Err(e) = renew(state, true).await {
-                    return on_error(state, e);
-                }
-            }
-            LockManagerMsg::GetTracked(reply) => {
-                let now = Instant::now();
-                let mut v: Vec<TrackedLock> = state
-                    .tracked
-                    .iter()
-                    .map(|(id, e)| TrackedLock {
-                        id: id.clone(),
-                        token: e.token.clone(),
-                        since_renewal: now.saturating_duration_since(e.last),
-                    })
-                    .collect();
-                v.sort_by(|a, b| a.id.cmp(&b.id));
-                let _ = reply.send(v);
-            }
-            LockManagerMsg::GetStats(reply) => {
-                let _ = reply.send(state.stats.clone());
-            }
-            LockManagerMsg::Tick(Tick(gen)) => {
-                if gen != state.timer_gen {
-                    return Ok(());
-                }
-                state.stats.ticks += 1;
-                let period = state.renew_time / 2;
-                match renew(state, false).await {
-                    Ok(()) => arm(&myself, state, period),
-                    Err(e) => {
-                        on_error(state, e)?;
-                        // Retry soon, still inside the window.
-                        arm(&myself, state, (period / 4).max(Duration::from_millis(10)));
-                    }
-                }
+    match msg {
+        #[cfg(feature = "fault-injection")]
+        LockManagerMsg::Crash => panic!("fault injection: lock manager crash"),
+        LockManagerMsg::AttachWorker(w) => state.args.worker = Some(w),
+        LockManagerMsg::Track { id, token } => {
+            // Tracking starts at take time: the lock is fresh, first
+            // renewal due half a window later.
+            let last = Instant::now();
+            state.tracked.insert(id, Entry { token, last });
+        }
+        LockManagerMsg::Untrack { id } => {
+            state.tracked.remove(&id);
+        }
+        LockManagerMsg::RenewNow => {
+            if let Err(e) = renew(state, true).await {
+                return on_error(state, e);
             }
         }
-        Ok(())
+        LockManagerMsg::GetTracked(reply) => {
+            let _ = reply.send(tracked(state));
+        }
+        LockManagerMsg::GetStats(reply) => {
+            let _ = reply.send(state.stats.clone());
+        }
+        LockManagerMsg::Tick(Tick(gen)) if gen == state.timer_gen => tick(&myself, state).await?,
+        LockManagerMsg::Tick(_) => {}
     }
+    Ok(())
+}
+
+/// The live timer fired: renew what is due and re-arm.
+async fn tick(
+    myself: &ActorRef<LockManagerMsg>,
+    state: &mut LockManagerState,
+) -> Result<(), ActorProcessingErr> {
+    state.stats.ticks += 1;
+    let period = state.renew_time / 2;
+    match renew(state, false).await {
+        Ok(()) => arm(myself, state, period),
+        Err(e) => {
+            on_error(state, e)?;
+            // Retry soon, still inside the window.
+            arm(myself, state, (period / 4).max(Duration::from_millis(10)));
+        }
+    }
+    Ok(())
+}
+
+fn tracked(state: &LockManagerState) -> Vec<TrackedLock> {
+    let now = Instant::now();
+    let mut v: Vec<TrackedLock> = state
+        .tracked
+        .iter()
+        .map(|(id, e)| TrackedLock {
+            id: id.clone(),
+            token: e.token.clone(),
+            since_renewal: now.saturating_duration_since(e.last),
+        })
+        .collect();
+    v.sort_by(|a, b| a.id.cmp(&b.id));
+    v
 }
 
 /// Re-arms the one timer; an older pending tick is ignored by generation, so

@@ -209,44 +209,11 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
         ProcessError::Failed { message, stack } => (message.clone(), stack.clone(), false),
         _ => (e.to_string(), None, false),
     };
-    let mut traces: Vec<Value> = record
-        .stacktrace
-        .iter()
-        .cloned()
-        .map(Value::String)
-        .collect();
-    traces.push(Value::String(
-        stack.unwrap_or_else(|| format!("Error: {message}")),
-    ));
-    if let Some(limit) = record.opts.stack_trace_limit {
-        let keep = limit as usize;
-        let drop_n = traces.len().saturating_sub(keep);
-        traces.drain(..drop_n);
-    }
     let fields = vec![
         (field::FAILED_REASON, message.clone()),
-        (field::STACKTRACE, Value::Array(traces).to_string()),
+        (field::STACKTRACE, stacktrace(&record, stack, &message)),
     ];
-    let decision = backoff::decide(
-        record.attempts_made,
-        record.opts.attempts.unwrap_or(0),
-        record.opts.backoff.as_ref(),
-        unrecoverable,
-        rand::random::<f64>(),
-    );
-    let retrying = matches!(decision, RetryDecision::Now | RetryDecision::After(_));
-    let t = match decision {
-        RetryDecision::Now => Transition::Retry { fields },
-        RetryDecision::After(ms) => Transition::Delay {
-            delay: Duration::from_millis(ms),
-            kind: DelayKind::Retry,
-            fields,
-        },
-        RetryDecision::Fail | RetryDecision::UnknownStrategy => Transition::Fail {
-            reason: message.clone(),
-            fields,
-        },
-    };
+    let (t, retrying) = after_failure(&record, unrecoverable, &message, fields);
     warn!(reason = %message, retrying, "job failed");
     let id = job.id().to_owned();
     let next = finish(core, job, t).await;
@@ -257,6 +224,59 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
         retrying,
     });
     next
+}
+
+/// The job's `stacktrace` with this failure's appended, trimmed to the
+/// job's `stackTraceLimit`, as JSON.
+fn stacktrace(record: &Job, stack: Option<String>, message: &str) -> String {
+    let mut traces: Vec<Value> = record
+        .stacktrace
+        .iter()
+        .cloned()
+        .map(Value::String)
+        .collect();
+    traces.push(Value::String(
+        stack.unwrap_or_else(|| format!("Error: {message}")),
+    ));
+    if let Some(limit) = record.opts.stack_trace_limit {
+        let drop_n = traces.len().saturating_sub(limit as usize);
+        traces.drain(..drop_n);
+    }
+    Value::Array(traces).to_string()
+}
+
+/// Retry now, retry after a backoff, or fail for good; and whether it retries.
+fn after_failure(
+    record: &Job,
+    unrecoverable: bool,
+    message: &str,
+    fields: super::job::Fields,
+) -> (Transition, bool) {
+    let decision = backoff::decide(
+        record.attempts_made,
+        record.opts.attempts.unwrap_or(0),
+        record.opts.backoff.as_ref(),
+        unrecoverable,
+        rand::random::<f64>(),
+    );
+    match decision {
+        RetryDecision::Now => (Transition::Retry { fields }, true),
+        RetryDecision::After(ms) => (
+            Transition::Delay {
+                delay: Duration::from_millis(ms),
+                kind: DelayKind::Retry,
+                fields,
+            },
+            true,
+        ),
+        RetryDecision::Fail | RetryDecision::UnknownStrategy => (
+            Transition::Fail {
+                reason: message.to_owned(),
+                fields,
+            },
+            false,
+        ),
+    }
 }
 
 /// Runs a transition, retrying connection failures; interprets the verdict.
