@@ -234,12 +234,10 @@ async fn setup(
     let q = Queue::new(&conn, name).await.unwrap();
     let (tx, rx) = tokio::sync::mpsc::channel(1000);
     let mut args = WorkerArgs::new(q.clone(), processor);
-    args.options = WorkerOptions {
-        concurrency,
-        lock_duration: Duration::from_millis(lock_ms),
-        drain_delay: Duration::from_millis(300),
-        ..Default::default()
-    };
+    args.options = WorkerOptions::default()
+        .concurrency(concurrency)
+        .lock_duration(Duration::from_millis(lock_ms))
+        .drain_delay(Duration::from_millis(300));
     args.events = Some(tx);
     let lm_args_template = args.lock_manager_args(None);
     let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();

@@ -93,11 +93,9 @@ async fn add_many(q: &Queue, n: usize, opts: JobOptions) -> Vec<String> {
 }
 
 fn opts(concurrency: usize) -> WorkerOptions {
-    WorkerOptions {
-        concurrency,
-        drain_delay: Duration::from_millis(500),
-        ..Default::default()
-    }
+    WorkerOptions::default()
+        .concurrency(concurrency)
+        .drain_delay(Duration::from_millis(500))
 }
 
 async fn exactly_once(concurrency: usize) {

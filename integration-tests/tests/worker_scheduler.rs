@@ -35,12 +35,10 @@ async fn workers_produce_every_iteration_exactly_once() {
             }
         });
         let mut args = WorkerArgs::new(q.clone(), processor);
-        args.options = WorkerOptions {
-            concurrency: 4,
-            name: Some(format!("w{w}")),
-            drain_delay: Duration::from_millis(100),
-            ..Default::default()
-        };
+        args.options = WorkerOptions::default()
+            .concurrency(4)
+            .name(format!("w{w}"))
+            .drain_delay(Duration::from_millis(100));
         sets.push(
             WorkerSetSpec::new(args)
                 .spawn_linked(host.get_cell())
@@ -127,10 +125,7 @@ async fn an_iteration_whose_successor_cannot_be_made_is_not_run() {
         .await
         .unwrap();
     let mut args = WorkerArgs::new(q.clone(), processor);
-    args.options = WorkerOptions {
-        drain_delay: Duration::from_millis(100),
-        ..Default::default()
-    };
+    args.options = WorkerOptions::default().drain_delay(Duration::from_millis(100));
     let set = WorkerSetSpec::new(args)
         .spawn_linked(host.get_cell())
         .await

@@ -94,6 +94,93 @@ impl Default for WorkerOptions {
     }
 }
 
+/// Builder setters, one per setting: `WorkerOptions::default().concurrency(8)`.
+impl WorkerOptions {
+    /// Sets [`concurrency`](Self::concurrency).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Sets [`lock_duration`](Self::lock_duration).
+    pub fn lock_duration(mut self, d: Duration) -> Self {
+        self.lock_duration = d;
+        self
+    }
+
+    /// Sets [`lock_renew_time`](Self::lock_renew_time).
+    pub fn lock_renew_time(mut self, d: Duration) -> Self {
+        self.lock_renew_time = Some(d);
+        self
+    }
+
+    /// Sets [`stalled_interval`](Self::stalled_interval).
+    pub fn stalled_interval(mut self, d: Duration) -> Self {
+        self.stalled_interval = d;
+        self
+    }
+
+    /// Sets [`max_stalled_count`](Self::max_stalled_count).
+    pub fn max_stalled_count(mut self, n: u64) -> Self {
+        self.max_stalled_count = n;
+        self
+    }
+
+    /// Sets [`drain_delay`](Self::drain_delay).
+    pub fn drain_delay(mut self, d: Duration) -> Self {
+        self.drain_delay = d;
+        self
+    }
+
+    /// Sets [`name`](Self::name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets [`max_started_attempts`](Self::max_started_attempts) (0 = no limit).
+    pub fn max_started_attempts(mut self, n: u64) -> Self {
+        self.max_started_attempts = Some(n);
+        self
+    }
+
+    /// Sets [`remove_on_complete`](Self::remove_on_complete).
+    pub fn remove_on_complete(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_complete = Some(keep);
+        self
+    }
+
+    /// Sets [`remove_on_fail`](Self::remove_on_fail).
+    pub fn remove_on_fail(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_fail = Some(keep);
+        self
+    }
+
+    /// Sets [`max_metrics_size`](Self::max_metrics_size).
+    pub fn max_metrics_size(mut self, points: u64) -> Self {
+        self.max_metrics_size = Some(points);
+        self
+    }
+
+    /// Sets [`watchdog_interval`](Self::watchdog_interval).
+    pub fn watchdog_interval(mut self, d: Duration) -> Self {
+        self.watchdog_interval = d;
+        self
+    }
+
+    /// Sets [`cancel_grace`](Self::cancel_grace).
+    pub fn cancel_grace(mut self, d: Duration) -> Self {
+        self.cancel_grace = d;
+        self
+    }
+
+    /// Sets [`run_retry_delay`](Self::run_retry_delay).
+    pub fn run_retry_delay(mut self, d: Duration) -> Self {
+        self.run_retry_delay = d;
+        self
+    }
+}
+
 /// Start-up arguments of a [`Worker`].
 #[derive(Clone)]
 pub struct WorkerArgs {
