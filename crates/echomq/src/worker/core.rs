@@ -3,7 +3,6 @@
 //! LockManager ([`LockSeam`]), the fetch hints ([`FetchHints`]), the blocking
 //! connection ([`BlockingConn`]) and the counters ([`Counters`]).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -15,12 +14,11 @@ use ractor::{ActorRef, ActorStatus};
 use super::blocking::BlockingConn;
 use super::gate::SlotGate;
 use super::hints::FetchHints;
-use super::job::ActiveJob;
 use super::processor::Processor;
 use super::seam::LockSeam;
 use super::{WorkerEvent, WorkerMsg, WorkerOptions};
 use crate::connection::Connection;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::queue::Queue;
 
 /// What a worker counts, for [`WorkerStatus`](super::WorkerStatus).
@@ -47,7 +45,8 @@ impl Counters {
         self.dropped_events.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn fetched(&self) {
+    /// A job was taken now.
+    pub fn fetched(&self) {
         self.last_fetch
             .store(crate::clock::now_ms(), Ordering::Relaxed);
     }
@@ -196,45 +195,5 @@ impl WorkerCore {
             fetch: self.fetch_opts(token),
         };
         self.conn().call(&call).await
-    }
-
-    /// Turns a next-job reply carrying a job into a tracked handle; the job
-    /// is tracked before it is decoded, so no renewal is missed.
-    pub fn adopt(
-        self: &Arc<Self>,
-        id: String,
-        fields: Vec<(String, String)>,
-        token: Arc<str>,
-    ) -> Result<ActiveJob> {
-        let held = self.seam.track(&id, token.clone());
-        self.counters.fetched();
-        let hash: HashMap<String, String> = fields.into_iter().collect();
-        match crate::Job::from_hash(&id, hash) {
-            Ok(job) => Ok(ActiveJob::new(self.clone(), Arc::new(job), held)),
-            Err(e) => {
-                self.seam.untrack(&id, &token);
-                Err(Error::Decode(e))
-            }
-        }
-    }
-
-    /// A next-job reply (from moveToActive or fetch-next): the job it carries
-    /// as a handle, or its hints applied.
-    pub fn take(self: &Arc<Self>, reply: NextJob, token: Arc<str>) -> Option<ActiveJob> {
-        match reply {
-            NextJob::Job { id, fields } => match self.adopt(id.clone(), fields, token) {
-                Ok(job) => Some(job),
-                Err(e) => {
-                    // It stays locked by nobody tracking it and is recovered
-                    // as stalled.
-                    tracing::error!(job_id = %id, error = %e, "taken job cannot be decoded; left to the stalled checker");
-                    None
-                }
-            },
-            other => {
-                self.hints.no_job(&other);
-                None
-            }
-        }
     }
 }

@@ -18,6 +18,7 @@ use tracing::{debug, warn, Instrument};
 
 use super::core::WorkerCore;
 use super::gate::SlotPermit;
+use super::job::ActiveJob;
 use super::{run, Internal, InternalKind, WorkerMsg};
 use crate::connection::blocking_options;
 use crate::reply::{as_array, as_string};
@@ -263,7 +264,7 @@ impl Fetcher {
                 if let NextJob::Job { .. } = reply {
                     core.hints().wake();
                 }
-                if let Some(job) = core.take(reply, token) {
+                if let Some(job) = ActiveJob::take(core, reply, token) {
                     tokio::spawn(run::run_slot(core.clone(), permit, job));
                 }
                 Next::Again

@@ -1,6 +1,7 @@
 //! The handle on a job this worker holds: it owns the lock token, and every
 //! way of letting the job go consumes it, so a job cannot be finished twice.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,12 +122,47 @@ impl Transition {
 }
 
 impl ActiveJob {
-    pub(crate) fn new(core: Arc<WorkerCore>, job: Arc<Job>, held: Held) -> Self {
-        ActiveJob {
-            core,
-            job,
-            held,
-            done: false,
+    /// A next-job reply (from moveToActive or fetch-next): the job it carries
+    /// as a tracked handle, or its hints given to the fetcher.
+    pub(crate) fn take(core: &Arc<WorkerCore>, reply: NextJob, token: Arc<str>) -> Option<Self> {
+        match reply {
+            NextJob::Job { id, fields } => match Self::adopt(core, id.clone(), fields, token) {
+                Ok(job) => Some(job),
+                Err(e) => {
+                    // It stays locked by nobody tracking it and is recovered
+                    // as stalled.
+                    tracing::error!(job_id = %id, error = %e, "taken job cannot be decoded; left to the stalled checker");
+                    None
+                }
+            },
+            other => {
+                core.hints().no_job(&other);
+                None
+            }
+        }
+    }
+
+    /// The job is tracked before it is decoded, so no renewal is missed.
+    fn adopt(
+        core: &Arc<WorkerCore>,
+        id: String,
+        fields: Vec<(String, String)>,
+        token: Arc<str>,
+    ) -> Result<Self> {
+        let held = core.seam().track(&id, token.clone());
+        core.counters().fetched();
+        let hash: HashMap<String, String> = fields.into_iter().collect();
+        match Job::from_hash(&id, hash) {
+            Ok(job) => Ok(ActiveJob {
+                core: core.clone(),
+                job: Arc::new(job),
+                held,
+                done: false,
+            }),
+            Err(e) => {
+                core.seam().untrack(&id, &token);
+                Err(Error::Decode(e))
+            }
         }
     }
 
@@ -375,7 +411,7 @@ impl ActiveJob {
         let token = self.held.token().clone();
         drop(self);
         let next = match next {
-            Some(reply) => core.take(reply, token),
+            Some(reply) => ActiveJob::take(&core, reply, token),
             None => {
                 if t.finishes() {
                     core.hints().finished_without_next();
