@@ -24,7 +24,6 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Spawn
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use self::backoff::{decide as retry_decision, delay as backoff_delay, RetryDecision};
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
 pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};
 
