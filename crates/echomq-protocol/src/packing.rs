@@ -1,4 +1,4 @@
-//! The msgpack arguments scripts take (scripts.md §0.3).
+//! The msgpack arguments scripts take (docs/protocol.md).
 //!
 //! Rules that matter on the wire: numbers are msgpack numbers, never strings;
 //! "absent" is msgpack nil or an omitted map key, never `""`.

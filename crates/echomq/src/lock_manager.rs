@@ -1,6 +1,6 @@
 //! The [`LockManager`] actor: one timer per worker, and every lock due for
 //! renewal extended in one `extendLocks` call, whatever the number of held
-//! jobs (processes.md §1). The contract is in `docs/lock-manager.md`.
+//! jobs. The contract is in `docs/lock-manager.md`.
 //!
 //! N held jobs cost one timer and at most one Redis round trip per tick, not
 //! N. A lock that cannot be renewed is reported to the Worker at once, which

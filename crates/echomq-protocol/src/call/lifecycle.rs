@@ -4,7 +4,7 @@
 //!
 //! The replies are decoded here once: the next-job reply into [`NextJob`], the
 //! transitions into a [`Verdict`] whose refusals are the negative codes a
-//! worker acts on (docs/protocol.md §Error codes).
+//! worker acts on (docs/protocol.md, L2 — scripts).
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The [`Worker`] actor: fetches jobs of one queue, locks them, runs a
-//! [`Processor`] on each and finishes them, as BullMQ 6.2.0 workers do
-//! . The contract is in `docs/worker.md`.
+//! [`Processor`] on each and finishes them, as BullMQ 6.2.0 workers do. The
+//! contract is in `docs/worker.md`.
 //!
 //! The library ships no supervision tree: the host spawns the Worker and its
 //! [`LockManager`](crate::lock_manager::LockManager) under its own supervisor
