@@ -36,7 +36,7 @@ async fn setup(queue: &str) -> (RedisServer, Connection, Client, JobSchedulers) 
 
 /// A simulated worker's moveToActive: the taken job, if any.
 async fn take(conn: &Connection, k: &QueueKeys, token: &str) -> Option<JobRecord> {
-    let keys = k.move_to_active_keys();
+    let keys = echomq::protocol::call::lifecycle::MoveToActive::key_list(k);
     let opts = FetchOpts {
         token,
         lock_duration: 30_000,

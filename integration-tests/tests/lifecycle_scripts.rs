@@ -1,18 +1,19 @@
-//! The worker-side scripts driven directly with `Connection::run_script`
-//! (scripts.md §2.4–2.12, DECISIONS.md §1 for moveStalledJobsToWait-8):
+//! The worker-side scripts driven directly through their call types
+//! (`echomq::protocol::call::lifecycle`; moveStalledJobsToWait-8 still by
+//! position):
 //! replies, the exact Redis state and the events they append.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use echomq::protocol::packing::{
-    pack_fields, pack_strings, FetchOpts, FinishOpts, Limiter, MetricsSize,
+use echomq::protocol::call::lifecycle::{
+    DelayKind, EpochMs, ExtendLock, ExtendLocks, FinishTarget, MoveJobFromActiveToWait,
+    MoveToActive, MoveToDelayed, MoveToFinished, NextJob, PushEnd, ReleaseLock, RetryJob, Verdict,
 };
-use echomq::protocol::{QueueKeys, ScriptId};
+use echomq::protocol::packing::{FetchOpts, FinishOpts, Limiter, MetricsSize};
+use echomq::protocol::QueueKeys;
 use echomq::{Connection, JobOptions, Queue};
-use echomq_integration_tests::state::{
-    arg as s, bytes_arg as b, cmd, exists, hash, key_type, list, members, pairs, zset,
-};
+use echomq_integration_tests::state::{cmd, exists, hash, key_type, list, members, pairs, zset};
 use echomq_integration_tests::{events, RedisServer};
 use fred::prelude::*;
 use serde_json::json;
@@ -55,7 +56,8 @@ async fn add(q: &Queue, name: &str, opts: JobOptions) -> String {
         .unwrap()
 }
 
-/// A decoded next-job reply (scripts.md §0.2).
+/// A next-job reply, flattened back to its four positions for the checks
+/// below.
 #[derive(Debug)]
 struct Next {
     job: Option<HashMap<String, String>>,
@@ -64,61 +66,71 @@ struct Next {
     delay_until: i64,
 }
 
-fn next(v: Value) -> Next {
-    let Value::Array(items) = v else {
-        panic!("expected a 4-element reply, got {v:?}")
-    };
-    assert_eq!(items.len(), 4, "{items:?}");
-    let job = match &items[0] {
-        Value::Array(flat) => {
-            assert_eq!(flat.len() % 2, 0);
-            Some(
-                flat.chunks(2)
-                    .map(|p| (p[0].as_string().unwrap(), p[1].as_string().unwrap()))
-                    .collect(),
-            )
+impl From<NextJob> for Next {
+    fn from(n: NextJob) -> Next {
+        let none = Next {
+            job: None,
+            id: None,
+            rate_limit: 0,
+            delay_until: 0,
+        };
+        match n {
+            NextJob::Job { id, fields } => Next {
+                job: Some(fields.into_iter().collect()),
+                id: Some(id),
+                ..none
+            },
+            NextJob::RateLimited(d) => Next {
+                rate_limit: d.as_millis() as i64,
+                ..none
+            },
+            NextJob::DelayedUntil(at) => Next {
+                delay_until: at.0 as i64,
+                ..none
+            },
+            NextJob::Nothing => none,
         }
-        other => {
-            assert_eq!(other.as_i64(), Some(0), "{items:?}");
-            None
-        }
-    };
-    let id = match &items[1] {
-        Value::Integer(n) => {
-            assert_eq!(*n, 0);
-            None
-        }
-        other => other.as_string(),
-    };
-    Next {
-        job,
-        id,
-        rate_limit: items[2].as_i64().unwrap(),
-        delay_until: items[3].as_i64().unwrap(),
     }
 }
 
-fn fetch(name: Option<&str>, lock_ms: u64, limiter: Option<Limiter>) -> Vec<u8> {
+/// A transition's typed verdict; `as_i64` reads it back as the script's
+/// integer reply (0 or the negative code), `None` for a next-job reply.
+#[derive(Debug)]
+struct Out(Verdict<Option<NextJob>>);
+
+impl Out {
+    fn as_i64(&self) -> Option<i64> {
+        match &self.0 {
+            Verdict::Done(None) => Some(0),
+            Verdict::Done(Some(_)) => None,
+            Verdict::Refused(r) => Some(r.code().code()),
+        }
+    }
+}
+
+fn next(out: Out) -> Next {
+    match out.0 {
+        Verdict::Done(Some(n)) => n.into(),
+        other => panic!("expected a next-job reply, got {other:?}"),
+    }
+}
+
+fn fetch(name: Option<&str>, lock_ms: u64, limiter: Option<Limiter>) -> FetchOpts<'_> {
     FetchOpts {
         token: TOKEN,
         lock_duration: lock_ms,
         limiter,
         name,
     }
-    .pack()
 }
 
-async fn move_to_active(conn: &Connection, k: &QueueKeys, now: u64, opts: Vec<u8>) -> Next {
-    let keys = k.move_to_active_keys();
-    let v = conn
-        .run_script(
-            ScriptId::MoveToActive,
-            keys,
-            vec![s(k.prefix_key()), s(now), b(opts)],
-        )
-        .await
-        .unwrap();
-    next(v)
+async fn move_to_active(conn: &Connection, k: &QueueKeys, now: u64, opts: FetchOpts<'_>) -> Next {
+    let call = MoveToActive {
+        keys: k,
+        now: EpochMs(now),
+        fetch: opts,
+    };
+    conn.call(&call).await.unwrap().into()
 }
 
 async fn take(conn: &Connection, k: &QueueKeys, now: u64) -> String {
@@ -138,7 +150,7 @@ struct Finish<'a> {
     attempts: i64,
     fetch_next: bool,
     name: Option<&'a str>,
-    fields: Option<Vec<u8>>,
+    fields: Vec<(&'a str, String)>,
     metrics: MetricsSize,
 }
 
@@ -154,17 +166,12 @@ impl<'a> Finish<'a> {
             attempts: 0,
             fetch_next: false,
             name: None,
-            fields: None,
+            fields: Vec::new(),
             metrics: MetricsSize::Off,
         }
     }
 
-    async fn run(self, conn: &Connection, k: &QueueKeys) -> Value {
-        let (target, field) = if self.completed {
-            ("completed", "returnvalue")
-        } else {
-            ("failed", "failedReason")
-        };
+    async fn run(self, conn: &Connection, k: &QueueKeys) -> Out {
         let opts = FinishOpts {
             token: self.token,
             name: self.name,
@@ -174,36 +181,21 @@ impl<'a> Finish<'a> {
             attempts: self.attempts,
             max_metrics_size: self.metrics,
         };
-        let keys = vec![
-            k.wait(),
-            k.active(),
-            k.prioritized(),
-            k.events(),
-            k.stalled(),
-            k.limiter(),
-            k.delayed(),
-            k.paused(),
-            k.meta(),
-            k.pc(),
-            k.key(target),
-            k.job(self.id),
-            k.metrics(target),
-            k.marker(),
-        ];
-        let args = vec![
-            s(self.id),
-            s(self.now),
-            s(field),
-            s(self.value),
-            s(target),
-            s(if self.fetch_next { "1" } else { "0" }),
-            s(k.prefix_key()),
-            b(opts.pack()),
-            self.fields.map(b).unwrap_or_else(|| s("")),
-        ];
-        conn.run_script(ScriptId::MoveToFinished, keys, args)
-            .await
-            .unwrap()
+        let call = MoveToFinished {
+            keys: k,
+            id: self.id,
+            now: EpochMs(self.now),
+            target: if self.completed {
+                FinishTarget::Completed
+            } else {
+                FinishTarget::Failed
+            },
+            value: self.value,
+            fetch_next: self.fetch_next,
+            opts,
+            fields: &self.fields,
+        };
+        Out(conn.call(&call).await.unwrap())
     }
 }
 
@@ -216,24 +208,24 @@ async fn move_to_delayed(
     now: u64,
     delay: u64,
     skip_attempt: bool,
-    fields: Option<Vec<u8>>,
-    fetch_next: Option<Vec<u8>>,
-) -> Value {
-    let keys = k.move_to_delayed_keys(id);
-    let args = vec![
-        s(k.prefix_key()),
-        s(now),
-        s(id),
-        s(token),
-        s(delay),
-        s(if skip_attempt { "1" } else { "0" }),
-        fields.map(b).unwrap_or_else(|| s("")),
-        s(if fetch_next.is_some() { "1" } else { "0" }),
-        fetch_next.map(b).unwrap_or_else(|| s("")),
-    ];
-    conn.run_script(ScriptId::MoveToDelayed, keys, args)
-        .await
-        .unwrap()
+    fields: &[(&str, String)],
+    fetch_next: Option<FetchOpts<'_>>,
+) -> Out {
+    let call = MoveToDelayed {
+        keys: k,
+        now: EpochMs(now),
+        id,
+        token,
+        delay: Duration::from_millis(delay),
+        kind: if skip_attempt {
+            DelayKind::Requested
+        } else {
+            DelayKind::Retry
+        },
+        fields,
+        fetch_next,
+    };
+    Out(conn.call(&call).await.unwrap())
 }
 
 async fn retry_job(
@@ -243,22 +235,23 @@ async fn retry_job(
     token: &str,
     now: u64,
     push: &str,
-    fields: Option<Vec<u8>>,
+    fields: &[(&str, String)],
 ) -> i64 {
-    let keys = k.retry_job_keys(id);
-    let args = vec![
-        s(k.prefix_key()),
-        s(now),
-        s(push),
-        s(id),
-        s(token),
-        fields.map(b).unwrap_or_else(|| s("")),
-    ];
-    conn.run_script(ScriptId::RetryJob, keys, args)
-        .await
-        .unwrap()
-        .as_i64()
-        .unwrap()
+    let call = RetryJob {
+        keys: k,
+        now: EpochMs(now),
+        push: match push {
+            "RPUSH" => PushEnd::Front,
+            _ => PushEnd::Back,
+        },
+        id,
+        token,
+        fields,
+    };
+    match conn.call(&call).await.unwrap() {
+        Verdict::Done(()) => 0,
+        Verdict::Refused(r) => r.code().code(),
+    }
 }
 
 async fn stalled_check(
@@ -278,16 +271,11 @@ async fn stalled_check(
 }
 
 async fn active_to_wait(conn: &Connection, k: &QueueKeys, id: &str, token: &str) -> i64 {
-    let keys = k.move_job_from_active_to_wait_keys();
-    let v = conn
-        .run_script(
-            ScriptId::MoveJobFromActiveToWait,
-            keys,
-            vec![s(id), s(token), s(k.job(id))],
-        )
-        .await
-        .unwrap();
-    v.as_i64().unwrap()
+    let call = MoveJobFromActiveToWait { keys: k, id, token };
+    match conn.call(&call).await.unwrap() {
+        Verdict::Done(window) => window.map_or(0, |d| d.as_millis() as i64),
+        Verdict::Refused(r) => r.code().code(),
+    }
 }
 
 // ---------------------------------------------------------------- moveToActive-11
@@ -574,7 +562,7 @@ async fn move_to_finished_fails_and_reports_exhausted_retries() {
     let n = events(&c, &k.events()).await.len();
     let mut f = Finish::new("1", false, "boom: it broke", T0 + 10);
     f.attempts = 3;
-    f.fields = pack_fields(&[("stacktrace", r#"["Error: boom"]"#)]);
+    f.fields = vec![("stacktrace", r#"["Error: boom"]"#.to_owned())];
     assert_eq!(f.run(&conn, &k).await.as_i64(), Some(0));
     let h = hash(&c, &k.job("1")).await;
     assert_eq!(h["failedReason"], "boom: it broke");
@@ -862,7 +850,7 @@ async fn move_to_delayed_scores_counts_attempts_and_sets_the_delay_marker() {
     assert_eq!(take(&conn, &k, T0).await, "1");
     let _: () = c.del(k.marker()).await.unwrap();
     let n = events(&c, &k.events()).await.len();
-    let v = move_to_delayed(&conn, &k, "1", TOKEN, T0 + 10, 2000, false, None, None).await;
+    let v = move_to_delayed(&conn, &k, "1", TOKEN, T0 + 10, 2000, false, &[], None).await;
     assert_eq!(v.as_i64(), Some(0));
     let due = T0 + 2010;
     assert_eq!(
@@ -889,8 +877,8 @@ async fn move_to_delayed_scores_counts_attempts_and_sets_the_delay_marker() {
 
     // Same due time: next sequence slot. Skip attempt: atm untouched. Fields applied.
     assert_eq!(take(&conn, &k, T0).await, "2");
-    let fields = pack_fields(&[("tm", "1234")]);
-    let v = move_to_delayed(&conn, &k, "2", TOKEN, T0 + 10, 2000, true, fields, None).await;
+    let fields = [("tm", "1234".to_owned())];
+    let v = move_to_delayed(&conn, &k, "2", TOKEN, T0 + 10, 2000, true, &fields, None).await;
     assert_eq!(v.as_i64(), Some(0));
     assert_eq!(
         zset(&c, &k.delayed()).await,
@@ -916,7 +904,7 @@ async fn move_to_delayed_scores_counts_attempts_and_sets_the_delay_marker() {
         .await
         .unwrap();
     assert_eq!(take(&conn, &k, T0).await, "3");
-    let v = move_to_delayed(&conn, &k, "3", TOKEN, T0 + 10, 2000, false, None, None).await;
+    let v = move_to_delayed(&conn, &k, "3", TOKEN, T0 + 10, 2000, false, &[], None).await;
     assert_eq!(v.as_i64(), Some(0));
     let score: f64 = c.zscore(k.delayed(), "3").await.unwrap();
     assert_eq!(score, (due * 4096 + 4095) as f64);
@@ -925,12 +913,12 @@ async fn move_to_delayed_scores_counts_attempts_and_sets_the_delay_marker() {
 
     // Refusals.
     assert_eq!(take(&conn, &k, T0).await, "3");
-    let v = move_to_delayed(&conn, &k, "3", OTHER, T0 + 10, 1000, false, None, None).await;
+    let v = move_to_delayed(&conn, &k, "3", OTHER, T0 + 10, 1000, false, &[], None).await;
     assert_eq!(v.as_i64(), Some(-6));
-    let v = move_to_delayed(&conn, &k, "nope", TOKEN, T0 + 10, 1000, false, None, None).await;
+    let v = move_to_delayed(&conn, &k, "nope", TOKEN, T0 + 10, 1000, false, &[], None).await;
     assert_eq!(v.as_i64(), Some(-1));
     set_lock(&c, &k.lock("4"), TOKEN, 30_000).await;
-    let v = move_to_delayed(&conn, &k, "4", TOKEN, T0 + 10, 1000, false, None, None).await;
+    let v = move_to_delayed(&conn, &k, "4", TOKEN, T0 + 10, 1000, false, &[], None).await;
     assert_eq!(v.as_i64(), Some(-3));
 
     // Fetch-next: a waiting job is returned, taken under the token.
@@ -942,7 +930,7 @@ async fn move_to_delayed_scores_counts_attempts_and_sets_the_delay_marker() {
         T0 + 20,
         500,
         false,
-        None,
+        &[],
         Some(fetch(None, 30_000, None)),
     )
     .await;
@@ -967,9 +955,12 @@ async fn retry_job_moves_an_active_job_back_to_wait() {
     assert_eq!(take(&conn, &k, T0).await, "1");
     let _: () = c.del(k.marker()).await.unwrap();
     let n = events(&c, &k.events()).await.len();
-    let fields = pack_fields(&[("failedReason", "oops"), ("stacktrace", r#"["oops"]"#)]);
+    let fields = [
+        ("failedReason", "oops".to_owned()),
+        ("stacktrace", r#"["oops"]"#.to_owned()),
+    ];
     assert_eq!(
-        retry_job(&conn, &k, "1", TOKEN, T0 + 5, "LPUSH", fields).await,
+        retry_job(&conn, &k, "1", TOKEN, T0 + 5, "LPUSH", &fields).await,
         0
     );
     assert_eq!(list(&c, &k.wait()).await, vec!["1", "3", "2"]);
@@ -992,7 +983,7 @@ async fn retry_job_moves_an_active_job_back_to_wait() {
     // RPUSH (lifo): back at the tail, runs next.
     assert_eq!(take(&conn, &k, T0).await, "2");
     assert_eq!(
-        retry_job(&conn, &k, "2", TOKEN, T0 + 5, "RPUSH", None).await,
+        retry_job(&conn, &k, "2", TOKEN, T0 + 5, "RPUSH", &[]).await,
         0
     );
     assert_eq!(list(&c, &k.wait()).await, vec!["1", "3", "2"]);
@@ -1001,7 +992,7 @@ async fn retry_job_moves_an_active_job_back_to_wait() {
     assert_eq!(take(&conn, &k, T0).await, "2");
     let _: () = c.hset(k.job("2"), ("priority", "2")).await.unwrap();
     assert_eq!(
-        retry_job(&conn, &k, "2", TOKEN, T0 + 5, "LPUSH", None).await,
+        retry_job(&conn, &k, "2", TOKEN, T0 + 5, "LPUSH", &[]).await,
         0
     );
     assert_eq!(
@@ -1015,7 +1006,7 @@ async fn retry_job_moves_an_active_job_back_to_wait() {
     assert_eq!(take(&conn, &k, T0).await, "3");
     let n = events(&c, &k.events()).await.len();
     assert_eq!(
-        retry_job(&conn, &k, "3", OTHER, T0 + 5, "LPUSH", None).await,
+        retry_job(&conn, &k, "3", OTHER, T0 + 5, "LPUSH", &[]).await,
         -6
     );
     assert_eq!(list(&c, &k.wait()).await, vec!["4", "1"]);
@@ -1030,11 +1021,11 @@ async fn retry_job_moves_an_active_job_back_to_wait() {
     );
     let _: () = c.del(k.lock("3")).await.unwrap();
     assert_eq!(
-        retry_job(&conn, &k, "3", TOKEN, T0 + 5, "LPUSH", None).await,
+        retry_job(&conn, &k, "3", TOKEN, T0 + 5, "LPUSH", &[]).await,
         -2
     );
     assert_eq!(
-        retry_job(&conn, &k, "nope", TOKEN, T0 + 5, "LPUSH", None).await,
+        retry_job(&conn, &k, "nope", TOKEN, T0 + 5, "LPUSH", &[]).await,
         -1
     );
 }
@@ -1050,15 +1041,13 @@ async fn extend_lock_renews_only_for_the_owner() {
         let conn = conn.clone();
         let k = k.clone();
         async move {
-            conn.run_script(
-                ScriptId::ExtendLock,
-                vec![k.lock("1"), k.stalled()],
-                vec![s(token), s(60_000), s("1")],
-            )
-            .await
-            .unwrap()
-            .as_i64()
-            .unwrap()
+            let call = ExtendLock {
+                keys: &k,
+                id: "1",
+                token,
+                duration: Duration::from_millis(60_000),
+            };
+            conn.call(&call).await.unwrap() as i64
         }
     };
     assert_eq!(run(OTHER).await, 0);
@@ -1083,23 +1072,16 @@ async fn extend_locks_returns_the_ids_it_could_not_renew() {
         set_lock(&c, &k.lock(id), TOKEN, 1000).await;
     }
     let _: () = c.sadd(k.stalled(), vec!["1", "2", "3"]).await.unwrap();
-    let v = conn
-        .run_script(
-            ScriptId::ExtendLocks,
-            vec![k.stalled()],
-            vec![
-                s(k.prefix_key()),
-                b(pack_strings(&[TOKEN, OTHER, TOKEN])),
-                b(pack_strings(&["1", "2", "3"])),
-                s(45_000),
-            ],
-        )
-        .await
-        .unwrap();
-    let failed: Vec<String> = match v {
-        Value::Array(items) => items.iter().map(|i| i.as_string().unwrap()).collect(),
-        other => panic!("{other:?}"),
+    let locks: Vec<(String, String)> = [("1", TOKEN), ("2", OTHER), ("3", TOKEN)]
+        .iter()
+        .map(|(id, t)| (id.to_string(), t.to_string()))
+        .collect();
+    let call = ExtendLocks {
+        keys: &k,
+        locks: &locks,
+        duration: Duration::from_millis(45_000),
     };
+    let failed: Vec<String> = conn.call(&call).await.unwrap();
     assert_eq!(failed, vec!["2"]);
     for id in ["1", "3"] {
         let ttl = pttl(&c, &k.lock(id)).await;
@@ -1109,23 +1091,14 @@ async fn extend_locks_returns_the_ids_it_could_not_renew() {
     assert_eq!(members(&c, &k.stalled()).await, vec!["2"]);
 
     // All renewed: an empty array.
-    let v = conn
-        .run_script(
-            ScriptId::ExtendLocks,
-            vec![k.stalled()],
-            vec![
-                s(k.prefix_key()),
-                b(pack_strings(&[TOKEN])),
-                b(pack_strings(&["1"])),
-                s(45_000),
-            ],
-        )
-        .await
-        .unwrap();
-    assert!(
-        matches!(&v, Value::Array(a) if a.is_empty()) || v.is_null(),
-        "{v:?}"
-    );
+    let locks = [("1".to_string(), TOKEN.to_string())];
+    let call = ExtendLocks {
+        keys: &k,
+        locks: &locks,
+        duration: Duration::from_millis(45_000),
+    };
+    let v: Vec<String> = conn.call(&call).await.unwrap();
+    assert!(v.is_empty(), "{v:?}");
 }
 
 #[tokio::test]
@@ -1136,15 +1109,13 @@ async fn release_lock_deletes_only_the_owners_lock() {
         let conn = conn.clone();
         let k = k.clone();
         async move {
-            conn.run_script(
-                ScriptId::ReleaseLock,
-                vec![k.lock("1")],
-                vec![s(token), s(30_000)],
-            )
-            .await
-            .unwrap()
-            .as_i64()
-            .unwrap()
+            let call = ReleaseLock {
+                keys: &k,
+                id: "1",
+                token,
+                duration: Duration::from_millis(30_000),
+            };
+            conn.call(&call).await.unwrap() as i64
         }
     };
     assert_eq!(run(OTHER).await, 0);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use echomq::lock_manager::{LockStats, TrackedLock};
+use echomq::lock_manager::{LockOwnerRef, LockStats, TrackedLock};
 use echomq::worker::{processor_fn, CloseReport, JobContext, ProcessError};
 use echomq::{
     Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, Queue, Worker,
@@ -233,18 +233,16 @@ async fn setup(
     let q = Queue::new(&conn, name).await.unwrap();
     let (tx, rx) = tokio::sync::mpsc::channel(1000);
     let mut args = WorkerArgs::new(q.clone(), processor);
-    args.options = WorkerOptions {
-        concurrency,
-        lock_duration: Duration::from_millis(lock_ms),
-        drain_delay: Duration::from_millis(300),
-        ..Default::default()
-    };
+    args.options = WorkerOptions::default()
+        .concurrency(concurrency)
+        .lock_duration(Duration::from_millis(lock_ms))
+        .drain_delay(Duration::from_millis(300));
     args.events = Some(tx);
     let lm_args_template = args.lock_manager_args(None);
     let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();
     let sup_actor = Supervisor {
         lm_args: LockManagerArgs {
-            worker: Some(worker.clone()),
+            worker: Some(LockOwnerRef::new(worker.clone())),
             ..lm_args_template
         },
     };

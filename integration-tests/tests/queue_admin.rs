@@ -43,7 +43,7 @@ async fn take(conn: &Connection, k: &QueueKeys, now: u64) -> Option<String> {
         limiter: None,
         name: None,
     };
-    let keys = k.move_to_active_keys();
+    let keys = echomq::protocol::call::lifecycle::MoveToActive::key_list(k);
     let v = conn
         .run_script(
             ScriptId::MoveToActive,

@@ -17,7 +17,7 @@ use serde_json::json;
 /// Takes the next job as a worker would (moveToActive) and returns its id.
 async fn take(conn: &Connection, q: &Queue, token: &str, lock_ms: u64) -> Option<String> {
     let k = q.keys();
-    let keys = k.move_to_active_keys();
+    let keys = echomq::protocol::call::lifecycle::MoveToActive::key_list(k);
     let opts = FetchOpts {
         token,
         lock_duration: lock_ms,

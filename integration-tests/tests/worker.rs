@@ -93,11 +93,9 @@ async fn add_many(q: &Queue, n: usize, opts: JobOptions) -> Vec<String> {
 }
 
 fn opts(concurrency: usize) -> WorkerOptions {
-    WorkerOptions {
-        concurrency,
-        drain_delay: Duration::from_millis(500),
-        ..Default::default()
-    }
+    WorkerOptions::default()
+        .concurrency(concurrency)
+        .drain_delay(Duration::from_millis(500))
 }
 
 async fn exactly_once(concurrency: usize) {
@@ -785,4 +783,89 @@ async fn killed_worker_leaves_no_blocking_connection_behind() {
         !client_list(&c).await.contains(name)
     })
     .await;
+}
+
+fn always_complete(runs: Arc<AtomicUsize>) -> Arc<dyn echomq::Processor> {
+    processor_fn(move |_job: JobContext| {
+        let runs = runs.clone();
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(json!("done"))
+        }
+    })
+}
+
+#[tokio::test]
+async fn max_started_attempts_zero_means_no_limit() {
+    // BullMQ's `maxStartedAttempts: 0` (like undefined) sets no limit.
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "ms0").await.unwrap();
+    let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let _: () = c.hset(format!("emq:ms0:{id}"), ("ats", "5")).await.unwrap();
+    let mut o = opts(1);
+    o.max_started_attempts = Some(0);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let w = start(&q, always_complete(runs.clone()), o).await;
+    wait_for("completion", Duration::from_secs(5), async || {
+        zcard(&c, "emq:ms0:completed").await == 1
+    })
+    .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(zcard(&c, "emq:ms0:failed").await, 0);
+    close(&w.worker, Duration::from_secs(1)).await;
+}
+
+/// A job whose completion the script refuses (children pending or failed)
+/// is failed with Node's own `failedReason`.
+async fn refused_completion_reason(queue: &str, children_key: &str) -> String {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, queue).await.unwrap();
+    let id = q
+        .add("parent", &json!({}), JobOptions::new())
+        .await
+        .unwrap();
+    let key = format!("emq:{queue}:{id}:{children_key}");
+    if children_key == "dependencies" {
+        let _: () = c.sadd(&key, format!("emq:{queue}:child")).await.unwrap();
+    } else {
+        let _: () = c
+            .zadd(
+                &key,
+                None,
+                None,
+                false,
+                false,
+                (1.0, format!("emq:{queue}:child")),
+            )
+            .await
+            .unwrap();
+    }
+    let w = start(&q, always_complete(Arc::default()), opts(1)).await;
+    wait_for("failure", Duration::from_secs(5), async || {
+        zcard(&c, &format!("emq:{queue}:failed")).await == 1
+    })
+    .await;
+    let h: HashMap<String, String> = c.hgetall(format!("emq:{queue}:{id}")).await.unwrap();
+    close(&w.worker, Duration::from_secs(1)).await;
+    h["failedReason"].clone()
+}
+
+#[tokio::test]
+async fn pending_children_refusal_has_nodes_failed_reason() {
+    assert_eq!(
+        refused_completion_reason("pc4", "dependencies").await,
+        "Job 1 has pending dependencies. moveToFinished"
+    );
+}
+
+#[tokio::test]
+async fn failed_children_refusal_has_nodes_failed_reason() {
+    assert_eq!(
+        refused_completion_reason("fc9", "unsuccessful").await,
+        "Cannot complete job 1 because it has at least one failed child. moveToFinished"
+    );
 }

@@ -35,12 +35,10 @@ async fn workers_produce_every_iteration_exactly_once() {
             }
         });
         let mut args = WorkerArgs::new(q.clone(), processor);
-        args.options = WorkerOptions {
-            concurrency: 4,
-            name: Some(format!("w{w}")),
-            drain_delay: Duration::from_millis(100),
-            ..Default::default()
-        };
+        args.options = WorkerOptions::default()
+            .concurrency(4)
+            .name(format!("w{w}"))
+            .drain_delay(Duration::from_millis(100));
         sets.push(
             WorkerSetSpec::new(args)
                 .spawn_linked(host.get_cell())
@@ -81,4 +79,70 @@ async fn workers_produce_every_iteration_exactly_once() {
         let _ = call_t!(set.worker, WorkerMsg::Close, 5000, Duration::from_secs(2));
     }
     host.stop(None);
+}
+
+#[tokio::test]
+async fn an_iteration_whose_successor_cannot_be_made_is_not_run() {
+    // BullMQ never runs a scheduler iteration without producing the next one:
+    // an error that is not a connection error leaves the job unprocessed in
+    // `active`, for the stalled checker.
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "bad").await.unwrap();
+    let job = "emq:bad:repeat:broken:1";
+    let _: () = c
+        .hset(
+            job,
+            vec![
+                ("name", "tick"),
+                ("data", "{}"),
+                // `every` and `pattern` together: no next time can be computed.
+                ("opts", r#"{"repeat":{"every":1000,"pattern":"* * * * *"}}"#),
+                ("timestamp", "1"),
+                ("delay", "0"),
+                ("priority", "0"),
+                ("rjk", "broken"),
+            ],
+        )
+        .await
+        .unwrap();
+    let _: () = c.lpush("emq:bad:wait", "repeat:broken:1").await.unwrap();
+    let _: () = c
+        .zadd("emq:bad:marker", None, None, false, false, (0.0, "0"))
+        .await
+        .unwrap();
+    let runs: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let r = runs.clone();
+    let processor = processor_fn(move |ctx| {
+        let r = r.clone();
+        async move {
+            *r.lock().unwrap().entry(ctx.job().id.clone()).or_default() += 1;
+            Ok(serde_json::Value::Null)
+        }
+    });
+    let (host, _) = Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions::default().drain_delay(Duration::from_millis(100));
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    loop {
+        let active: Vec<String> = c.lrange("emq:bad:active", 0, -1).await.unwrap();
+        if active == ["repeat:broken:1"] || t0.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(runs.lock().unwrap().is_empty(), "the iteration ran");
+    let active: Vec<String> = c.lrange("emq:bad:active", 0, -1).await.unwrap();
+    assert_eq!(active, ["repeat:broken:1"]);
+    let completed: u64 = c.zcard("emq:bad:completed").await.unwrap();
+    assert_eq!(completed, 0);
+    let _ = call_t!(set.worker, WorkerMsg::Close, 5000, Duration::from_secs(1));
 }

@@ -23,17 +23,16 @@ pub mod keys;
 pub mod options;
 pub mod packing;
 pub mod reply;
-pub mod script_keys;
 pub mod scripts;
 pub mod validate;
 
+pub use call::lifecycle::FinishTarget;
 pub use call::{Arg, Reply, ReplyError, ScriptCall};
 pub use event::{Event, EventKind};
 pub use job::{DecodeError, JobRecord};
 pub use keys::QueueKeys;
 pub use options::{Backoff, JobOptions, KeepJobs};
 pub use reply::ScriptErrorCode;
-pub use script_keys::FinishTarget;
 pub use scripts::{ScriptDef, ScriptId};
 pub use validate::ValidationError;
 

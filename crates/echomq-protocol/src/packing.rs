@@ -1,4 +1,4 @@
-//! The msgpack arguments scripts take (scripts.md §0.3).
+//! The msgpack arguments scripts take (docs/protocol.md).
 //!
 //! Rules that matter on the wire: numbers are msgpack numbers, never strings;
 //! "absent" is msgpack nil or an omitted map key, never `""`.
@@ -137,11 +137,14 @@ impl FinishOpts<'_> {
 
 /// FieldsToUpdate: alternating names and values, or `None` when there is nothing
 /// (the caller then sends `""`).
-pub fn pack_fields(fields: &[(&str, &str)]) -> Option<Vec<u8>> {
+pub fn pack_fields<K: AsRef<str>, V: AsRef<str>>(fields: &[(K, V)]) -> Option<Vec<u8>> {
     if fields.is_empty() {
         return None;
     }
-    let flat: Vec<&str> = fields.iter().flat_map(|(k, v)| [*k, *v]).collect();
+    let flat: Vec<&str> = fields
+        .iter()
+        .flat_map(|(k, v)| [k.as_ref(), v.as_ref()])
+        .collect();
     Some(pack(&flat))
 }
 

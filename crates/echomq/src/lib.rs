@@ -31,6 +31,7 @@ pub mod error;
 pub mod host_supervisor;
 pub mod job_scheduler;
 pub mod lock_manager;
+mod lock_protocol;
 pub mod queue;
 pub mod queue_events;
 mod reply;

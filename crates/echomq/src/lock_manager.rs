@@ -1,22 +1,22 @@
 //! The [`LockManager`] actor: one timer per worker, and every lock due for
 //! renewal extended in one `extendLocks` call, whatever the number of held
-//! jobs (processes.md §1). The contract is in `docs/lock-manager.md`.
+//! jobs. The contract is in `docs/lock-manager.md`.
 //!
 //! N held jobs cost one timer and at most one Redis round trip per tick, not
 //! N. A lock that cannot be renewed is reported to the Worker at once, which
 //! cancels that job's processor and does not finish the job.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use echomq_protocol::packing::pack_strings;
-use echomq_protocol::{QueueKeys, ScriptId};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use echomq_protocol::call::lifecycle::ExtendLocks;
+use echomq_protocol::QueueKeys;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::connection::Connection;
-use crate::reply::{bytes, strings, text};
-use crate::worker::WorkerMsg;
+use crate::lock_protocol::Tick;
+pub use crate::lock_protocol::{LockManagerMsg, LockOwner, LockOwnerRef, LockStats, TrackedLock};
 
 /// Start-up arguments of a [`LockManager`].
 #[derive(Clone, Debug)]
@@ -32,9 +32,9 @@ pub struct LockManagerArgs {
     /// ago.
     pub lock_renew_time: Option<Duration>,
     /// The Worker to report lost locks to. When set, the LockManager attaches
-    /// itself to that Worker on start ([`WorkerMsg::AttachLockManager`]), so
-    /// a restarted LockManager gets every held job tracked again.
-    pub worker: Option<ActorRef<WorkerMsg>>,
+    /// itself to that Worker on start ([`LockOwner::attach`]), so a restarted
+    /// LockManager gets every held job tracked again.
+    pub worker: Option<LockOwnerRef>,
 }
 
 impl LockManagerArgs {
@@ -44,70 +44,6 @@ impl LockManagerArgs {
             .max(Duration::from_millis(2))
     }
 }
-
-/// One tracked lock, as answered to [`LockManagerMsg::GetTracked`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrackedLock {
-    /// Job id.
-    pub id: String,
-    /// Lock token.
-    pub token: String,
-    /// Time since the last renewal (or since tracking started).
-    pub since_renewal: Duration,
-}
-
-/// Counters, answered to [`LockManagerMsg::GetStats`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LockStats {
-    /// Timer ticks handled.
-    pub ticks: u64,
-    /// `extendLocks` calls made (one per tick at most, plus one per RenewNow).
-    pub extend_calls: u64,
-    /// Locks renewed, summed over all calls.
-    pub renewed: u64,
-    /// Locks found lost.
-    pub lost: u64,
-    /// Size of the last batch sent.
-    pub last_batch: usize,
-    /// Renewal calls that failed on Redis and were retried.
-    pub redis_errors: u64,
-}
-
-/// The LockManager's messages.
-#[derive(Debug)]
-pub enum LockManagerMsg {
-    /// Renew this job's lock from now on.
-    Track {
-        /// Job id.
-        id: String,
-        /// The token the lock holds.
-        token: String,
-    },
-    /// Stop renewing this job's lock.
-    Untrack {
-        /// Job id.
-        id: String,
-    },
-    /// Renew every tracked lock now, due or not (one call); the timer is
-    /// not affected.
-    RenewNow,
-    /// The tracked locks.
-    GetTracked(RpcReplyPort<Vec<TrackedLock>>),
-    /// The counters.
-    GetStats(RpcReplyPort<LockStats>),
-    /// Report lost locks to this Worker from now on: a Worker restarted by the
-    /// host's supervisor sends it when it starts with this LockManager.
-    AttachWorker(ActorRef<WorkerMsg>),
-    /// Panics the actor (fault injection for supervision and chaos tests).
-    #[cfg(feature = "fault-injection")]
-    Crash,
-    /// The timer (opaque to hosts).
-    Tick(Tick),
-}
-
-/// A timer message; only the LockManager makes them.
-#[derive(Debug)]
-pub struct Tick(u64);
 
 /// The LockManager actor. Spawn it linked to the host's supervisor, one per
 /// Worker; name it `None` (the registry is global).
@@ -169,7 +105,7 @@ impl Actor for LockManager {
         arm(&myself, state, state.renew_time / 2);
         if let Some(w) = &state.args.worker {
             // The Worker answers with Track for every job it holds.
-            let _ = w.cast(WorkerMsg::AttachLockManager(myself.clone()));
+            w.attach(myself.clone());
         }
         Ok(())
     }
@@ -190,67 +126,67 @@ async fn handle(
     msg: LockManagerMsg,
     state: &mut LockManagerState,
 ) -> Result<(), ActorProcessingErr> {
-    {
-        match msg {
-            #[cfg(feature = "fault-injection")]
-            LockManagerMsg::Crash => panic!("fault injection: lock manager crash"),
-            LockManagerMsg::AttachWorker(w) => {
-                state.args.worker = Some(w);
-            }
-            LockManagerMsg::Track { id, token } => {
-                // Tracking starts at take time: the lock is fresh, first
-                // renewal due half a window later.
-                state.tracked.insert(
-                    id,
-                    Entry {
-                        token,
-                        last: Instant::now(),
-                    },
-                );
-            }
-            LockManagerMsg::Untrack { id } => {
-                state.tracked.remove(&id);
-            }
-            LockManagerMsg::RenewNow => {
-                if let Err(e) = renew(state, true).await {
-                    return on_error(state, e);
-                }
-            }
-            LockManagerMsg::GetTracked(reply) => {
-                let now = Instant::now();
-                let mut v: Vec<TrackedLock> = state
-                    .tracked
-                    .iter()
-                    .map(|(id, e)| TrackedLock {
-                        id: id.clone(),
-                        token: e.token.clone(),
-                        since_renewal: now.saturating_duration_since(e.last),
-                    })
-                    .collect();
-                v.sort_by(|a, b| a.id.cmp(&b.id));
-                let _ = reply.send(v);
-            }
-            LockManagerMsg::GetStats(reply) => {
-                let _ = reply.send(state.stats.clone());
-            }
-            LockManagerMsg::Tick(Tick(gen)) => {
-                if gen != state.timer_gen {
-                    return Ok(());
-                }
-                state.stats.ticks += 1;
-                let period = state.renew_time / 2;
-                match renew(state, false).await {
-                    Ok(()) => arm(&myself, state, period),
-                    Err(e) => {
-                        on_error(state, e)?;
-                        // Retry soon, still inside the window.
-                        arm(&myself, state, (period / 4).max(Duration::from_millis(10)));
-                    }
-                }
+    match msg {
+        #[cfg(feature = "fault-injection")]
+        LockManagerMsg::Crash => panic!("fault injection: lock manager crash"),
+        LockManagerMsg::AttachWorker(w) => state.args.worker = Some(w),
+        LockManagerMsg::Track { id, token } => {
+            // Tracking starts at take time: the lock is fresh, first
+            // renewal due half a window later.
+            let last = Instant::now();
+            state.tracked.insert(id, Entry { token, last });
+        }
+        LockManagerMsg::Untrack { id } => {
+            state.tracked.remove(&id);
+        }
+        LockManagerMsg::RenewNow => {
+            if let Err(e) = renew(state, true).await {
+                return on_error(state, e);
             }
         }
-        Ok(())
+        LockManagerMsg::GetTracked(reply) => {
+            let _ = reply.send(tracked(state));
+        }
+        LockManagerMsg::GetStats(reply) => {
+            let _ = reply.send(state.stats.clone());
+        }
+        LockManagerMsg::Tick(Tick(gen)) if gen == state.timer_gen => tick(&myself, state).await?,
+        LockManagerMsg::Tick(_) => {}
     }
+    Ok(())
+}
+
+/// The live timer fired: renew what is due and re-arm.
+async fn tick(
+    myself: &ActorRef<LockManagerMsg>,
+    state: &mut LockManagerState,
+) -> Result<(), ActorProcessingErr> {
+    state.stats.ticks += 1;
+    let period = state.renew_time / 2;
+    match renew(state, false).await {
+        Ok(()) => arm(myself, state, period),
+        Err(e) => {
+            on_error(state, e)?;
+            // Retry soon, still inside the window.
+            arm(myself, state, (period / 4).max(Duration::from_millis(10)));
+        }
+    }
+    Ok(())
+}
+
+fn tracked(state: &LockManagerState) -> Vec<TrackedLock> {
+    let now = Instant::now();
+    let mut v: Vec<TrackedLock> = state
+        .tracked
+        .iter()
+        .map(|(id, e)| TrackedLock {
+            id: id.clone(),
+            token: e.token.clone(),
+            since_renewal: now.saturating_duration_since(e.last),
+        })
+        .collect();
+    v.sort_by(|a, b| a.id.cmp(&b.id));
+    v
 }
 
 /// Re-arms the one timer; an older pending tick is ignored by generation, so
@@ -281,50 +217,32 @@ fn on_error(state: &mut LockManagerState, e: crate::Error) -> Result<(), ActorPr
 /// One `extendLocks` call for every lock due (all of them with `force`).
 async fn renew(state: &mut LockManagerState, force: bool) -> Result<(), crate::Error> {
     let now = Instant::now();
-    let threshold = state.renew_time / 2;
-    let mut ids = Vec::new();
-    let mut tokens = Vec::new();
-    for (id, e) in &state.tracked {
-        if force || now.saturating_duration_since(e.last) >= threshold {
-            ids.push(id.clone());
-            tokens.push(e.token.clone());
-        }
-    }
-    if ids.is_empty() {
+    let locks = due(state, now, force);
+    if locks.is_empty() {
         return Ok(());
     }
-    let k = &state.args.keys;
-    let args = vec![
-        text(k.prefix_key()),
-        bytes(pack_strings(&tokens)),
-        bytes(pack_strings(&ids)),
-        text(state.args.lock_duration.as_millis()),
-    ];
+    let call = ExtendLocks {
+        keys: &state.args.keys,
+        locks: &locks,
+        duration: state.args.lock_duration,
+    };
     state.stats.extend_calls += 1;
-    state.stats.last_batch = ids.len();
-    let v = state
-        .args
-        .connection
-        .run_script(ScriptId::ExtendLocks, vec![k.stalled()], args)
-        .await?;
+    state.stats.last_batch = locks.len();
+    let failed = state.args.connection.call(&call).await?;
     state.failing_since = None;
-    let failed = strings("extendLocks", v)?;
-    let lost: std::collections::HashSet<&str> = failed.iter().map(String::as_str).collect();
+    let lost: HashSet<&str> = failed.iter().map(String::as_str).collect();
     let mut renewed = 0u64;
-    for (id, token) in ids.iter().zip(&tokens) {
+    for (id, token) in locks {
         if lost.contains(id.as_str()) {
             // Track/Untrack wait behind this handler, so the entry is still
             // the one that was sent.
-            state.tracked.remove(id);
+            state.tracked.remove(&id);
             state.stats.lost += 1;
             warn!(job_id = %id, "lock lost: reporting to the worker");
             if let Some(w) = &state.args.worker {
-                let _ = w.cast(WorkerMsg::LockLost {
-                    job_id: id.clone(),
-                    token: token.clone(),
-                });
+                w.lock_lost(id, token);
             }
-        } else if let Some(e) = state.tracked.get_mut(id) {
+        } else if let Some(e) = state.tracked.get_mut(&id) {
             e.last = now;
             renewed += 1;
         }
@@ -332,4 +250,15 @@ async fn renew(state: &mut LockManagerState, force: bool) -> Result<(), crate::E
     state.stats.renewed += renewed;
     debug!(renewed, lost = failed.len(), "locks renewed");
     Ok(())
+}
+
+/// The `(id, token)` of every lock due for renewal (all of them with `force`).
+fn due(state: &LockManagerState, now: Instant, force: bool) -> Vec<(String, String)> {
+    let threshold = state.renew_time / 2;
+    state
+        .tracked
+        .iter()
+        .filter(|(_, e)| force || now.saturating_duration_since(e.last) >= threshold)
+        .map(|(id, e)| (id.clone(), e.token.clone()))
+        .collect()
 }

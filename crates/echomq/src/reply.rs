@@ -72,17 +72,3 @@ pub(crate) fn strings(script: &'static str, v: Value) -> Result<Vec<String>> {
         })
         .collect()
 }
-
-/// A flat field/value list (HGETALL inside a script) as pairs.
-pub(crate) fn pairs(script: &'static str, v: Value) -> Result<Vec<(String, String)>> {
-    let items = strings(script, v)?;
-    if items.len() % 2 != 0 {
-        return Err(Error::protocol(script, "odd field/value list"));
-    }
-    let mut it = items.into_iter();
-    let mut out = Vec::new();
-    while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        out.push((k, v));
-    }
-    Ok(out)
-}

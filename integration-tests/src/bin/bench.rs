@@ -606,19 +606,14 @@ async fn renewal_cost(conn: &Connection, c: &Client, held: u64) -> Renewal {
     lm.stop(None);
     let t = Instant::now();
     for id in &ids {
-        let v = conn
-            .run_script(
-                ScriptId::ExtendLock,
-                vec![k.lock(id), k.stalled()],
-                vec![
-                    Value::from(token),
-                    Value::from("3600000"),
-                    Value::from(id.clone()),
-                ],
-            )
-            .await
-            .unwrap();
-        assert_eq!(v.as_i64(), Some(1));
+        let call = echomq::protocol::call::lifecycle::ExtendLock {
+            keys: &k,
+            id,
+            token,
+            duration: Duration::from_millis(3_600_000),
+        };
+        let renewed = conn.call(&call).await.unwrap();
+        assert!(renewed);
     }
     let naive_wall_ms = t.elapsed().as_secs_f64() * 1000.0;
     let naive = evalsha_usec(c).await;

@@ -18,6 +18,7 @@ use crate::scripts::ScriptId;
 pub mod admin;
 pub mod audit;
 pub mod decode;
+pub mod lifecycle;
 pub mod scheduler;
 pub mod stalled;
 

@@ -1,5 +1,5 @@
 //! Retry decision and backoff delay, computed as BullMQ 6.2.0 does
-//! (worker-loop.md §5).
+//! (docs/worker.md, Backoff).
 
 use echomq_protocol::Backoff;
 

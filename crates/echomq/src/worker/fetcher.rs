@@ -1,24 +1,25 @@
 //! The fetch loop: one task per worker instance that takes a free slot, waits
 //! on the marker with BZPOPMIN on a dedicated connection when the queue looked
-//! drained, and takes a job with moveToActive (worker-loop.md §2).
+//! drained, and takes a job with moveToActive (docs/worker.md).
 //!
 //! It never runs inside a message handler, so the actor stays responsive while
 //! the read blocks; it exits by itself when the actor is gone (its heartbeat
 //! cast fails) or when told to stop.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::{
-    Client, ClientInterface, ClientLike, EventInterface, SortedSetsInterface, Value,
-};
-use fred::types::ClientUnblockFlag;
+use echomq_protocol::call::lifecycle::NextJob;
+use fred::prelude::{ClientLike, SortedSetsInterface, Value};
+use fred::types::config::Server;
+use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{debug, warn, Instrument};
 
-use super::core::{lock, NextReply, WorkerCore};
-use super::{run, Internal, WorkerMsg};
+use super::core::WorkerCore;
+use super::gate::SlotPermit;
+use super::job::ActiveJob;
+use super::{run, Internal, InternalKind, WorkerMsg};
 use crate::connection::blocking_options;
 use crate::reply::{as_array, as_string};
 
@@ -28,7 +29,7 @@ pub(crate) const MAX_BLOCK_S: f64 = 10.0;
 /// connection is declared dead and replaced.
 pub(crate) const WATCHDOG_MARGIN: Duration = Duration::from_millis(2000);
 /// Longest sleep of a rate-limited worker, so delayed jobs still get promoted.
-const MAX_RATE_LIMIT_SLEEP_MS: i64 = 30_000;
+const MAX_RATE_LIMIT_SLEEP: Duration = Duration::from_secs(30);
 
 /// BZPOPMIN timeout in seconds, or `None` to skip the wait and fetch now.
 pub(crate) fn block_timeout(
@@ -53,21 +54,6 @@ pub(crate) fn block_timeout(
     Some(drain_delay_s.max(min_block).min(MAX_BLOCK_S))
 }
 
-pub(crate) fn spawn(core: Arc<WorkerCore>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let span =
-        tracing::info_span!("fetcher", queue = %core.keys.name(), worker = ?core.name.as_deref());
-    tokio::spawn(
-        async move {
-            run_loop(core.clone(), stop).await;
-            if !core.alive() {
-                // Nobody else will close it: the actor died without post_stop.
-                discard_blocking_client(&core);
-            }
-        }
-        .instrument(span),
-    )
-}
-
 async fn sleep_or_stop(stop: &CancellationToken, d: Duration) -> bool {
     tokio::select! {
         _ = stop.cancelled() => false,
@@ -75,143 +61,217 @@ async fn sleep_or_stop(stop: &CancellationToken, d: Duration) -> bool {
     }
 }
 
+pub(crate) fn spawn(core: Arc<WorkerCore>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let span = tracing::info_span!("fetcher", queue = %core.keys().name(), worker = ?core.name().map(|n| &**n));
+    tokio::spawn(
+        async move {
+            run_loop(core.clone(), stop).await;
+            if !core.alive() {
+                // Nobody else will close it: the actor died without post_stop.
+                core.blocking().discard();
+            }
+        }
+        .instrument(span),
+    )
+}
+
+/// What the loop does after a step.
+enum Next {
+    /// Go on to the next step with the slot.
+    Go(SlotPermit),
+    /// Start over (the slot, if any, given back).
+    Again,
+    /// The worker stops.
+    Exit,
+}
+
+/// The fetch loop's own state.
+struct Fetcher {
+    core: Arc<WorkerCore>,
+    stop: CancellationToken,
+    min_block: f64,
+    client_name: String,
+    reconnects: Option<Receiver<Server>>,
+}
+
 async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
-    let min_block = min_block(&core).await;
-    let client_name = core.keys.worker_client_name(core.name.as_deref());
-    let mut reconnects: Option<tokio::sync::broadcast::Receiver<fred::types::config::Server>> =
-        None;
-    // Open (and name) the blocking connection at start, as BullMQ does, so
-    // `getWorkers()` lists this worker even while it never needs to block.
-    if let Err(e) = blocking_client(&core, &client_name, &mut reconnects).await {
-        warn!(error = %e, "cannot open the blocking connection yet");
-    }
+    let mut f = Fetcher::start(core, stop).await;
     loop {
-        core.watch
-            .heartbeat
-            .store(crate::clock::now_ms(), Ordering::Relaxed);
+        let permit = match f.slot().await {
+            Next::Go(p) => p,
+            Next::Again => continue,
+            Next::Exit => return,
+        };
+        let permit = match f.wait_for_marker(permit).await {
+            Next::Go(p) => p,
+            Next::Again => continue,
+            Next::Exit => return,
+        };
+        let permit = match f.respect_rate_limit(permit).await {
+            Next::Go(p) => p,
+            Next::Again => continue,
+            Next::Exit => return,
+        };
+        if let Next::Exit = f.fetch(permit).await {
+            return;
+        }
+    }
+}
+
+impl Fetcher {
+    async fn start(core: Arc<WorkerCore>, stop: CancellationToken) -> Self {
+        let min_block = min_block(&core).await;
+        let client_name = core.keys().worker_client_name(core.name().map(|n| &**n));
+        let mut f = Fetcher {
+            core,
+            stop,
+            min_block,
+            client_name,
+            reconnects: None,
+        };
+        // Open (and name) the blocking connection at start, as BullMQ does,
+        // so `getWorkers()` lists this worker even while it never blocks.
+        if let Err(e) = f.client().await {
+            warn!(error = %e, "cannot open the blocking connection yet");
+        }
+        f
+    }
+
+    async fn client(&mut self) -> crate::Result<fred::prelude::Client> {
+        let core = self.core.clone();
+        core.blocking()
+            .client(&self.client_name, &mut self.reconnects)
+            .await
+    }
+
+    /// Gives the slot back and pauses; `Exit` when stopped meanwhile.
+    async fn back_off(&self, permit: SlotPermit, d: Duration) -> Next {
+        drop(permit);
+        if sleep_or_stop(&self.stop, d).await {
+            Next::Again
+        } else {
+            Next::Exit
+        }
+    }
+
+    /// Heartbeat, then a free slot.
+    async fn slot(&self) -> Next {
+        let core = &self.core;
+        core.blocking().beat();
         if core
-            .myself
-            .cast(WorkerMsg::Internal(Internal(super::InternalKind::Beat)))
+            .myself()
+            .cast(WorkerMsg::Internal(Internal(InternalKind::Beat)))
             .is_err()
         {
             debug!("worker gone: fetcher exits");
-            return;
+            return Next::Exit;
         }
         let permit = tokio::select! {
-            _ = stop.cancelled() => return,
-            p = core.gate.acquire(&core) => match p { Some(p) => p, None => return },
+            _ = self.stop.cancelled() => return Next::Exit,
+            p = core.gate().acquire(core.myself()) => match p { Some(p) => p, None => return Next::Exit },
         };
-        if !core.alive() {
-            return;
+        if core.alive() {
+            Next::Go(permit)
+        } else {
+            Next::Exit
         }
-        if core.drained.load(Ordering::Relaxed) {
-            let now = crate::clock::now_ms() as i64;
-            let drain_delay = core.opts.drain_delay.as_secs_f64();
-            if let Some(timeout) = block_timeout(
-                core.block_until.load(Ordering::Relaxed),
-                now,
-                drain_delay,
-                min_block,
-            ) {
-                let client = match blocking_client(&core, &client_name, &mut reconnects).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        warn!(error = %e, "cannot open the blocking connection");
-                        drop(permit);
-                        if !sleep_or_stop(&stop, Duration::from_secs(1)).await {
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                let block = Duration::from_secs_f64(timeout);
-                let deadline =
-                    crate::clock::now_ms() + (block + WATCHDOG_MARGIN).as_millis() as u64;
-                core.watch
-                    .blocking_deadline
-                    .store(deadline, Ordering::Relaxed);
-                let with_opts = client.with_options(&blocking_options(block));
-                let read = with_opts.bzpopmin::<Value, _>(core.keys.marker(), timeout);
-                let result = tokio::select! {
-                    _ = stop.cancelled() => {
-                        core.watch.blocking_deadline.store(0, Ordering::Relaxed);
-                        return;
-                    }
-                    r = tokio::time::timeout(block + WATCHDOG_MARGIN, read) => r,
-                };
-                core.watch.blocking_deadline.store(0, Ordering::Relaxed);
-                match result {
-                    Err(_) => {
-                        warn!(
-                            timeout_s = timeout,
-                            "blocking read overdue: replacing its connection"
-                        );
-                        discard_blocking_client(&core);
-                        core.block_until.store(0, Ordering::Relaxed);
-                    }
-                    Ok(Err(e)) => {
-                        // A killed or broken connection: a fresh one next time
-                        // round (with its name), never a replayed read.
-                        warn!(error = %e, "blocking read failed: replacing its connection");
-                        discard_blocking_client(&core);
-                        drop(permit);
-                        if !sleep_or_stop(&stop, Duration::from_millis(100)).await {
-                            return;
-                        }
-                        continue;
-                    }
-                    Ok(Ok(v)) => match marker_score(v) {
-                        None => core.block_until.store(0, Ordering::Relaxed),
-                        Some(score) => {
-                            let known = core.block_until.load(Ordering::Relaxed);
-                            let score = score as i64;
-                            if known <= 0 || score < known {
-                                core.block_until.store(score, Ordering::Relaxed);
-                            }
-                        }
-                    },
-                }
-                if !core.gate.runnable() {
-                    continue;
-                }
-                let bu = core.block_until.load(Ordering::Relaxed);
-                if bu > 0 && bu - crate::clock::now_ms() as i64 >= 1 {
-                    continue;
-                }
-            }
+    }
+
+    /// When the queue looked drained: BZPOPMIN on the marker until a job may
+    /// be ready (or the next delayed one is due).
+    async fn wait_for_marker(&mut self, permit: SlotPermit) -> Next {
+        let core = self.core.clone();
+        if !core.hints().drained() {
+            return Next::Go(permit);
         }
-        let limit_until = core.limit_until.load(Ordering::Relaxed);
         let now = crate::clock::now_ms() as i64;
-        if limit_until > now {
-            drop(permit);
-            let wait = (limit_until - now).min(MAX_RATE_LIMIT_SLEEP_MS) as u64;
-            if !sleep_or_stop(&stop, Duration::from_millis(wait)).await {
-                return;
+        let drain_delay = core.opts().drain_delay.as_secs_f64();
+        let Some(timeout) =
+            block_timeout(core.hints().block_until(), now, drain_delay, self.min_block)
+        else {
+            return Next::Go(permit);
+        };
+        let client = match self.client().await {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "cannot open the blocking connection");
+                return self.back_off(permit, Duration::from_secs(1)).await;
             }
-            continue;
+        };
+        let Some(result) = self.read_marker(&client, timeout).await else {
+            return Next::Exit;
+        };
+        match result {
+            Err(_) => {
+                warn!(
+                    timeout_s = timeout,
+                    "blocking read overdue: replacing its connection"
+                );
+                core.blocking().discard();
+                core.hints().forget_due_time();
+            }
+            Ok(Err(e)) => {
+                // A killed or broken connection: a fresh one next time round
+                // (with its name), never a replayed read.
+                warn!(error = %e, "blocking read failed: replacing its connection");
+                core.blocking().discard();
+                return self.back_off(permit, Duration::from_millis(100)).await;
+            }
+            Ok(Ok(v)) => core.hints().marker_popped(marker_score(v)),
         }
+        if !core.gate().runnable() || core.hints().delayed_job_pending() {
+            return Next::Again;
+        }
+        Next::Go(permit)
+    }
+
+    /// One BZPOPMIN under the watchdog's deadline; `None` when stopped.
+    async fn read_marker(
+        &self,
+        client: &fred::prelude::Client,
+        timeout: f64,
+    ) -> Option<Result<Result<Value, fred::error::Error>, tokio::time::error::Elapsed>> {
+        let blocking = self.core.blocking();
+        let block = Duration::from_secs_f64(timeout);
+        let deadline = crate::clock::now_ms() + (block + WATCHDOG_MARGIN).as_millis() as u64;
+        blocking.set_deadline(deadline);
+        let with_opts = client.with_options(&blocking_options(block));
+        let read = with_opts.bzpopmin::<Value, _>(self.core.keys().marker(), timeout);
+        let result = tokio::select! {
+            _ = self.stop.cancelled() => None,
+            r = tokio::time::timeout(block + WATCHDOG_MARGIN, read) => Some(r),
+        };
+        blocking.set_deadline(0);
+        result
+    }
+
+    /// Sleeps out a rate limit with the slot given back.
+    async fn respect_rate_limit(&self, permit: SlotPermit) -> Next {
+        match self.core.hints().rate_limit_left() {
+            Some(left) => self.back_off(permit, left.min(MAX_RATE_LIMIT_SLEEP)).await,
+            None => Next::Go(permit),
+        }
+    }
+
+    /// moveToActive with a fresh token; a job taken runs in its own task.
+    async fn fetch(&self, permit: SlotPermit) -> Next {
+        let core = &self.core;
         // A fresh token per fetched job; fetch-next reuses it for the job it
         // brings, as BullMQ does.
         let token: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
         match core.move_to_active(&token).await {
-            Ok(NextReply::Job { id, fields }) => {
-                core.drained.store(false, Ordering::Relaxed);
-                match core.adopt(id.clone(), fields, token) {
-                    Ok(job) => {
-                        tokio::spawn(run::run_slot(core.clone(), permit, job));
-                    }
-                    Err(e) => {
-                        tracing::error!(job_id = %id, error = %e, "taken job cannot be decoded; left to the stalled checker")
-                    }
+            Ok(reply) => {
+                if let NextJob::Job { .. } = reply {
+                    core.hints().wake();
                 }
+                if let Some(job) = ActiveJob::take(core, reply, token) {
+                    tokio::spawn(run::run_slot(core.clone(), permit, job));
+                }
+                Next::Again
             }
-            Ok(other) => core.note_no_job(&other),
             Err(e) => {
                 warn!(error = %e, "moveToActive failed");
-                drop(permit);
-                if !sleep_or_stop(&stop, Duration::from_millis(500)).await {
-                    return;
-                }
+                self.back_off(permit, Duration::from_millis(500)).await
             }
         }
     }
@@ -230,7 +290,7 @@ fn marker_score(v: Value) -> Option<f64> {
 async fn min_block(core: &WorkerCore) -> f64 {
     // 0.001 s needs Redis ≥ 7.0.8; older servers need 0.002 s.
     let info: Option<String> = core
-        .conn
+        .conn()
         .pool()
         .next()
         .info::<String>(Some(fred::types::InfoKind::Server))
@@ -251,57 +311,6 @@ async fn min_block(core: &WorkerCore) -> f64 {
     } else {
         0.002
     }
-}
-
-async fn blocking_client(
-    core: &WorkerCore,
-    name: &str,
-    reconnects: &mut Option<tokio::sync::broadcast::Receiver<fred::types::config::Server>>,
-) -> crate::Result<Client> {
-    let current = lock(&core.blocking).as_ref().map(|(c, _)| c.clone());
-    if let Some(client) = current {
-        // fred reconnects by itself after an idle connection was dropped; the
-        // new connection has no name, and getWorkers would miss this worker.
-        let mut reconnected = false;
-        if let Some(rx) = reconnects.as_mut() {
-            while rx.try_recv().is_ok() {
-                reconnected = true;
-            }
-        }
-        if reconnected {
-            let _ = client.client_setname(name).await;
-            let id: Option<i64> = client.client_id().await.ok();
-            if let Some(entry) = lock(&core.blocking).as_mut() {
-                entry.1 = id;
-            }
-            info!(client_id = ?id, name, "blocking connection reconnected and renamed");
-        }
-        return Ok(client);
-    }
-    let client = core.conn.dedicated_client(Some(name)).await?;
-    *reconnects = Some(client.reconnect_rx());
-    let id: Option<i64> = client.client_id().await.ok();
-    info!(client_id = ?id, name, "blocking connection opened");
-    *lock(&core.blocking) = Some((client.clone(), id));
-    Ok(client)
-}
-
-/// Drops the blocking connection: unblocks it server-side (through the pool,
-/// since the connection itself may be stuck) and quits it in the background.
-pub(crate) fn discard_blocking_client(core: &WorkerCore) {
-    let Some((client, id)) = lock(&core.blocking).take() else {
-        return;
-    };
-    let pool = core.conn.pool().clone();
-    tokio::spawn(async move {
-        if let Some(id) = id {
-            let _ = pool
-                .next()
-                .client_unblock::<Value, _>(id, Some(ClientUnblockFlag::Timeout))
-                .await;
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(2), client.quit()).await;
-    });
 }
 
 #[cfg(test)]

@@ -1,19 +1,24 @@
 //! The handle on a job this worker holds: it owns the lock token, and every
 //! way of letting the job go consumes it, so a job cannot be finished twice.
 
-use echomq_protocol::FinishTarget;
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
-use echomq_protocol::packing::{pack_fields, FinishOpts};
-use echomq_protocol::{KeepJobs, ScriptErrorCode, ScriptId};
-use fred::prelude::Value;
+use echomq_protocol::call::lifecycle::{
+    DelayKind, EpochMs, FinishTarget, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
+    NextJob, PushEnd, Refusal, RetryJob, Verdict,
+};
+use echomq_protocol::job::field;
+use echomq_protocol::packing::FinishOpts;
+use echomq_protocol::{KeepJobs, ScriptErrorCode};
 use tokio_util::sync::CancellationToken;
 
-use super::core::{parse_next, Held, NextReply, WorkerCore};
+use super::core::WorkerCore;
+use super::processor::attempt_number;
+use super::seam::{CancelReason, Held};
 use crate::error::{Error, Result};
-use crate::reply::{as_i64, bytes, text};
 use crate::Job;
 
 /// A job taken by this worker, locked with the token the handle owns.
@@ -32,9 +37,9 @@ pub struct ActiveJob {
 impl fmt::Debug for ActiveJob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ActiveJob")
-            .field("queue", &self.core.keys.name())
+            .field("queue", &self.core.keys().name())
             .field("id", &self.job.id)
-            .field("attempt", &self.held.attempt)
+            .field("attempt", &self.attempt())
             .finish()
     }
 }
@@ -88,32 +93,76 @@ pub struct FinishFailed {
     pub error: Error,
 }
 
+/// Job-hash fields a transition writes first (`failedReason`, `stacktrace`).
+pub(crate) type Fields = Vec<(&'static str, String)>;
+
 /// The transitions out of `active`.
 #[derive(Debug, Clone)]
 pub(crate) enum Transition {
     Complete(serde_json::Value),
     Fail {
         reason: String,
-        fields: Vec<(String, String)>,
+        fields: Fields,
     },
     Retry {
-        fields: Vec<(String, String)>,
+        fields: Fields,
     },
     Delay {
-        delay_ms: u64,
-        skip_attempt: bool,
-        fields: Vec<(String, String)>,
+        delay: Duration,
+        kind: DelayKind,
+        fields: Fields,
     },
     ToWait,
 }
 
+impl Transition {
+    fn finishes(&self) -> bool {
+        matches!(self, Transition::Complete(_) | Transition::Fail { .. })
+    }
+}
+
 impl ActiveJob {
-    pub(crate) fn new(core: Arc<WorkerCore>, job: Arc<Job>, held: Held) -> Self {
-        ActiveJob {
-            core,
-            job,
-            held,
-            done: false,
+    /// A next-job reply (from moveToActive or fetch-next): the job it carries
+    /// as a tracked handle, or its hints given to the fetcher.
+    pub(crate) fn take(core: &Arc<WorkerCore>, reply: NextJob, token: Arc<str>) -> Option<Self> {
+        match reply {
+            NextJob::Job { id, fields } => match Self::adopt(core, id.clone(), fields, token) {
+                Ok(job) => Some(job),
+                Err(e) => {
+                    // It stays locked by nobody tracking it and is recovered
+                    // as stalled.
+                    tracing::error!(job_id = %id, error = %e, "taken job cannot be decoded; left to the stalled checker");
+                    None
+                }
+            },
+            other => {
+                core.hints().no_job(&other);
+                None
+            }
+        }
+    }
+
+    /// The job is tracked before it is decoded, so no renewal is missed.
+    fn adopt(
+        core: &Arc<WorkerCore>,
+        id: String,
+        fields: Vec<(String, String)>,
+        token: Arc<str>,
+    ) -> Result<Self> {
+        let held = core.seam().track(&id, token.clone());
+        core.counters().fetched();
+        let hash: HashMap<String, String> = fields.into_iter().collect();
+        match Job::from_hash(&id, hash) {
+            Ok(job) => Ok(ActiveJob {
+                core: core.clone(),
+                job: Arc::new(job),
+                held,
+                done: false,
+            }),
+            Err(e) => {
+                core.seam().untrack(&id, &token);
+                Err(Error::Decode(e))
+            }
         }
     }
 
@@ -133,25 +182,25 @@ impl ActiveJob {
 
     /// The lock token.
     pub fn token(&self) -> &str {
-        &self.held.token
+        self.held.token()
     }
 
     pub(crate) fn token_arc(&self) -> Arc<str> {
-        self.held.token.clone()
+        self.held.token().clone()
     }
 
-    /// This attempt's number, from 1.
+    /// This attempt's number, from 1 (as [`JobContext::attempt`](super::JobContext::attempt)).
     pub fn attempt(&self) -> u64 {
-        self.held.attempt
+        attempt_number(&self.job)
     }
 
     /// Cancelled when the worker gives the job up (lock lost, close deadline).
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.held.cancel.clone()
+        self.held.cancellation_token().clone()
     }
 
-    pub(crate) fn cancel_reason(&self) -> u8 {
-        self.held.reason.load(Ordering::Acquire)
+    pub(crate) fn cancel_reason(&self) -> CancelReason {
+        self.held.cancel_reason()
     }
 
     /// Completes the job with `value` as its return value (moveToFinished,
@@ -171,7 +220,7 @@ impl ActiveJob {
         reason: &str,
         fetch_next: bool,
     ) -> Result<FinishOutcome, Box<FinishFailed>> {
-        let fields = vec![("failedReason".to_owned(), reason.to_owned())];
+        let fields = vec![(field::FAILED_REASON, reason.to_owned())];
         self.apply(
             &Transition::Fail {
                 reason: reason.to_owned(),
@@ -190,9 +239,14 @@ impl ActiveJob {
         skip_attempt: bool,
         fetch_next: bool,
     ) -> Result<FinishOutcome, Box<FinishFailed>> {
+        let kind = if skip_attempt {
+            DelayKind::Requested
+        } else {
+            DelayKind::Retry
+        };
         let t = Transition::Delay {
-            delay_ms,
-            skip_attempt,
+            delay: Duration::from_millis(delay_ms),
+            kind,
             fields: Vec::new(),
         };
         self.apply(&t, fetch_next).await
@@ -215,241 +269,168 @@ impl ActiveJob {
     pub fn abandon(self) {}
 
     pub(crate) async fn apply(
-        mut self,
+        self,
         t: &Transition,
         fetch_next: bool,
     ) -> Result<FinishOutcome, Box<FinishFailed>> {
         // Renewal stops before the call, as in BullMQ: a renewal racing with
         // the transition would report a lock the transition just released.
-        self.core.untrack(&self.job.id, &self.held.token);
-        let result = self.call(t, fetch_next).await;
-        match result {
-            Ok(v) => {
-                self.done = true;
-                self.interpret(t, v)
-            }
+        let seam = self.core.seam();
+        seam.untrack(&self.job.id, self.held.token());
+        match self.call(t, fetch_next).await {
+            Ok(verdict) => Ok(self.interpret(t, verdict)),
             Err(error) => {
-                self.core.retrack(&self.job.id, &self.held);
+                seam.retrack(&self.job.id, &self.held);
                 Err(Box::new(FinishFailed { job: self, error }))
             }
         }
     }
 
-    async fn call(&self, t: &Transition, fetch_next: bool) -> Result<Value> {
-        let core = &self.core;
-        let k = &core.keys;
-        let id = self.job.id.as_str();
-        let token: &str = &self.held.token;
-        let now = crate::clock::now_ms();
-        let packed_fields = |fields: &[(String, String)]| {
-            let refs: Vec<(&str, &str)> = fields
-                .iter()
-                .map(|(a, b)| (a.as_str(), b.as_str()))
-                .collect();
-            pack_fields(&refs).map(bytes).unwrap_or_else(|| text(""))
-        };
+    async fn call(&self, t: &Transition, fetch_next: bool) -> Result<Verdict<Option<NextJob>>> {
+        let conn = self.core.conn();
         match t {
-            Transition::Complete(_) | Transition::Fail { .. } => {
-                let (target, field, value, keep) = match t {
-                    Transition::Complete(v) => (
-                        FinishTarget::Completed,
-                        "returnvalue",
-                        serde_json::to_string(v).unwrap_or_else(|_| "null".into()),
-                        keep_jobs(
-                            self.job.opts.remove_on_complete.as_ref(),
-                            core.opts.remove_on_complete.as_ref(),
-                        ),
-                    ),
-                    Transition::Fail { reason, .. } => (
-                        FinishTarget::Failed,
-                        "failedReason",
-                        reason.clone(),
-                        keep_jobs(
-                            self.job.opts.remove_on_fail.as_ref(),
-                            core.opts.remove_on_fail.as_ref(),
-                        ),
-                    ),
-                    _ => unreachable!("matched above"),
-                };
-                let fields = match t {
-                    Transition::Fail { fields, .. } => packed_fields(fields),
-                    _ => text(""),
-                };
-                let opts = FinishOpts {
-                    token,
-                    name: core.name.as_deref(),
-                    keep_jobs: keep,
-                    limiter: None,
-                    lock_duration: core.opts.lock_duration.as_millis() as u64,
-                    attempts: self.job.opts.attempts.unwrap_or(0),
-                    max_metrics_size: core.metrics(),
-                }
-                .pack();
-                let keys = k.move_to_finished_keys(id, target);
-                let args = vec![
-                    text(id),
-                    text(now),
-                    text(field),
-                    text(value),
-                    text(target.as_str()),
-                    text(if fetch_next { "1" } else { "0" }),
-                    text(k.prefix_key()),
-                    bytes(opts),
-                    fields,
-                ];
-                core.conn
-                    .run_script(ScriptId::MoveToFinished, keys, args)
-                    .await
+            Transition::Complete(value) => {
+                let value = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+                let call = self.finish_call(FinishTarget::Completed, &value, &[], fetch_next);
+                conn.call(&call).await
+            }
+            Transition::Fail { reason, fields } => {
+                let call = self.finish_call(FinishTarget::Failed, reason, fields, fetch_next);
+                conn.call(&call).await
             }
             Transition::Delay {
-                delay_ms,
-                skip_attempt,
+                delay,
+                kind,
                 fields,
             } => {
-                let keys = k.move_to_delayed_keys(id);
-                let fetch = if fetch_next {
-                    bytes(core.fetch_opts_packed(token))
-                } else {
-                    text("")
+                let call = MoveToDelayed {
+                    keys: self.core.keys(),
+                    now: now(),
+                    id: &self.job.id,
+                    token: self.token(),
+                    delay: *delay,
+                    kind: *kind,
+                    fields,
+                    fetch_next: fetch_next.then(|| self.core.fetch_opts(self.token())),
                 };
-                let args = vec![
-                    text(k.prefix_key()),
-                    text(now),
-                    text(id),
-                    text(token),
-                    text(delay_ms),
-                    text(if *skip_attempt { "1" } else { "0" }),
-                    packed_fields(fields),
-                    text(if fetch_next { "1" } else { "0" }),
-                    fetch,
-                ];
-                core.conn
-                    .run_script(ScriptId::MoveToDelayed, keys, args)
-                    .await
+                conn.call(&call).await
             }
             Transition::Retry { fields } => {
-                let keys = k.retry_job_keys(id);
-                let push = if self.job.opts.lifo { "RPUSH" } else { "LPUSH" };
-                let args = vec![
-                    text(k.prefix_key()),
-                    text(now),
-                    text(push),
-                    text(id),
-                    text(token),
-                    packed_fields(fields),
-                ];
-                core.conn.run_script(ScriptId::RetryJob, keys, args).await
+                let call = RetryJob {
+                    keys: self.core.keys(),
+                    now: now(),
+                    push: if self.job.opts.lifo {
+                        PushEnd::Front
+                    } else {
+                        PushEnd::Back
+                    },
+                    id: &self.job.id,
+                    token: self.token(),
+                    fields,
+                };
+                Ok(conn.call(&call).await?.map(|()| None))
             }
             Transition::ToWait => {
-                let keys = k.move_job_from_active_to_wait_keys();
-                let args = vec![text(id), text(token), text(k.job(id))];
-                core.conn
-                    .run_script(ScriptId::MoveJobFromActiveToWait, keys, args)
-                    .await
+                let call = MoveJobFromActiveToWait {
+                    keys: self.core.keys(),
+                    id: &self.job.id,
+                    token: self.token(),
+                };
+                let verdict = conn.call(&call).await?;
+                if let Verdict::Done(Some(window)) = verdict {
+                    // The limiter's remaining window: no fetching before it ends.
+                    self.core.hints().rate_limited_for(window);
+                }
+                Ok(verdict.map(|_| None))
             }
         }
     }
 
-    fn interpret(self, t: &Transition, v: Value) -> Result<FinishOutcome, Box<FinishFailed>> {
-        let script = match t {
-            Transition::Complete(_) | Transition::Fail { .. } => "moveToFinished",
-            Transition::Delay { .. } => "moveToDelayed",
-            Transition::Retry { .. } => "retryJob",
-            Transition::ToWait => "moveJobFromActiveToWait",
+    fn finish_call<'a>(
+        &'a self,
+        target: FinishTarget,
+        value: &'a str,
+        fields: &'a [(&'a str, String)],
+        fetch_next: bool,
+    ) -> MoveToFinished<'a> {
+        let core = &self.core;
+        let (job_keep, worker_keep) = match target {
+            FinishTarget::Completed => (
+                &self.job.opts.remove_on_complete,
+                &core.opts().remove_on_complete,
+            ),
+            FinishTarget::Failed => (&self.job.opts.remove_on_fail, &core.opts().remove_on_fail),
         };
-        let job_id = self.job.id.clone();
-        if let Value::Array(_) = v {
-            let next = match parse_next(script, v) {
-                Ok(r) => r,
-                Err(error) => return Err(Box::new(FinishFailed { job: self, error })),
-            };
-            let core = self.core.clone();
-            let token = self.held.token.clone();
-            drop(self);
-            return Ok(match next {
-                NextReply::Job { id, fields } => match core.adopt(id.clone(), fields, token) {
-                    Ok(job) => FinishOutcome::Done { next: Some(job) },
-                    Err(e) => {
-                        // Unreadable next job: it stays locked by nobody
-                        // tracking it and is recovered as stalled.
-                        tracing::error!(job_id = %id, error = %e, "fetched job cannot be decoded");
-                        FinishOutcome::Done { next: None }
-                    }
-                },
-                other => {
-                    core.note_no_job(&other);
-                    FinishOutcome::Done { next: None }
-                }
-            });
+        MoveToFinished {
+            keys: core.keys(),
+            id: &self.job.id,
+            now: now(),
+            target,
+            value,
+            fetch_next,
+            opts: FinishOpts {
+                token: self.token(),
+                name: core.name().map(|n| &**n),
+                keep_jobs: KeepJobs::to_keep_jobs(job_keep.as_ref().or(worker_keep.as_ref())),
+                limiter: None,
+                lock_duration: core.opts().lock_duration.as_millis() as u64,
+                attempts: self.job.opts.attempts.unwrap_or(0),
+                max_metrics_size: core.metrics(),
+            },
+            fields,
         }
-        let n = match as_i64(&v) {
-            Some(n) => n,
-            None if matches!(v, Value::Null) => 0,
-            None => {
-                let error = Error::protocol(script, format!("unexpected reply {v:?}"));
-                return Err(Box::new(FinishFailed { job: self, error }));
-            }
-        };
-        if n >= 0 {
-            if let Transition::ToWait = t {
-                // The reply is the limiter's remaining window: no fetching
-                // before it ends.
-                if n > 0 {
-                    let until = crate::clock::now_ms() as i64 + n;
-                    self.core.limit_until.store(until, Ordering::Relaxed);
-                }
-            }
-            if let Transition::Complete(_) | Transition::Fail { .. } = t {
-                // fetch-next found nothing (or was not asked): the slot
-                // frees up and the fetcher blocks on the marker.
-                self.core.drained.store(true, Ordering::Relaxed);
-            }
-            return Ok(FinishOutcome::Done { next: None });
-        }
-        let code = match ScriptErrorCode::from_code(n) {
-            Some(c) => c,
-            None => {
-                let error = Error::protocol(script, format!("unknown error code {n}"));
-                return Err(Box::new(FinishFailed { job: self, error }));
-            }
-        };
-        Ok(match code {
-            ScriptErrorCode::JobLockNotExist | ScriptErrorCode::JobLockMismatch => {
-                FinishOutcome::LockLost { job_id, code }
-            }
-            ScriptErrorCode::JobNotInState => FinishOutcome::NotActive { job_id },
-            ScriptErrorCode::JobNotExist => FinishOutcome::Missing { job_id },
-            ScriptErrorCode::JobPendingChildren | ScriptErrorCode::JobHasFailedChildren => {
-                let mut job = self;
-                job.done = false;
-                job.core.retrack(&job.job.id, &job.held);
-                FinishOutcome::Refused { job, code }
-            }
-            other => {
-                let error = Error::Script {
-                    script,
-                    code: other,
-                };
-                let mut job = self;
-                job.done = false;
-                job.core.retrack(&job.job.id, &job.held);
-                return Err(Box::new(FinishFailed { job, error }));
-            }
-        })
     }
+
+    fn interpret(mut self, t: &Transition, verdict: Verdict<Option<NextJob>>) -> FinishOutcome {
+        let job_id = self.job.id.clone();
+        let refusal = match verdict {
+            Verdict::Done(next) => return self.done_with(t, next),
+            Verdict::Refused(r) => r,
+        };
+        if refusal.keeps_lock() {
+            // Refused before the lock was touched: still ours.
+            self.core.seam().retrack(&self.job.id, &self.held);
+            return FinishOutcome::Refused {
+                job: self,
+                code: refusal.code(),
+            };
+        }
+        self.done = true;
+        match refusal {
+            Refusal::LockLost(code) => FinishOutcome::LockLost { job_id, code },
+            Refusal::NotActive => FinishOutcome::NotActive { job_id },
+            _ => FinishOutcome::Missing { job_id },
+        }
+    }
+
+    /// The job left `active`; the reply of fetch-next (if any) becomes the
+    /// next handle or hints for the fetcher.
+    fn done_with(mut self, t: &Transition, next: Option<NextJob>) -> FinishOutcome {
+        self.done = true;
+        let core = self.core.clone();
+        let token = self.held.token().clone();
+        drop(self);
+        let next = match next {
+            Some(reply) => ActiveJob::take(&core, reply, token),
+            None => {
+                if t.finishes() {
+                    core.hints().finished_without_next();
+                }
+                None
+            }
+        };
+        FinishOutcome::Done { next }
+    }
+}
+
+fn now() -> EpochMs {
+    EpochMs(crate::clock::now_ms())
 }
 
 impl Drop for ActiveJob {
     fn drop(&mut self) {
         if !self.done {
-            self.core.untrack(&self.job.id, &self.held.token);
+            self.core.seam().untrack(&self.job.id, self.held.token());
         }
     }
-}
-
-fn keep_jobs(
-    job: Option<&KeepJobs>,
-    worker: Option<&KeepJobs>,
-) -> serde_json::Map<String, serde_json::Value> {
-    KeepJobs::to_keep_jobs(job.or(worker))
 }

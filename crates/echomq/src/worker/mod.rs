@@ -1,19 +1,22 @@
 //! The [`Worker`] actor: fetches jobs of one queue, locks them, runs a
-//! [`Processor`] on each and finishes them, as BullMQ 6.2.0 workers do
-//! (shared/protocol/worker-loop.md). The contract is in `docs/worker.md`.
+//! [`Processor`] on each and finishes them, as BullMQ 6.2.0 workers do. The
+//! contract is in `docs/worker.md`.
 //!
 //! The library ships no supervision tree: the host spawns the Worker and its
 //! [`LockManager`](crate::lock_manager::LockManager) under its own supervisor
 //! (see [`spawn_linked`]) and decides about restarts.
 
 mod backoff;
+mod blocking;
 mod core;
 mod fetcher;
+mod gate;
+mod hints;
 mod job;
 mod processor;
 mod run;
+mod seam;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,12 +24,13 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Spawn
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use self::backoff::{decide as retry_decision, delay as backoff_delay, RetryDecision};
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
 pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};
 
-use self::core::{lock, WorkerCore, CANCEL_LOCK_LOST, CANCEL_SHUTDOWN};
-use crate::lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
+use self::core::WorkerCore;
+use self::seam::CancelReason;
+use crate::lock_manager::{LockManager, LockManagerArgs};
+use crate::lock_protocol::{LockManagerMsg, LockOwner, LockOwnerRef};
 use crate::{KeepJobs, Queue};
 
 /// Settings of a worker; the defaults are BullMQ 6.2.0's.
@@ -48,7 +52,8 @@ pub struct WorkerOptions {
     /// Worker name: `pb` of taken jobs and the `:w:<name>` suffix of the
     /// blocking connection's client name. Default none.
     pub name: Option<String>,
-    /// Jobs whose `ats` exceeds this are failed on pick-up. Default none.
+    /// Jobs whose `ats` exceeds this are failed on pick-up. Default none;
+    /// `Some(0)` also means no limit, as BullMQ's `maxStartedAttempts: 0`.
     pub max_started_attempts: Option<u64>,
     /// Retention after completion when the job sets none.
     pub remove_on_complete: Option<KeepJobs>,
@@ -61,6 +66,10 @@ pub struct WorkerOptions {
     /// How long a cancelled processor may run on before its future is
     /// dropped. Default 1 s.
     pub cancel_grace: Duration,
+    /// Pause between tries when producing the next iteration of a job
+    /// scheduler fails on the connection (BullMQ's `runRetryDelay`).
+    /// Default 15 s.
+    pub run_retry_delay: Duration,
 }
 
 impl Default for WorkerOptions {
@@ -79,7 +88,95 @@ impl Default for WorkerOptions {
             max_metrics_size: None,
             watchdog_interval: Duration::from_secs(5),
             cancel_grace: Duration::from_secs(1),
+            run_retry_delay: Duration::from_secs(15),
         }
+    }
+}
+
+/// Builder setters, one per setting: `WorkerOptions::default().concurrency(8)`.
+impl WorkerOptions {
+    /// Sets [`concurrency`](Self::concurrency).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Sets [`lock_duration`](Self::lock_duration).
+    pub fn lock_duration(mut self, d: Duration) -> Self {
+        self.lock_duration = d;
+        self
+    }
+
+    /// Sets [`lock_renew_time`](Self::lock_renew_time).
+    pub fn lock_renew_time(mut self, d: Duration) -> Self {
+        self.lock_renew_time = Some(d);
+        self
+    }
+
+    /// Sets [`stalled_interval`](Self::stalled_interval).
+    pub fn stalled_interval(mut self, d: Duration) -> Self {
+        self.stalled_interval = d;
+        self
+    }
+
+    /// Sets [`max_stalled_count`](Self::max_stalled_count).
+    pub fn max_stalled_count(mut self, n: u64) -> Self {
+        self.max_stalled_count = n;
+        self
+    }
+
+    /// Sets [`drain_delay`](Self::drain_delay).
+    pub fn drain_delay(mut self, d: Duration) -> Self {
+        self.drain_delay = d;
+        self
+    }
+
+    /// Sets [`name`](Self::name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets [`max_started_attempts`](Self::max_started_attempts) (0 = no limit).
+    pub fn max_started_attempts(mut self, n: u64) -> Self {
+        self.max_started_attempts = Some(n);
+        self
+    }
+
+    /// Sets [`remove_on_complete`](Self::remove_on_complete).
+    pub fn remove_on_complete(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_complete = Some(keep);
+        self
+    }
+
+    /// Sets [`remove_on_fail`](Self::remove_on_fail).
+    pub fn remove_on_fail(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_fail = Some(keep);
+        self
+    }
+
+    /// Sets [`max_metrics_size`](Self::max_metrics_size).
+    pub fn max_metrics_size(mut self, points: u64) -> Self {
+        self.max_metrics_size = Some(points);
+        self
+    }
+
+    /// Sets [`watchdog_interval`](Self::watchdog_interval).
+    pub fn watchdog_interval(mut self, d: Duration) -> Self {
+        self.watchdog_interval = d;
+        self
+    }
+
+    /// Sets [`cancel_grace`](Self::cancel_grace).
+    pub fn cancel_grace(mut self, d: Duration) -> Self {
+        self.cancel_grace = d;
+        self
+    }
+
+    /// Sets [`run_retry_delay`](Self::run_retry_delay).
+    pub fn run_retry_delay(mut self, d: Duration) -> Self {
+        self.run_retry_delay = d;
+        self
     }
 }
 
@@ -118,7 +215,7 @@ impl WorkerArgs {
             keys: self.queue.keys().clone(),
             lock_duration: self.options.lock_duration,
             lock_renew_time: self.options.lock_renew_time,
-            worker,
+            worker: worker.map(LockOwnerRef::new),
         }
     }
 }
@@ -280,15 +377,17 @@ impl Actor for Worker {
         if let Some(lm) = args.lock_manager {
             // A restarted Worker re-points its LockManager at itself, so lost
             // locks are reported to a live actor.
-            let _ = lm.cast(LockManagerMsg::AttachWorker(myself.clone()));
-            lock(&core.seam).lock_manager = Some(lm);
+            let _ = lm.cast(LockManagerMsg::AttachWorker(LockOwnerRef::new(
+                myself.clone(),
+            )));
+            core.seam().attach(lm);
         }
         let stop = CancellationToken::new();
         let fetcher = fetcher::spawn(core.clone(), stop.clone());
-        myself.send_after(core.opts.watchdog_interval, || {
+        myself.send_after(core.opts().watchdog_interval, || {
             WorkerMsg::Internal(Internal(InternalKind::Watchdog))
         });
-        span.in_scope(|| info!(concurrency = core.opts.concurrency, "worker started"));
+        span.in_scope(|| info!(concurrency = core.opts().concurrency, "worker started"));
         Ok(WorkerState {
             core,
             stop_fetcher: stop,
@@ -315,8 +414,8 @@ impl Actor for Worker {
         state: &mut WorkerState,
     ) -> Result<(), ActorProcessingErr> {
         state.stop_fetcher.cancel();
-        state.core.gate.set(|g| g.closing = true);
-        fetcher::discard_blocking_client(&state.core);
+        state.core.gate().close();
+        state.core.blocking().discard();
         Ok(())
     }
 }
@@ -327,81 +426,53 @@ impl Worker {
     fn handle_sync(&self, myself: &ActorRef<WorkerMsg>, msg: WorkerMsg, state: &mut WorkerState) {
         let core = state.core.clone();
         match msg {
-            WorkerMsg::Pause => core.gate.set(|g| g.paused = true),
+            WorkerMsg::Pause => core.gate().set_paused(true),
             WorkerMsg::Resume => {
                 // A marker popped while paused is gone: look at the queue
                 // directly instead of waiting for the next one.
-                core.drained.store(false, Ordering::Relaxed);
-                core.gate.set(|g| g.paused = false);
+                core.hints().wake();
+                core.gate().set_paused(false);
             }
             WorkerMsg::SetConcurrency(n) => {
                 info!(concurrency = n, "concurrency changed");
-                core.drained.store(false, Ordering::Relaxed);
-                core.gate.set(|g| g.limit = n.max(1));
+                core.hints().wake();
+                core.gate().set_limit(n);
             }
             WorkerMsg::GetStatus(reply) => {
                 let _ = reply.send(status(&core));
             }
             WorkerMsg::AttachLockManager(lm) => {
-                let mut seam = lock(&core.seam);
-                for (id, held) in &seam.held {
-                    let _ = lm.cast(LockManagerMsg::Track {
-                        id: id.clone(),
-                        token: held.token.to_string(),
-                    });
-                }
-                info!(
-                    held = seam.held.len(),
-                    "lock manager attached; held jobs tracked again"
-                );
-                seam.lock_manager = Some(lm);
+                let held = core.seam().attach(lm);
+                info!(held, "lock manager attached; held jobs tracked again");
             }
-            WorkerMsg::LockLost { job_id, token } => {
-                let held = {
-                    let mut seam = lock(&core.seam);
-                    match seam.held.get(&job_id) {
-                        Some(h) if *h.token == *token => seam.held.remove(&job_id),
-                        _ => None,
-                    }
-                };
-                if let Some(h) = held {
-                    warn!(%job_id, "lock lost: cancelling the job's processor");
-                    h.reason.store(CANCEL_LOCK_LOST, Ordering::Release);
-                    h.cancel.cancel();
-                    core.emit(WorkerEvent::LockLost { job_id });
-                } else {
-                    debug!(%job_id, "lock lost for a job no longer held");
-                }
-            }
+            WorkerMsg::LockLost { job_id, token } => lock_lost(&core, job_id, &token),
             WorkerMsg::Close(timeout, reply) => self.start_close(myself, state, timeout, reply),
             #[cfg(feature = "fault-injection")]
             WorkerMsg::Crash => panic!("fault injection: worker crash"),
-            WorkerMsg::Internal(Internal(kind)) => match kind {
-                InternalKind::Beat => {}
-                InternalKind::SlotFreed => self.maybe_finish_close(myself, state),
-                InternalKind::CloseDeadline => {
-                    let held: Vec<(String, core::Held)> = lock(&core.seam)
-                        .held
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    if let Some(pc) = state.close.as_mut() {
-                        for (id, h) in held {
-                            warn!(job_id = %id, "close deadline: cancelling and moving back to wait");
-                            h.reason.store(CANCEL_SHUTDOWN, Ordering::Release);
-                            h.cancel.cancel();
-                            pc.moved_back.push(id);
-                        }
+            WorkerMsg::Internal(Internal(kind)) => self.internal(myself, state, kind),
+        }
+    }
+
+    fn internal(&self, myself: &ActorRef<WorkerMsg>, state: &mut WorkerState, kind: InternalKind) {
+        match kind {
+            InternalKind::Beat => {}
+            InternalKind::SlotFreed => self.maybe_finish_close(myself, state),
+            InternalKind::CloseDeadline => {
+                if let Some(pc) = state.close.as_mut() {
+                    for (id, h) in state.core.seam().held() {
+                        warn!(job_id = %id, "close deadline: cancelling and moving back to wait");
+                        h.cancel(CancelReason::Shutdown);
+                        pc.moved_back.push(id);
                     }
-                    self.maybe_finish_close(myself, state);
                 }
-                InternalKind::Watchdog => {
-                    self.watchdog(state);
-                    myself.send_after(core.opts.watchdog_interval, || {
-                        WorkerMsg::Internal(Internal(InternalKind::Watchdog))
-                    });
-                }
-            },
+                self.maybe_finish_close(myself, state);
+            }
+            InternalKind::Watchdog => {
+                self.watchdog(state);
+                myself.send_after(state.core.opts().watchdog_interval, || {
+                    WorkerMsg::Internal(Internal(InternalKind::Watchdog))
+                });
+            }
         }
     }
 
@@ -423,9 +494,9 @@ impl Worker {
             timeout_ms = timeout.as_millis() as u64,
             "closing: fetching stopped, waiting for running jobs"
         );
-        core.gate.set(|g| g.closing = true);
+        core.gate().close();
         state.stop_fetcher.cancel();
-        let running: Vec<String> = lock(&core.seam).held.keys().cloned().collect();
+        let running = core.seam().held_ids();
         state.close = Some(PendingClose {
             reply,
             running_at_close: running,
@@ -441,12 +512,12 @@ impl Worker {
         if state.close.is_none() {
             return;
         }
-        let (_, in_use, _, _) = state.core.gate.snapshot();
+        let in_use = state.core.gate().snapshot().in_use;
         let fetcher_done = state.fetcher.as_ref().is_none_or(|h| h.is_finished());
         if in_use > 0 || !fetcher_done {
             if !fetcher_done {
                 // The fetcher may sit in BZPOPMIN: unblock it, then look again.
-                fetcher::discard_blocking_client(&state.core);
+                state.core.blocking().discard();
                 myself.send_after(Duration::from_millis(50), || {
                     WorkerMsg::Internal(Internal(InternalKind::SlotFreed))
                 });
@@ -454,7 +525,7 @@ impl Worker {
             return;
         }
         let Some(pc) = state.close.take() else { return };
-        fetcher::discard_blocking_client(&state.core);
+        state.core.blocking().discard();
         let moved: std::collections::HashSet<&String> = pc.moved_back.iter().collect();
         let report = CloseReport {
             finished_in_time: pc
@@ -472,7 +543,7 @@ impl Worker {
         let _ = pc.reply.send(report);
         // The LockManager exists for this worker only; with every job let
         // go it has nothing left to renew.
-        if let Some(lm) = lock(&state.core.seam).lock_manager.take() {
+        if let Some(lm) = state.core.seam().detach() {
             lm.stop(Some("worker closed".into()));
         }
         myself.stop(Some("closed".into()));
@@ -484,7 +555,7 @@ impl Worker {
         }
         let core = &state.core;
         let now = crate::clock::now_ms();
-        let deadline = core.watch.blocking_deadline.load(Ordering::Relaxed);
+        let deadline = core.blocking().deadline();
         let stuck = deadline != 0 && now > deadline + fetcher::WATCHDOG_MARGIN.as_millis() as u64;
         let dead = state.fetcher.as_ref().is_none_or(|h| h.is_finished());
         if stuck || dead {
@@ -496,30 +567,51 @@ impl Worker {
             if let Some(h) = state.fetcher.take() {
                 h.abort();
             }
-            fetcher::discard_blocking_client(core);
-            core.watch.blocking_deadline.store(0, Ordering::Relaxed);
+            core.blocking().discard();
+            core.blocking().set_deadline(0);
             state.stop_fetcher = CancellationToken::new();
             state.fetcher = Some(fetcher::spawn(core.clone(), state.stop_fetcher.clone()));
         }
     }
 }
 
+/// A lost lock reported by the LockManager: the job is not ours any more, so
+/// its processor is cancelled and nothing is written.
+fn lock_lost(core: &WorkerCore, job_id: String, token: &str) {
+    match core.seam().take_if(&job_id, token) {
+        Some(h) => {
+            warn!(%job_id, "lock lost: cancelling the job's processor");
+            h.cancel(CancelReason::LockLost);
+            core.emit(WorkerEvent::LockLost { job_id });
+        }
+        None => debug!(%job_id, "lock lost for a job no longer held"),
+    }
+}
+
 fn status(core: &WorkerCore) -> WorkerStatus {
-    let (limit, _, paused, closing) = core.gate.snapshot();
-    let seam = lock(&core.seam);
-    let mut active_jobs: Vec<String> = seam.held.keys().cloned().collect();
-    active_jobs.sort();
-    let last = core.last_fetch.load(Ordering::Relaxed);
+    let gate = core.gate().snapshot();
+    let counters = core.counters();
     WorkerStatus {
-        active_jobs,
-        processed: core.processed.load(Ordering::Relaxed),
-        failed: core.failed.load(Ordering::Relaxed),
-        last_fetch_ms: (last > 0).then_some(last),
-        concurrency: limit,
-        paused,
-        closing,
-        lock_manager_attached: seam.lock_manager.is_some(),
-        dropped_events: core.dropped_events.load(Ordering::Relaxed),
+        active_jobs: core.seam().held_ids(),
+        processed: counters.processed(),
+        failed: counters.failed(),
+        last_fetch_ms: counters.last_fetch(),
+        concurrency: gate.limit,
+        paused: gate.paused,
+        closing: gate.closing,
+        lock_manager_attached: core.seam().attached(),
+        dropped_events: counters.dropped_events(),
+    }
+}
+
+/// The Worker as its LockManager's [`LockOwner`]: reports become messages.
+impl LockOwner for ActorRef<WorkerMsg> {
+    fn lock_lost(&self, job_id: String, token: String) {
+        let _ = self.cast(WorkerMsg::LockLost { job_id, token });
+    }
+
+    fn attach(&self, lock_manager: ActorRef<LockManagerMsg>) {
+        let _ = self.cast(WorkerMsg::AttachLockManager(lock_manager));
     }
 }
 
@@ -535,7 +627,7 @@ pub async fn spawn_linked(
     let lm_args_base = args.lock_manager_args(None);
     let (worker, _) = Actor::spawn_linked(None, Worker, args, supervisor.clone()).await?;
     let lm_args = LockManagerArgs {
-        worker: Some(worker.clone()),
+        worker: Some(LockOwnerRef::new(worker.clone())),
         ..lm_args_base
     };
     let (lm, _) = Actor::spawn_linked(None, LockManager, lm_args, supervisor).await?;

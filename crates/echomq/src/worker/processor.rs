@@ -139,6 +139,13 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ProcessError {
     }
 }
 
+/// The number of the attempt a taken job is on, from 1: `attemptsMade + 1`
+/// (the legacy `attemptsMade` field wins over `atm`, as the job decoder
+/// reads it). The one place this is computed.
+pub(crate) fn attempt_number(job: &Job) -> u64 {
+    job.attempts_made + 1
+}
+
 /// What a processor sees of the job it runs: the decoded job, the worker's
 /// queue for progress, logs and data updates, and the cancellation signal.
 /// Cheap to clone. It cannot finish the job: only the worker, through the
@@ -185,7 +192,7 @@ impl JobContext {
 
     /// This attempt's number, from 1 (`attemptsMade + 1`).
     pub fn attempt(&self) -> u64 {
-        self.job.attempts_made + 1
+        attempt_number(&self.job)
     }
 
     /// The lock token the worker holds the job with.

@@ -1,18 +1,23 @@
 //! One slot's life: run a job, finish it (taking the next one in the same call
 //! when allowed), and go on until no job comes back.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use echomq_protocol::call::lifecycle::DelayKind;
+use echomq_protocol::job::field;
+use echomq_protocol::ScriptErrorCode;
 use serde_json::Value;
 use tracing::{debug, error, info_span, warn, Instrument};
 
 use super::backoff::{self, RetryDecision};
-use super::core::{SlotPermit, WorkerCore, CANCEL_LOCK_LOST};
+use super::core::WorkerCore;
+use super::gate::SlotPermit;
 use super::job::{ActiveJob, FinishOutcome, Transition};
 use super::processor::{JobContext, ProcessError};
+use super::seam::CancelReason;
 use super::WorkerEvent;
+use crate::Job;
 
 /// Connection errors on a finishing call are retried this many times, with a
 /// doubling pause, while the lock is kept renewed.
@@ -24,10 +29,10 @@ pub(crate) async fn run_slot(core: Arc<WorkerCore>, permit: SlotPermit, first: A
     loop {
         let span = info_span!(
             "job",
-            queue = %core.keys.name(),
+            queue = %core.keys().name(),
             job_id = %job.id(),
             attempt = job.attempt(),
-            worker = ?core.name.as_deref(),
+            worker = ?core.name().map(|n| &**n),
         );
         match process_one(&core, job).instrument(span).await {
             Some(next) => job = next,
@@ -38,48 +43,96 @@ pub(crate) async fn run_slot(core: Arc<WorkerCore>, permit: SlotPermit, first: A
 }
 
 fn fetch_next(core: &WorkerCore) -> bool {
-    core.gate.may_fetch_next() && core.alive()
+    core.gate().may_fetch_next() && core.alive()
 }
 
 /// Runs one job to its transition; returns the job fetch-next brought.
 async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
-    let record = job.job_arc();
-    if record.repeat_job_key.is_some() {
-        // As BullMQ does: whoever takes a scheduler iteration produces the
-        // next one, under a deterministic id, so racing workers (Node ones
-        // included) create no duplicate. A failure here must not cost this
-        // iteration its run: the JobScheduler's sweep re-creates a missing
-        // next iteration.
-        match crate::job_scheduler::create_next_iteration(&core.conn, &core.keys, &record).await {
-            Ok(next) => debug!(next = ?next, "next scheduler iteration"),
+    if !schedule_successor(core, job.job()).await {
+        job.abandon();
+        return None;
+    }
+    if let Some(refusal) = refuse_to_run(core, job.job()) {
+        return fail_job(core, job, refusal).await;
+    }
+    match run_processor(core, &job).await {
+        Ran::Cancelled => give_up(core, job).await,
+        Ran::Returned(Ok(value)) => finish(core, job, Transition::Complete(value)).await,
+        Ran::Returned(Err(ProcessError::RateLimited)) => {
+            finish(core, job, Transition::ToWait).await
+        }
+        Ran::Returned(Err(ProcessError::Delay { delay })) => {
+            let t = Transition::Delay {
+                delay,
+                kind: DelayKind::Requested,
+                fields: Vec::new(),
+            };
+            finish(core, job, t).await
+        }
+        Ran::Returned(Err(e)) => fail_job(core, job, e).await,
+    }
+}
+
+/// As BullMQ does: whoever takes a scheduler iteration produces the next
+/// one, under a deterministic id, so racing workers (Node ones included)
+/// create no duplicate; and the iteration never runs without its successor.
+/// Connection errors are retried (every `run_retry_delay`) while the worker
+/// runs; any other error leaves the iteration unprocessed, to the stalled
+/// checker. False when the job must not run.
+async fn schedule_successor(core: &WorkerCore, record: &Job) -> bool {
+    if record.repeat_job_key.is_none() {
+        return true;
+    }
+    loop {
+        match crate::job_scheduler::create_next_iteration(core.conn(), core.keys(), record).await {
+            Ok(next) => {
+                debug!(next = ?next, "next scheduler iteration");
+                return true;
+            }
+            Err(e) if e.is_connection() && core.alive() && !core.gate().snapshot().closing => {
+                warn!(error = %e, "could not create the next scheduler iteration; retrying");
+                tokio::time::sleep(core.opts().run_retry_delay).await;
+            }
             Err(e) => {
-                warn!(error = %e, "could not create the next scheduler iteration; the sweep will")
+                error!(error = %e, "could not create the next scheduler iteration; the iteration is not run and is left to the stalled checker");
+                return false;
             }
         }
     }
+}
+
+/// Jobs failed without running: marked by the stalled checker, or started
+/// too often (`max_started_attempts`, 0 = no limit as in BullMQ).
+fn refuse_to_run(core: &WorkerCore, record: &Job) -> Option<ProcessError> {
     if let Some(reason) = record.deferred_failure.clone() {
-        // Marked by the stalled checker: fail without running.
-        return fail_job(core, job, ProcessError::unrecoverable(reason)).await;
+        return Some(ProcessError::unrecoverable(reason));
     }
-    if let Some(max) = core.opts.max_started_attempts {
-        if record.attempts_started > max {
-            return fail_job(
-                core,
-                job,
-                ProcessError::unrecoverable("job started more than allowable limit"),
-            )
-            .await;
-        }
+    match core.opts().max_started_attempts {
+        Some(max) if max > 0 && record.attempts_started > max => Some(ProcessError::unrecoverable(
+            "job started more than allowable limit",
+        )),
+        _ => None,
     }
+}
+
+/// How the processor's run ended.
+enum Ran {
+    /// The worker gave the job up meanwhile; whatever it returned is ignored.
+    Cancelled,
+    /// It returned (a panic reads as a failure).
+    Returned(Result<Value, ProcessError>),
+}
+
+async fn run_processor(core: &WorkerCore, job: &ActiveJob) -> Ran {
     let ctx = JobContext {
-        job: record.clone(),
-        queue: core.queue.clone(),
+        job: job.job_arc(),
+        queue: core.queue().clone(),
         token: job.token_arc(),
         cancel: job.cancellation_token(),
-        worker: core.name.clone(),
+        worker: core.name().cloned(),
     };
     let cancel = job.cancellation_token();
-    let mut task = tokio::spawn(core.processor.process(ctx));
+    let mut task = tokio::spawn(core.processor().process(ctx));
     let result = tokio::select! {
         r = &mut task => Some(r),
         _ = cancel.cancelled() => None,
@@ -91,53 +144,41 @@ async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob
         // Still running: a grace period to see the cancellation and stop
         // cleanly. The slot stays taken meanwhile, since the code still runs.
         if result.is_none()
-            && tokio::time::timeout(core.opts.cancel_grace, &mut task)
+            && tokio::time::timeout(core.opts().cancel_grace, &mut task)
                 .await
                 .is_err()
         {
             task.abort();
         }
-        return give_up(core, job).await;
+        return Ran::Cancelled;
     }
-    let Some(result) = result else {
-        return give_up(core, job).await;
-    };
     match result {
-        Ok(Ok(value)) => finish(core, job, Transition::Complete(value)).await,
-        Ok(Err(e)) => match e {
-            ProcessError::RateLimited => finish(core, job, Transition::ToWait).await,
-            ProcessError::Delay { delay } => {
-                let t = Transition::Delay {
-                    delay_ms: delay.as_millis() as u64,
-                    skip_attempt: true,
-                    fields: Vec::new(),
-                };
-                finish(core, job, t).await
-            }
-            other => fail_job(core, job, other).await,
-        },
-        Err(join) => {
-            let message = if join.is_panic() {
-                let p = join.into_panic();
-                let text = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                format!("processor panicked: {text}")
-            } else {
-                "processor task was cancelled".to_string()
-            };
-            error!(%message, "processor failed abnormally");
-            fail_job(core, job, ProcessError::failed(message)).await
-        }
+        None => Ran::Cancelled,
+        Some(Ok(r)) => Ran::Returned(r),
+        Some(Err(join)) => Ran::Returned(Err(abnormal_end(join))),
     }
+}
+
+fn abnormal_end(join: tokio::task::JoinError) -> ProcessError {
+    let message = if join.is_panic() {
+        let p = join.into_panic();
+        let text = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        format!("processor panicked: {text}")
+    } else {
+        "processor task was cancelled".to_string()
+    };
+    error!(%message, "processor failed abnormally");
+    ProcessError::failed(message)
 }
 
 /// A cancelled job: after a lost lock it is not ours any more, so nothing is
 /// written; after the close deadline it goes back to `wait`.
 async fn give_up(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
-    if job.cancel_reason() == CANCEL_LOCK_LOST {
+    if job.cancel_reason() == CancelReason::LockLost {
         debug!("lock lost: processor cancelled, job left to its new owner");
         job.abandon();
         return None;
@@ -168,6 +209,26 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
         ProcessError::Failed { message, stack } => (message.clone(), stack.clone(), false),
         _ => (e.to_string(), None, false),
     };
+    let fields = vec![
+        (field::FAILED_REASON, message.clone()),
+        (field::STACKTRACE, stacktrace(&record, stack, &message)),
+    ];
+    let (t, retrying) = after_failure(&record, unrecoverable, &message, fields);
+    warn!(reason = %message, retrying, "job failed");
+    let id = job.id().to_owned();
+    let next = finish(core, job, t).await;
+    core.counters().failure();
+    core.emit(WorkerEvent::Failed {
+        job_id: id,
+        reason: message,
+        retrying,
+    });
+    next
+}
+
+/// The job's `stacktrace` with this failure's appended, trimmed to the
+/// job's `stackTraceLimit`, as JSON.
+fn stacktrace(record: &Job, stack: Option<String>, message: &str) -> String {
     let mut traces: Vec<Value> = record
         .stacktrace
         .iter()
@@ -178,14 +239,19 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
         stack.unwrap_or_else(|| format!("Error: {message}")),
     ));
     if let Some(limit) = record.opts.stack_trace_limit {
-        let keep = limit as usize;
-        let drop_n = traces.len().saturating_sub(keep);
+        let drop_n = traces.len().saturating_sub(limit as usize);
         traces.drain(..drop_n);
     }
-    let fields = vec![
-        ("failedReason".to_owned(), message.clone()),
-        ("stacktrace".to_owned(), Value::Array(traces).to_string()),
-    ];
+    Value::Array(traces).to_string()
+}
+
+/// Retry now, retry after a backoff, or fail for good; and whether it retries.
+fn after_failure(
+    record: &Job,
+    unrecoverable: bool,
+    message: &str,
+    fields: super::job::Fields,
+) -> (Transition, bool) {
     let decision = backoff::decide(
         record.attempts_made,
         record.opts.attempts.unwrap_or(0),
@@ -193,29 +259,24 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
         unrecoverable,
         rand::random::<f64>(),
     );
-    let retrying = matches!(decision, RetryDecision::Now | RetryDecision::After(_));
-    let t = match decision {
-        RetryDecision::Now => Transition::Retry { fields },
-        RetryDecision::After(ms) => Transition::Delay {
-            delay_ms: ms,
-            skip_attempt: false,
-            fields,
-        },
-        RetryDecision::Fail | RetryDecision::UnknownStrategy => Transition::Fail {
-            reason: message.clone(),
-            fields,
-        },
-    };
-    warn!(reason = %message, retrying, "job failed");
-    let id = job.id().to_owned();
-    let next = finish(core, job, t).await;
-    core.failed.fetch_add(1, Ordering::Relaxed);
-    core.emit(WorkerEvent::Failed {
-        job_id: id,
-        reason: message,
-        retrying,
-    });
-    next
+    match decision {
+        RetryDecision::Now => (Transition::Retry { fields }, true),
+        RetryDecision::After(ms) => (
+            Transition::Delay {
+                delay: Duration::from_millis(ms),
+                kind: DelayKind::Retry,
+                fields,
+            },
+            true,
+        ),
+        RetryDecision::Fail | RetryDecision::UnknownStrategy => (
+            Transition::Fail {
+                reason: message.to_owned(),
+                fields,
+            },
+            false,
+        ),
+    }
 }
 
 /// Runs a transition, retrying connection failures; interprets the verdict.
@@ -228,23 +289,14 @@ async fn finish(core: &Arc<WorkerCore>, job: ActiveJob, t: Transition) -> Option
         let id = job.id().to_owned();
         match job.apply(&t, fetch_next(core)).await {
             Ok(FinishOutcome::Done { next }) => {
-                core.processed.fetch_add(1, Ordering::Relaxed);
+                core.counters().transition();
                 if completing {
                     core.emit(WorkerEvent::Completed { job_id: id });
                 }
                 return next;
             }
             Ok(FinishOutcome::Refused { job: j, code }) => {
-                // Node turns "failed children" into an UnrecoverableError and
-                // other refusals into an ordinary failure.
-                let e = if code == echomq_protocol::ScriptErrorCode::JobHasFailedChildren {
-                    ProcessError::unrecoverable(format!(
-                        "Cannot complete job {id} because it has at least one failed child."
-                    ))
-                } else {
-                    ProcessError::failed(format!("Cannot complete job {id}: {code}"))
-                };
-                return Box::pin(fail_job(core, j, e)).await;
+                return Box::pin(fail_job(core, j, refused_completion(&id, code))).await;
             }
             Ok(other) => {
                 report_rejection(core, other);
@@ -263,6 +315,25 @@ async fn finish(core: &Arc<WorkerCore>, job: ActiveJob, t: Transition) -> Option
                 return None;
             }
         }
+    }
+}
+
+/// The error Node's `finishedErrors` makes of a refused completion, with its
+/// text: "failed children" is an UnrecoverableError, the rest an ordinary
+/// failure.
+fn refused_completion(id: &str, code: ScriptErrorCode) -> ProcessError {
+    const COMMAND: &str = "moveToFinished";
+    match code {
+        ScriptErrorCode::JobHasFailedChildren => ProcessError::unrecoverable(format!(
+            "Cannot complete job {id} because it has at least one failed child. {COMMAND}"
+        )),
+        ScriptErrorCode::JobPendingChildren => {
+            ProcessError::failed(format!("Job {id} has pending dependencies. {COMMAND}"))
+        }
+        other => ProcessError::failed(format!(
+            "Unknown code {} error for {id}. {COMMAND}",
+            other.code()
+        )),
     }
 }
 

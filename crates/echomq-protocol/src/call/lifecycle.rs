@@ -1,0 +1,868 @@
+//! Calls of a job's life in a worker: taking it (moveToActive), letting it go
+//! (moveToFinished, moveToDelayed, retryJob, moveJobFromActiveToWait) and
+//! keeping its lock (extendLock, extendLocks, releaseLock).
+//!
+//! The replies are decoded here once: the next-job reply into [`NextJob`], the
+//! transitions into a [`Verdict`] whose refusals are the negative codes a
+//! worker acts on (docs/protocol.md, L2 — scripts).
+
+use std::time::Duration;
+
+use super::decode::{self, Reply};
+use super::{Arg, ReplyError, ScriptCall};
+use crate::job::field;
+use crate::keys::QueueKeys;
+use crate::packing::{pack_fields, pack_strings, FetchOpts, FinishOpts};
+use crate::reply::ScriptErrorCode;
+use crate::scripts::ScriptId;
+
+/// A point in time, ms since the Unix epoch, as the scripts store it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EpochMs(pub u64);
+
+fn ms(d: Duration) -> Arg {
+    Arg::int(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Which set a finishing job goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishTarget {
+    /// `{P}completed`.
+    Completed,
+    /// `{P}failed`.
+    Failed,
+}
+
+impl FinishTarget {
+    /// `completed` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishTarget::Completed => "completed",
+            FinishTarget::Failed => "failed",
+        }
+    }
+
+    /// The job-hash field the finishing value is written to.
+    pub fn value_field(self) -> &'static str {
+        match self {
+            FinishTarget::Completed => field::RETURN_VALUE,
+            FinishTarget::Failed => field::FAILED_REASON,
+        }
+    }
+}
+
+/// The next-job reply `[jobData, jobId, rateLimitDelay, delayUntil]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextJob {
+    /// A job was moved to `active` and locked with the caller's token.
+    Job {
+        /// Its id.
+        id: String,
+        /// Its hash, as read right after the take.
+        fields: Vec<(String, String)>,
+    },
+    /// Rate limited: nothing may be taken for this long.
+    RateLimited(Duration),
+    /// Nothing ready; the earliest delayed job is due then.
+    DelayedUntil(EpochMs),
+    /// Nothing to do now (empty, paused or maxed).
+    Nothing,
+}
+
+impl NextJob {
+    fn decode(script: ScriptId, reply: Reply) -> Result<NextJob, ReplyError> {
+        let mut items = decode::array(script, reply)?.into_iter();
+        let (Some(data), id) = (items.next(), items.next()) else {
+            return Ok(NextJob::Nothing);
+        };
+        let limit = items.next().and_then(|r| r.as_i64()).unwrap_or(0);
+        let delay_until = items.next().and_then(|r| r.as_i64()).unwrap_or(0);
+        if let Reply::Array(_) = data {
+            let id = id.ok_or_else(|| ReplyError::shape(script, "job without an id"))?;
+            let id = decode::text(script, &id)?;
+            let fields = decode::pairs(script, data)?;
+            return Ok(NextJob::Job { id, fields });
+        }
+        Ok(if limit > 0 {
+            NextJob::RateLimited(Duration::from_millis(limit as u64))
+        } else if delay_until > 0 {
+            NextJob::DelayedUntil(EpochMs(delay_until as u64))
+        } else {
+            NextJob::Nothing
+        })
+    }
+}
+
+/// Why a transition out of `active` changed nothing (or only the lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `-1`: the job hash is gone.
+    Missing,
+    /// `-2` (no lock) or `-6` (another token): the caller no longer owns the job.
+    LockLost(ScriptErrorCode),
+    /// `-3`: the job was not in `active`; its lock was already released.
+    NotActive,
+    /// `-4`: completion refused, the job still has pending children.
+    PendingChildren,
+    /// `-9`: completion refused, the job has failed children.
+    FailedChildren,
+}
+
+impl Refusal {
+    /// The refusal for a script code; other codes are not refusals.
+    fn from_code(code: ScriptErrorCode) -> Option<Refusal> {
+        use ScriptErrorCode::*;
+        Some(match code {
+            JobNotExist => Refusal::Missing,
+            JobLockNotExist | JobLockMismatch => Refusal::LockLost(code),
+            JobNotInState => Refusal::NotActive,
+            JobPendingChildren => Refusal::PendingChildren,
+            JobHasFailedChildren => Refusal::FailedChildren,
+            _ => return None,
+        })
+    }
+
+    /// The code on the wire.
+    pub fn code(self) -> ScriptErrorCode {
+        match self {
+            Refusal::Missing => ScriptErrorCode::JobNotExist,
+            Refusal::LockLost(code) => code,
+            Refusal::NotActive => ScriptErrorCode::JobNotInState,
+            Refusal::PendingChildren => ScriptErrorCode::JobPendingChildren,
+            Refusal::FailedChildren => ScriptErrorCode::JobHasFailedChildren,
+        }
+    }
+
+    /// Whether the job is still held afterwards (refused before the lock).
+    pub fn keeps_lock(self) -> bool {
+        matches!(self, Refusal::PendingChildren | Refusal::FailedChildren)
+    }
+}
+
+/// What a transition script answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict<T> {
+    /// The job left `active`; `T` is what the reply adds.
+    Done(T),
+    /// One of the refusals.
+    Refused(Refusal),
+}
+
+impl<T> Verdict<T> {
+    /// The same verdict with the done value mapped.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Verdict<U> {
+        match self {
+            Verdict::Done(t) => Verdict::Done(f(t)),
+            Verdict::Refused(r) => Verdict::Refused(r),
+        }
+    }
+}
+
+/// A transition reply: `0` (or nil) is done, a negative code a refusal or an
+/// error, an array the next-job reply of fetch-next.
+fn verdict(script: ScriptId, reply: Reply) -> Result<Verdict<Option<NextJob>>, ReplyError> {
+    if let Reply::Array(_) = reply {
+        return Ok(Verdict::Done(Some(NextJob::decode(script, reply)?)));
+    }
+    if reply.is_nil() {
+        return Ok(Verdict::Done(None));
+    }
+    match decode::int_or_code(script, &reply) {
+        Ok(_) => Ok(Verdict::Done(None)),
+        Err(e) => match e.code().and_then(Refusal::from_code) {
+            Some(refusal) => Ok(Verdict::Refused(refusal)),
+            None => Err(e),
+        },
+    }
+}
+
+/// Fields written to the job hash right after the lock check
+/// (FieldsToUpdate); `""` on the wire when empty.
+fn fields_arg(fields: &[(&str, String)]) -> Arg {
+    Arg::packed_or_empty(pack_fields(fields))
+}
+
+/// moveToActive-11: take the next job, locked with the FetchOpts token.
+#[derive(Debug, Clone)]
+pub struct MoveToActive<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Now: `processedOn` and the promotion cut-off.
+    pub now: EpochMs,
+    /// Token, lock duration, limiter, worker name.
+    pub fetch: FetchOpts<'a>,
+}
+
+impl MoveToActive<'_> {
+    /// The KEYS of moveToActive-11 for queue `k` (they do not depend on the
+    /// arguments), for code that still sends the call by position.
+    pub fn key_list(k: &QueueKeys) -> Vec<String> {
+        vec![
+            k.wait(),
+            k.active(),
+            k.prioritized(),
+            k.events(),
+            k.stalled(),
+            k.limiter(),
+            k.delayed(),
+            k.paused(),
+            k.meta(),
+            k.pc(),
+            k.marker(),
+        ]
+    }
+}
+
+impl ScriptCall for MoveToActive<'_> {
+    type Output = NextJob;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::MoveToActive
+    }
+
+    fn keys(&self) -> Vec<String> {
+        MoveToActive::key_list(self.keys)
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.keys.prefix_key()),
+            Arg::int(self.now.0),
+            Arg::packed(self.fetch.pack()),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<NextJob, ReplyError> {
+        NextJob::decode(self.script(), reply)
+    }
+}
+
+/// moveToFinished-14: complete or finally fail an active job, optionally
+/// taking the next one (`fetch_next`) under the same token.
+#[derive(Debug, Clone)]
+pub struct MoveToFinished<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The job.
+    pub id: &'a str,
+    /// Now: `finishedOn` and the set score.
+    pub now: EpochMs,
+    /// Completed or failed.
+    pub target: FinishTarget,
+    /// The return value as JSON (completed) or the failure message (failed).
+    pub value: &'a str,
+    /// Take the next job in the same call.
+    pub fetch_next: bool,
+    /// Token, retention, attempts, metrics, lock duration of a next job.
+    pub opts: FinishOpts<'a>,
+    /// Fields to write first (`stacktrace`, …).
+    pub fields: &'a [(&'a str, String)],
+}
+
+impl ScriptCall for MoveToFinished<'_> {
+    type Output = Verdict<Option<NextJob>>;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::MoveToFinished
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let k = self.keys;
+        let target = self.target.as_str();
+        vec![
+            k.wait(),
+            k.active(),
+            k.prioritized(),
+            k.events(),
+            k.stalled(),
+            k.limiter(),
+            k.delayed(),
+            k.paused(),
+            k.meta(),
+            k.pc(),
+            k.key(target),
+            k.job(self.id),
+            k.metrics(target),
+            k.marker(),
+        ]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.id),
+            Arg::int(self.now.0),
+            Arg::str(self.target.value_field()),
+            Arg::str(self.value),
+            Arg::str(self.target.as_str()),
+            Arg::flag(self.fetch_next),
+            Arg::str(self.keys.prefix_key()),
+            Arg::packed(self.opts.pack()),
+            fields_arg(self.fields),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Self::Output, ReplyError> {
+        verdict(self.script(), reply)
+    }
+}
+
+/// Whether a delay counts an attempt (ARGV 6 of moveToDelayed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayKind {
+    /// A retry with backoff: `attemptsMade` grows.
+    Retry,
+    /// Asked by the processor: no attempt is counted.
+    Requested,
+}
+
+/// moveToDelayed-12: park an active job in `delayed` for `delay`.
+#[derive(Debug, Clone)]
+pub struct MoveToDelayed<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Now; the delay counts from it.
+    pub now: EpochMs,
+    /// The job.
+    pub id: &'a str,
+    /// Its lock token.
+    pub token: &'a str,
+    /// How long from `now`.
+    pub delay: Duration,
+    /// Retry or requested delay.
+    pub kind: DelayKind,
+    /// Fields to write first.
+    pub fields: &'a [(&'a str, String)],
+    /// FetchOpts to take the next job in the same call.
+    pub fetch_next: Option<FetchOpts<'a>>,
+}
+
+impl ScriptCall for MoveToDelayed<'_> {
+    type Output = Verdict<Option<NextJob>>;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::MoveToDelayed
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let k = self.keys;
+        vec![
+            k.marker(),
+            k.active(),
+            k.prioritized(),
+            k.delayed(),
+            k.job(self.id),
+            k.events(),
+            k.meta(),
+            k.stalled(),
+            k.wait(),
+            k.limiter(),
+            k.paused(),
+            k.pc(),
+        ]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.keys.prefix_key()),
+            Arg::int(self.now.0),
+            Arg::str(self.id),
+            Arg::str(self.token),
+            ms(self.delay),
+            Arg::flag(self.kind == DelayKind::Requested),
+            fields_arg(self.fields),
+            Arg::flag(self.fetch_next.is_some()),
+            Arg::packed_or_empty(self.fetch_next.as_ref().map(FetchOpts::pack)),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Self::Output, ReplyError> {
+        verdict(self.script(), reply)
+    }
+}
+
+/// Where a retried job re-enters `wait` (ARGV 3 of retryJob).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushEnd {
+    /// `LPUSH`: behind the waiting jobs (the default).
+    Back,
+    /// `RPUSH`: next to be taken (the job has `lifo`).
+    Front,
+}
+
+/// retryJob-11: put an active job back in `wait`, counting an attempt.
+#[derive(Debug, Clone)]
+pub struct RetryJob<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Now.
+    pub now: EpochMs,
+    /// LIFO or FIFO.
+    pub push: PushEnd,
+    /// The job.
+    pub id: &'a str,
+    /// Its lock token.
+    pub token: &'a str,
+    /// Fields to write first.
+    pub fields: &'a [(&'a str, String)],
+}
+
+impl ScriptCall for RetryJob<'_> {
+    type Output = Verdict<()>;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::RetryJob
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let k = self.keys;
+        vec![
+            k.active(),
+            k.wait(),
+            k.paused(),
+            k.job(self.id),
+            k.meta(),
+            k.events(),
+            k.delayed(),
+            k.prioritized(),
+            k.pc(),
+            k.marker(),
+            k.stalled(),
+        ]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        let push = match self.push {
+            PushEnd::Back => "LPUSH",
+            PushEnd::Front => "RPUSH",
+        };
+        vec![
+            Arg::str(self.keys.prefix_key()),
+            Arg::int(self.now.0),
+            Arg::str(push),
+            Arg::str(self.id),
+            Arg::str(self.token),
+            fields_arg(self.fields),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Verdict<()>, ReplyError> {
+        Ok(match verdict(self.script(), reply)? {
+            Verdict::Done(None) => Verdict::Done(()),
+            Verdict::Done(Some(_)) => {
+                return Err(ReplyError::shape(self.script(), "unexpected array"))
+            }
+            Verdict::Refused(r) => Verdict::Refused(r),
+        })
+    }
+}
+
+/// moveJobFromActiveToWait-9: put an active job back at the front of `wait`
+/// without counting an attempt (manual rate limit, close deadline). Done
+/// carries the limiter's remaining window, if any.
+#[derive(Debug, Clone)]
+pub struct MoveJobFromActiveToWait<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The job.
+    pub id: &'a str,
+    /// Its lock token.
+    pub token: &'a str,
+}
+
+impl ScriptCall for MoveJobFromActiveToWait<'_> {
+    type Output = Verdict<Option<Duration>>;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::MoveJobFromActiveToWait
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let k = self.keys;
+        vec![
+            k.active(),
+            k.wait(),
+            k.stalled(),
+            k.paused(),
+            k.meta(),
+            k.limiter(),
+            k.prioritized(),
+            k.marker(),
+            k.events(),
+        ]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.id),
+            Arg::str(self.token),
+            Arg::text(self.keys.job(self.id)),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Self::Output, ReplyError> {
+        if reply.is_nil() {
+            return Ok(Verdict::Done(None));
+        }
+        match decode::int_or_code(self.script(), &reply) {
+            Ok(0) => Ok(Verdict::Done(None)),
+            Ok(pttl) => Ok(Verdict::Done(Some(Duration::from_millis(pttl as u64)))),
+            Err(e) => match e.code().and_then(Refusal::from_code) {
+                Some(refusal) => Ok(Verdict::Refused(refusal)),
+                None => Err(e),
+            },
+        }
+    }
+}
+
+/// extendLock-2: renew one lock if it still holds `token`; true when renewed.
+#[derive(Debug, Clone)]
+pub struct ExtendLock<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The job.
+    pub id: &'a str,
+    /// The token the lock must hold.
+    pub token: &'a str,
+    /// The new TTL.
+    pub duration: Duration,
+}
+
+impl ScriptCall for ExtendLock<'_> {
+    type Output = bool;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::ExtendLock
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.lock(self.id), self.keys.stalled()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![Arg::str(self.token), ms(self.duration), Arg::str(self.id)]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<bool, ReplyError> {
+        Ok(decode::int_or_code(self.script(), &reply)? == 1)
+    }
+}
+
+/// extendLocks-1: renew a batch of locks; answers the ids whose lock was
+/// missing or held another token.
+#[derive(Debug, Clone)]
+pub struct ExtendLocks<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// `(job id, token)` pairs.
+    pub locks: &'a [(String, String)],
+    /// The new TTL of each.
+    pub duration: Duration,
+}
+
+impl ScriptCall for ExtendLocks<'_> {
+    type Output = Vec<String>;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::ExtendLocks
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.stalled()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        let ids: Vec<&str> = self.locks.iter().map(|(id, _)| id.as_str()).collect();
+        let tokens: Vec<&str> = self.locks.iter().map(|(_, t)| t.as_str()).collect();
+        vec![
+            Arg::str(self.keys.prefix_key()),
+            Arg::packed(pack_strings(&tokens)),
+            Arg::packed(pack_strings(&ids)),
+            ms(self.duration),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Vec<String>, ReplyError> {
+        decode::strings(self.script(), reply)
+    }
+}
+
+/// releaseLock-1: delete a lock if it holds `token`; true when deleted.
+/// BullMQ ships it without calling it (transitions release the lock).
+#[derive(Debug, Clone)]
+pub struct ReleaseLock<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The job.
+    pub id: &'a str,
+    /// The token the lock must hold.
+    pub token: &'a str,
+    /// Sent for compatibility; the script ignores it.
+    pub duration: Duration,
+}
+
+impl ScriptCall for ReleaseLock<'_> {
+    type Output = bool;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::ReleaseLock
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.lock(self.id)]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![Arg::str(self.token), ms(self.duration)]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<bool, ReplyError> {
+        Ok(decode::int_or_code(self.script(), &reply)? == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::argv_text;
+    use crate::packing::MetricsSize;
+    use serde_json::Map;
+
+    fn keys() -> QueueKeys {
+        QueueKeys::new("emq", "q").unwrap()
+    }
+
+    fn fetch(token: &str) -> FetchOpts<'_> {
+        FetchOpts {
+            token,
+            lock_duration: 30_000,
+            limiter: None,
+            name: None,
+        }
+    }
+
+    fn finish_opts() -> FinishOpts<'static> {
+        FinishOpts {
+            token: "t",
+            name: None,
+            keep_jobs: Map::new(),
+            limiter: None,
+            lock_duration: 30_000,
+            attempts: 0,
+            max_metrics_size: MetricsSize::Off,
+        }
+    }
+
+    fn job_reply() -> Reply {
+        Reply::Array(vec![
+            Reply::Array(vec![Reply::text("name"), Reply::text("n")]),
+            Reply::text("7"),
+            Reply::Int(0),
+            Reply::Int(0),
+        ])
+    }
+
+    fn zeros(limit: i64, delay: i64) -> Reply {
+        Reply::Array(vec![
+            Reply::Int(0),
+            Reply::Int(0),
+            Reply::Int(limit),
+            Reply::Int(delay),
+        ])
+    }
+
+    #[test]
+    fn move_to_active() {
+        let k = keys();
+        let call = MoveToActive {
+            keys: &k,
+            now: EpochMs(5),
+            fetch: fetch("tok"),
+        };
+        let argv = argv_text(&call);
+        assert_eq!(argv[..2], ["emq:q:", "5"]);
+        assert_eq!(call.keys()[10], "emq:q:marker");
+        assert_eq!(
+            call.decode(job_reply()).unwrap(),
+            NextJob::Job {
+                id: "7".into(),
+                fields: vec![("name".into(), "n".into())]
+            }
+        );
+        assert_eq!(
+            call.decode(zeros(250, 0)).unwrap(),
+            NextJob::RateLimited(Duration::from_millis(250))
+        );
+        assert_eq!(
+            call.decode(zeros(0, 99)).unwrap(),
+            NextJob::DelayedUntil(EpochMs(99))
+        );
+        assert_eq!(call.decode(zeros(0, 0)).unwrap(), NextJob::Nothing);
+        assert_eq!(call.decode(Reply::Nil).unwrap(), NextJob::Nothing);
+        assert!(call.decode(Reply::Int(3)).is_err());
+    }
+
+    #[test]
+    fn move_to_finished() {
+        let k = keys();
+        let fields = [(field::STACKTRACE, "[]".to_owned())];
+        let call = MoveToFinished {
+            keys: &k,
+            id: "7",
+            now: EpochMs(10),
+            target: FinishTarget::Failed,
+            value: "boom",
+            fetch_next: true,
+            opts: finish_opts(),
+            fields: &fields,
+        };
+        let argv = argv_text(&call);
+        assert_eq!(
+            argv[..7],
+            ["7", "10", "failedReason", "boom", "failed", "1", "emq:q:"]
+        );
+        assert!(!argv[8].is_empty());
+        assert_eq!(
+            call.keys()[10..13],
+            ["emq:q:failed", "emq:q:7", "emq:q:metrics:failed"]
+        );
+        let done = MoveToFinished {
+            target: FinishTarget::Completed,
+            fetch_next: false,
+            fields: &[],
+            ..call.clone()
+        };
+        let argv = argv_text(&done);
+        assert_eq!(argv[2], "returnvalue");
+        assert_eq!(argv[5], "0");
+        assert_eq!(argv[8], "");
+        assert_eq!(call.decode(Reply::Int(0)).unwrap(), Verdict::Done(None));
+        assert!(matches!(
+            call.decode(job_reply()).unwrap(),
+            Verdict::Done(Some(NextJob::Job { .. }))
+        ));
+        for (code, refusal) in [
+            (-1, Refusal::Missing),
+            (-2, Refusal::LockLost(ScriptErrorCode::JobLockNotExist)),
+            (-3, Refusal::NotActive),
+            (-4, Refusal::PendingChildren),
+            (-6, Refusal::LockLost(ScriptErrorCode::JobLockMismatch)),
+            (-9, Refusal::FailedChildren),
+        ] {
+            assert_eq!(
+                call.decode(Reply::Int(code)).unwrap(),
+                Verdict::Refused(refusal)
+            );
+            assert_eq!(refusal.code().code(), code);
+        }
+        assert!(call.decode(Reply::Int(-8)).is_err());
+    }
+
+    #[test]
+    fn move_to_delayed() {
+        let k = keys();
+        let call = MoveToDelayed {
+            keys: &k,
+            now: EpochMs(10),
+            id: "7",
+            token: "tok",
+            delay: Duration::from_millis(1500),
+            kind: DelayKind::Requested,
+            fields: &[],
+            fetch_next: None,
+        };
+        assert_eq!(
+            argv_text(&call),
+            ["emq:q:", "10", "7", "tok", "1500", "1", "", "0", ""]
+        );
+        assert_eq!(call.keys()[4], "emq:q:7");
+        let with_fetch = MoveToDelayed {
+            kind: DelayKind::Retry,
+            fetch_next: Some(fetch("tok")),
+            ..call.clone()
+        };
+        let argv = argv_text(&with_fetch);
+        assert_eq!(argv[5], "0");
+        assert_eq!(argv[7], "1");
+        assert!(!argv[8].is_empty());
+        assert_eq!(
+            call.decode(Reply::Int(-6)).unwrap(),
+            Verdict::Refused(Refusal::LockLost(ScriptErrorCode::JobLockMismatch))
+        );
+    }
+
+    #[test]
+    fn retry_job() {
+        let k = keys();
+        let call = RetryJob {
+            keys: &k,
+            now: EpochMs(3),
+            push: PushEnd::Front,
+            id: "7",
+            token: "tok",
+            fields: &[],
+        };
+        assert_eq!(argv_text(&call), ["emq:q:", "3", "RPUSH", "7", "tok", ""]);
+        assert_eq!(call.keys()[3], "emq:q:7");
+        assert_eq!(call.decode(Reply::Int(0)).unwrap(), Verdict::Done(()));
+        assert_eq!(
+            call.decode(Reply::Int(-3)).unwrap(),
+            Verdict::Refused(Refusal::NotActive)
+        );
+    }
+
+    #[test]
+    fn move_job_from_active_to_wait() {
+        let k = keys();
+        let call = MoveJobFromActiveToWait {
+            keys: &k,
+            id: "7",
+            token: "tok",
+        };
+        assert_eq!(argv_text(&call), ["7", "tok", "emq:q:7"]);
+        assert_eq!(call.decode(Reply::Int(0)).unwrap(), Verdict::Done(None));
+        assert_eq!(
+            call.decode(Reply::Int(900)).unwrap(),
+            Verdict::Done(Some(Duration::from_millis(900)))
+        );
+        assert_eq!(
+            call.decode(Reply::Int(-1)).unwrap(),
+            Verdict::Refused(Refusal::Missing)
+        );
+    }
+
+    #[test]
+    fn lock_calls() {
+        let k = keys();
+        let one = ExtendLock {
+            keys: &k,
+            id: "7",
+            token: "tok",
+            duration: Duration::from_secs(30),
+        };
+        assert_eq!(argv_text(&one), ["tok", "30000", "7"]);
+        assert_eq!(one.keys(), ["emq:q:7:lock", "emq:q:stalled"]);
+        assert!(one.decode(Reply::Int(1)).unwrap());
+        assert!(!one.decode(Reply::Int(0)).unwrap());
+        let locks = [("1".to_owned(), "a".to_owned())];
+        let many = ExtendLocks {
+            keys: &k,
+            locks: &locks,
+            duration: Duration::from_secs(30),
+        };
+        let argv = argv_text(&many);
+        assert_eq!(argv[0], "emq:q:");
+        assert_eq!(argv[3], "30000");
+        assert_eq!(
+            many.decode(Reply::Array(vec![Reply::text("1")])).unwrap(),
+            ["1"]
+        );
+        let release = ReleaseLock {
+            keys: &k,
+            id: "7",
+            token: "tok",
+            duration: Duration::from_secs(30),
+        };
+        assert_eq!(argv_text(&release), ["tok", "30000"]);
+        assert!(release.decode(Reply::Int(1)).unwrap());
+    }
+}

@@ -1,0 +1,108 @@
+//! What a Worker and its LockManager say to each other, in one place so that
+//! neither module names the other: the Worker sends [`LockManagerMsg`]s, the
+//! LockManager reports back through the [`LockOwner`] it was given.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{ActorRef, RpcReplyPort};
+
+/// One tracked lock, as answered to [`LockManagerMsg::GetTracked`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedLock {
+    /// Job id.
+    pub id: String,
+    /// Lock token.
+    pub token: String,
+    /// Time since the last renewal (or since tracking started).
+    pub since_renewal: Duration,
+}
+
+/// Counters, answered to [`LockManagerMsg::GetStats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// Timer ticks handled.
+    pub ticks: u64,
+    /// `extendLocks` calls made (one per tick at most, plus one per RenewNow).
+    pub extend_calls: u64,
+    /// Locks renewed, summed over all calls.
+    pub renewed: u64,
+    /// Locks found lost.
+    pub lost: u64,
+    /// Size of the last batch sent.
+    pub last_batch: usize,
+    /// Renewal calls that failed on Redis and were retried.
+    pub redis_errors: u64,
+}
+
+/// Whoever holds the jobs whose locks a LockManager renews (the Worker).
+pub trait LockOwner: Send + Sync + 'static {
+    /// The lock of `job_id` (taken with `token`) could not be renewed.
+    fn lock_lost(&self, job_id: String, token: String);
+
+    /// This LockManager renews the owner's locks from now on: the owner
+    /// answers with a `Track` for every job it holds.
+    fn attach(&self, lock_manager: ActorRef<LockManagerMsg>);
+}
+
+/// A shared handle on a [`LockOwner`].
+#[derive(Clone)]
+pub struct LockOwnerRef(Arc<dyn LockOwner>);
+
+impl LockOwnerRef {
+    /// Wraps an owner.
+    pub fn new(owner: impl LockOwner) -> Self {
+        LockOwnerRef(Arc::new(owner))
+    }
+}
+
+impl std::ops::Deref for LockOwnerRef {
+    type Target = dyn LockOwner;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for LockOwnerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LockOwnerRef")
+    }
+}
+
+/// The LockManager's messages.
+#[derive(Debug)]
+pub enum LockManagerMsg {
+    /// Renew this job's lock from now on.
+    Track {
+        /// Job id.
+        id: String,
+        /// The token the lock holds.
+        token: String,
+    },
+    /// Stop renewing this job's lock.
+    Untrack {
+        /// Job id.
+        id: String,
+    },
+    /// Renew every tracked lock now, due or not (one call); the timer is
+    /// not affected.
+    RenewNow,
+    /// The tracked locks.
+    GetTracked(RpcReplyPort<Vec<TrackedLock>>),
+    /// The counters.
+    GetStats(RpcReplyPort<LockStats>),
+    /// Report lost locks to this owner from now on: a Worker restarted by the
+    /// host's supervisor sends it when it starts with this LockManager.
+    AttachWorker(LockOwnerRef),
+    /// Panics the actor (fault injection for supervision and chaos tests).
+    #[cfg(feature = "fault-injection")]
+    Crash,
+    /// The timer (opaque to hosts).
+    Tick(Tick),
+}
+
+/// A timer message; only the LockManager makes them.
+#[derive(Debug)]
+pub struct Tick(pub(crate) u64);

@@ -1,0 +1,179 @@
+//! The lock seam: the jobs this worker instance holds a lock for, and the
+//! LockManager they are reported to. [`LockSeam`] is the only place that
+//! tells the LockManager to track or untrack a job.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ractor::ActorRef;
+use tokio_util::sync::CancellationToken;
+
+use crate::lock_protocol::LockManagerMsg;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these short critical sections leaves plain
+    // data behind, still consistent enough to keep going.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why a held job was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CancelReason {
+    /// Not cancelled.
+    None,
+    /// The LockManager could not renew the lock: the job is not ours any more.
+    LockLost,
+    /// The close deadline passed: the job goes back to `wait`.
+    Shutdown,
+}
+
+impl CancelReason {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => CancelReason::LockLost,
+            2 => CancelReason::Shutdown,
+            _ => CancelReason::None,
+        }
+    }
+
+    fn as_u8(self) -> u8 {
+        match self {
+            CancelReason::None => 0,
+            CancelReason::LockLost => 1,
+            CancelReason::Shutdown => 2,
+        }
+    }
+}
+
+/// A job this worker instance holds a lock for.
+#[derive(Clone)]
+pub(crate) struct Held {
+    token: Arc<str>,
+    cancel: CancellationToken,
+    reason: Arc<AtomicU8>,
+}
+
+impl Held {
+    fn new(token: Arc<str>) -> Self {
+        Held {
+            token,
+            cancel: CancellationToken::new(),
+            reason: Arc::new(AtomicU8::new(CancelReason::None.as_u8())),
+        }
+    }
+
+    pub fn token(&self) -> &Arc<str> {
+        &self.token
+    }
+
+    pub fn cancellation_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Cancels the processor, recording why first so it is read correctly.
+    pub fn cancel(&self, reason: CancelReason) {
+        self.reason.store(reason.as_u8(), Ordering::Release);
+        self.cancel.cancel();
+    }
+
+    pub fn cancel_reason(&self) -> CancelReason {
+        CancelReason::from_u8(self.reason.load(Ordering::Acquire))
+    }
+}
+
+#[derive(Default)]
+struct SeamState {
+    lock_manager: Option<ActorRef<LockManagerMsg>>,
+    held: HashMap<String, Held>,
+}
+
+impl SeamState {
+    fn tell(&self, msg: LockManagerMsg) {
+        if let Some(lm) = &self.lock_manager {
+            let _ = lm.cast(msg);
+        }
+    }
+}
+
+/// Held jobs and the LockManager renewing their locks.
+#[derive(Default)]
+pub(crate) struct LockSeam {
+    state: Mutex<SeamState>,
+}
+
+fn track_msg(id: &str, token: &str) -> LockManagerMsg {
+    LockManagerMsg::Track {
+        id: id.to_owned(),
+        token: token.to_owned(),
+    }
+}
+
+impl LockSeam {
+    /// Registers a job the moment a script handed it over: held map first,
+    /// then `Track`, both without awaiting, so no renewal window opens
+    /// between the lock being set and being tracked.
+    pub fn track(&self, id: &str, token: Arc<str>) -> Held {
+        let held = Held::new(token);
+        self.retrack(id, &held);
+        held
+    }
+
+    /// Puts a job (back) under renewal.
+    pub fn retrack(&self, id: &str, held: &Held) {
+        let mut s = lock(&self.state);
+        s.held.insert(id.to_owned(), held.clone());
+        s.tell(track_msg(id, &held.token));
+    }
+
+    /// Stops renewing a job's lock, unless the entry was replaced meanwhile.
+    pub fn untrack(&self, id: &str, token: &str) {
+        let mut s = lock(&self.state);
+        if s.held.get(id).is_some_and(|h| &*h.token == token) {
+            s.held.remove(id);
+            s.tell(LockManagerMsg::Untrack { id: id.to_owned() });
+        }
+    }
+
+    /// Uses `lm` from now on and has it track every held job; returns how
+    /// many.
+    pub fn attach(&self, lm: ActorRef<LockManagerMsg>) -> usize {
+        let mut s = lock(&self.state);
+        for (id, held) in &s.held {
+            let _ = lm.cast(track_msg(id, &held.token));
+        }
+        s.lock_manager = Some(lm);
+        s.held.len()
+    }
+
+    /// The LockManager, taken away (the worker is closed).
+    pub fn detach(&self) -> Option<ActorRef<LockManagerMsg>> {
+        lock(&self.state).lock_manager.take()
+    }
+
+    pub fn attached(&self) -> bool {
+        lock(&self.state).lock_manager.is_some()
+    }
+
+    /// Removes the job when it is still held with `token`.
+    pub fn take_if(&self, id: &str, token: &str) -> Option<Held> {
+        let mut s = lock(&self.state);
+        match s.held.get(id) {
+            Some(h) if *h.token == *token => s.held.remove(id),
+            _ => None,
+        }
+    }
+
+    /// Every held job.
+    pub fn held(&self) -> Vec<(String, Held)> {
+        let s = lock(&self.state);
+        s.held.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Ids of the held jobs, sorted.
+    pub fn held_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.state).held.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
