@@ -450,6 +450,8 @@ pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() ->
     panic!("timed out after {limit:?} waiting for {what}");
 }
 
+pub mod simulated;
+
 /// Reading and driving Redis state directly in tests: script arguments and
 /// the state of keys, with panics on error (a test cannot go on without them).
 pub mod state {

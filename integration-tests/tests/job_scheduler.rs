@@ -7,15 +7,15 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
-use echomq::protocol::{JobRecord, QueueKeys, ScriptId};
+use echomq::protocol::call::lifecycle::Verdict;
+use echomq::protocol::{JobRecord, QueueKeys};
 use echomq::schedule::{CronSchedule, SchedulerError};
+use echomq::schedulers::create_next_iteration;
 use echomq::{
-    create_next_iteration, Connection, Error, JobOptions, JobScheduler, JobSchedulerArgs,
-    JobSchedulerMsg, JobSchedulers, SchedulerSpec,
+    Connection, Error, JobOptions, JobScheduler, JobSchedulerArgs, JobSchedulerMsg, JobSchedulers,
+    SchedulerSpec,
 };
-use echomq_integration_tests::state::arg as s;
-use echomq_integration_tests::{bullmq, events, keys, RedisServer};
+use echomq_integration_tests::{bullmq, events, keys, simulated, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
@@ -36,79 +36,14 @@ async fn setup(queue: &str) -> (RedisServer, Connection, Client, JobSchedulers) 
 
 /// A simulated worker's moveToActive: the taken job, if any.
 async fn take(conn: &Connection, k: &QueueKeys, token: &str) -> Option<JobRecord> {
-    let keys = echomq::protocol::call::lifecycle::MoveToActive::key_list(k);
-    let opts = FetchOpts {
-        token,
-        lock_duration: 30_000,
-        limiter: None,
-        name: None,
-    }
-    .pack();
-    let v = conn
-        .run_script(
-            ScriptId::MoveToActive,
-            keys,
-            vec![s(k.prefix_key()), s(now_ms()), Value::Bytes(opts.into())],
-        )
-        .await
-        .unwrap();
-    let Value::Array(items) = v else {
-        panic!("moveToActive reply {v:?}")
-    };
-    let Value::Array(flat) = &items[0] else {
-        return None;
-    };
-    let id = items[1].as_string().unwrap();
-    let hash: HashMap<String, String> = flat
-        .chunks(2)
-        .map(|p| (p[0].as_string().unwrap(), p[1].as_string().unwrap()))
-        .collect();
+    let (id, hash) = simulated::take(conn, k, token, Duration::from_secs(30)).await?;
     Some(JobRecord::from_hash(&id, hash).unwrap())
 }
 
 /// A simulated worker's moveToFinished (completed, kept).
 async fn complete(conn: &Connection, k: &QueueKeys, id: &str, token: &str) {
-    let opts = FinishOpts {
-        token,
-        name: None,
-        keep_jobs: json!({"count": -1}).as_object().unwrap().clone(),
-        limiter: None,
-        lock_duration: 30_000,
-        attempts: 0,
-        max_metrics_size: MetricsSize::Off,
-    };
-    let keys = vec![
-        k.wait(),
-        k.active(),
-        k.prioritized(),
-        k.events(),
-        k.stalled(),
-        k.limiter(),
-        k.delayed(),
-        k.paused(),
-        k.meta(),
-        k.pc(),
-        k.completed(),
-        k.job(id),
-        k.metrics("completed"),
-        k.marker(),
-    ];
-    let args = vec![
-        s(id),
-        s(now_ms()),
-        s("returnvalue"),
-        s("null"),
-        s("completed"),
-        s("0"),
-        s(k.prefix_key()),
-        Value::Bytes(opts.pack().into()),
-        s(""),
-    ];
-    let v = conn
-        .run_script(ScriptId::MoveToFinished, keys, args)
-        .await
-        .unwrap();
-    assert_eq!(v.as_i64(), Some(0), "moveToFinished {id}: {v:?}");
+    let v = simulated::complete(conn, k, id, token).await;
+    assert_eq!(v, Verdict::Done(None), "moveToFinished {id}: {v:?}");
 }
 
 /// Ids of the scheduler's iterations that are not finished yet.

@@ -4,43 +4,20 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use echomq::protocol::packing::FetchOpts;
-use echomq::protocol::ScriptId;
+use echomq::protocol::call::lifecycle::ExtendLock;
 use echomq::{
     Connection, JobOptions, Queue, StalledChecker, StalledCheckerArgs, StalledCheckerMsg,
 };
-use echomq_integration_tests::{events, RedisServer};
+use echomq_integration_tests::{events, simulated, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::json;
 
 /// Takes the next job as a worker would (moveToActive) and returns its id.
 async fn take(conn: &Connection, q: &Queue, token: &str, lock_ms: u64) -> Option<String> {
-    let k = q.keys();
-    let keys = echomq::protocol::call::lifecycle::MoveToActive::key_list(k);
-    let opts = FetchOpts {
-        token,
-        lock_duration: lock_ms,
-        limiter: None,
-        name: None,
-    }
-    .pack();
-    let args = vec![
-        Value::from(k.prefix_key().to_string()),
-        Value::from(echomq::clock::now_ms().to_string()),
-        Value::Bytes(opts.into()),
-    ];
-    match conn
-        .run_script(ScriptId::MoveToActive, keys, args)
+    simulated::take(conn, q.keys(), token, Duration::from_millis(lock_ms))
         .await
-        .unwrap()
-    {
-        Value::Array(items) => items
-            .get(1)
-            .and_then(|v| v.as_string())
-            .filter(|s| s != "0"),
-        _ => None,
-    }
+        .map(|(id, _)| id)
 }
 
 /// Takes every waiting job, then "dies": deletes each lock, as an expired
@@ -182,20 +159,16 @@ async fn a_renewed_lock_is_never_recovered() {
         .unwrap();
     // Renew the short lock for 2 s (20 sweeps) with extendLock, as a live worker would.
     for _ in 0..20 {
-        let keys = vec![q.keys().lock(&id), q.keys().stalled()];
-        let v = conn
-            .run_script(
-                ScriptId::ExtendLock,
-                keys,
-                vec![
-                    Value::from("alive"),
-                    Value::from("300"),
-                    Value::from(id.clone()),
-                ],
-            )
+        let renewed = conn
+            .call(&ExtendLock {
+                keys: q.keys(),
+                id: &id,
+                token: "alive",
+                duration: Duration::from_millis(300),
+            })
             .await
             .unwrap();
-        assert_eq!(v.as_i64(), Some(1));
+        assert!(renewed);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let stats = call_t!(actor, StalledCheckerMsg::GetStats, 1000).unwrap();

@@ -22,11 +22,6 @@ use crate::schedulers::{
     Iteration, IterationRestored, JobSchedulers, SchedulerInfo, SchedulerSweep,
 };
 
-/// Transitional: the Worker still imports the worker path from here; its
-/// home is `crate::schedulers::create_next_iteration`.
-#[doc(hidden)]
-pub use crate::schedulers::create_next_iteration;
-
 /// Arguments of a [`JobScheduler`]: [`JobSchedulerArgs::new`], then set the
 /// fields to change.
 #[derive(Clone)]

@@ -84,7 +84,7 @@ async fn schedule_successor(core: &WorkerCore, record: &Job) -> bool {
         return true;
     }
     loop {
-        match crate::job_scheduler::create_next_iteration(core.conn(), core.keys(), record).await {
+        match crate::schedulers::create_next_iteration(core.conn(), core.keys(), record).await {
             Ok(next) => {
                 debug!(next = ?next, "next scheduler iteration");
                 return true;

@@ -1,0 +1,69 @@
+//! A worker simulated by hand: the worker scripts called through their typed
+//! calls, for tests that need a job in `active` under a token they choose
+//! without running a Worker.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use echomq::protocol::call::lifecycle::{
+    EpochMs, FinishTarget, MoveToActive, MoveToFinished, NextJob, Verdict,
+};
+use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
+use echomq::protocol::QueueKeys;
+use echomq::Connection;
+
+/// moveToActive with `token`: the taken job's id and hash, `None` when
+/// nothing was ready.
+pub async fn take(
+    conn: &Connection,
+    k: &QueueKeys,
+    token: &str,
+    lock: Duration,
+) -> Option<(String, HashMap<String, String>)> {
+    let call = MoveToActive {
+        keys: k,
+        now: EpochMs(echomq::clock::now_ms()),
+        fetch: FetchOpts {
+            token,
+            lock_duration: lock.as_millis() as u64,
+            limiter: None,
+            name: None,
+        },
+    };
+    match conn.call(&call).await.expect("moveToActive") {
+        NextJob::Job { id, fields } => Some((id, fields.into_iter().collect())),
+        _ => None,
+    }
+}
+
+/// moveToFinished to `completed` with a null return value, kept, without
+/// fetching the next job: what the script answered.
+pub async fn complete(
+    conn: &Connection,
+    k: &QueueKeys,
+    id: &str,
+    token: &str,
+) -> Verdict<Option<NextJob>> {
+    let call = MoveToFinished {
+        keys: k,
+        id,
+        now: EpochMs(echomq::clock::now_ms()),
+        target: FinishTarget::Completed,
+        value: "null",
+        fetch_next: false,
+        opts: FinishOpts {
+            token,
+            name: None,
+            keep_jobs: serde_json::json!({"count": -1})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            limiter: None,
+            lock_duration: 30_000,
+            attempts: 0,
+            max_metrics_size: MetricsSize::Off,
+        },
+        fields: &[],
+    };
+    conn.call(&call).await.expect("moveToFinished")
+}
