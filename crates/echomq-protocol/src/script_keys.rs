@@ -160,20 +160,6 @@ impl QueueKeys {
             self.active(),
         ]
     }
-
-    /// getStateV2-8.
-    pub fn get_state_keys(&self) -> Vec<String> {
-        vec![
-            self.completed(),
-            self.failed(),
-            self.delayed(),
-            self.active(),
-            self.wait(),
-            self.paused(),
-            self.waiting_children(),
-            self.prioritized(),
-        ]
-    }
 }
 
 #[cfg(test)]
@@ -200,7 +186,6 @@ mod tests {
                 ScriptId::MoveStalledJobsToWait,
                 k.move_stalled_jobs_to_wait_keys(),
             ),
-            (ScriptId::GetStateV2, k.get_state_keys()),
             (ScriptId::AddJobScheduler, k.add_job_scheduler_keys()),
             (
                 ScriptId::UpdateJobScheduler,

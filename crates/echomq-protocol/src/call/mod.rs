@@ -15,6 +15,7 @@ use thiserror::Error;
 use crate::reply::ScriptErrorCode;
 use crate::scripts::ScriptId;
 
+pub mod add;
 pub mod admin;
 pub mod decode;
 
