@@ -8,7 +8,7 @@ use echomq_protocol::call::admin::{
     PauseAction, Promote, PushSide, RemoveJob, ReprocessJob,
 };
 use echomq_protocol::validate::ValidationError;
-use echomq_protocol::{FinishTarget, ScriptErrorCode};
+use echomq_protocol::{FinishTarget, ScriptErrorCode, ScriptId};
 use fred::prelude::SortedSetsInterface;
 
 use super::{JobState, Queue, RemoveOutcome};
@@ -50,7 +50,7 @@ impl Queue {
             keys: &self.keys,
             include_delayed,
         };
-        Ok(self.conn.call(&call).await?)
+        self.conn.call(&call).await
     }
 
     /// Deletes the whole queue: pauses it, then removes jobs in chunks of 1000
@@ -67,7 +67,10 @@ impl Queue {
                 ObliterateStep::Done => return Ok(()),
                 ObliterateStep::Again => continue,
                 ObliterateStep::NotPaused => {
-                    return Err(Error::protocol("obliterate", "queue is not paused"))
+                    return Err(Error::protocol(
+                        ScriptId::Obliterate.name(),
+                        "queue is not paused",
+                    ))
                 }
                 ObliterateStep::ActiveJobs => return Err(Error::ActiveJobs),
             }
@@ -105,7 +108,7 @@ impl Queue {
             cutoff_ms: crate::clock::now_ms().saturating_sub(grace.as_millis() as u64),
             limit,
         };
-        Ok(self.conn.call(&call).await?)
+        self.conn.call(&call).await
     }
 
     /// Moves a completed or failed job back to wait (`job.retry()` in Node),
@@ -117,7 +120,7 @@ impl Queue {
             JobState::Unknown => return Err(Error::JobNotFound(id.to_owned())),
             _ => {
                 return Err(Error::Script {
-                    script: "reprocessJob",
+                    script: ScriptId::ReprocessJob.name(),
                     code: ScriptErrorCode::JobNotInState,
                 })
             }
@@ -135,7 +138,7 @@ impl Queue {
             reset_attempts_made: reset_attempts,
             reset_attempts_started: reset_attempts,
         };
-        Ok(self.conn.call(&call).await?)
+        self.conn.call(&call).await
     }
 
     /// Moves every failed job to wait, `count` per script call, as Node's
@@ -171,7 +174,7 @@ impl Queue {
             keys: &self.keys,
             id,
         };
-        Ok(self.conn.call(&call).await?)
+        self.conn.call(&call).await
     }
 
     /// Node's `queue.promoteJobs({count})`: moves every delayed job to the head

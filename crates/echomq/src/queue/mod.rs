@@ -157,7 +157,7 @@ impl Queue {
             keys: &self.keys,
             states: &suffixes,
         };
-        Ok(self.conn.call(&call).await?)
+        self.conn.call(&call).await
     }
 
     /// Whether a job finished, with its result or failure reason.
