@@ -2,7 +2,7 @@
 // Usage: node driver.js <command> <redis-url> <queue> [json-args]
 // Prints one JSON document on stdout; errors go to stderr with a non-zero exit.
 'use strict';
-const { Queue, Worker, Job } = require('bullmq');
+const { Queue, Worker, Job, FlowProducer } = require('bullmq');
 const IORedis = require('ioredis');
 
 const [command, url, queueName, rawArgs] = process.argv.slice(2);
@@ -175,6 +175,24 @@ async function runOp(queue, op, p) {
       return null;
     }
     case 'obliterate': await queue.obliterate({ force: p[0] }); return null;
+    case 'retry-jobs': await queue.retryJobs({ count: p[0], state: p[1], timestamp: p[2] }); return null;
+    case 'promote-jobs': await queue.promoteJobs({ count: p[0] }); return null;
+    case 'flow': {
+      // [parentName, parentData, [{name, data, opts}], parentOpts]: a parent
+      // and its children, all in this queue.
+      const fconn = new IORedis(url, { maxRetriesPerRequest: null });
+      const flow = new FlowProducer({ connection: fconn, prefix: 'emq' });
+      const children = p[2].map((c) => ({ ...c, queueName: queue.name }));
+      const tree = await flow.add({ name: p[0], data: p[1], queueName: queue.name, children, opts: p[3] });
+      await flow.close();
+      fconn.disconnect();
+      return tree.job.id;
+    }
+    case 'redis': {
+      // A raw command, to set up states no client call makes.
+      const r = new IORedis(url, { maxRetriesPerRequest: null });
+      try { return await r.call(...p); } finally { r.disconnect(); }
+    }
     default: throw new Error(`unknown op ${op}`);
   }
 }

@@ -452,23 +452,13 @@ pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() ->
 
 pub mod simulated;
 
-/// Reading and driving Redis state directly in tests: script arguments and
-/// the state of keys, with panics on error (a test cannot go on without them).
+/// Reading and driving Redis state directly in tests, with panics on error
+/// (a test cannot go on without them).
 pub mod state {
     use std::collections::HashMap;
 
     use fred::prelude::*;
     use fred::types::{ClusterHash, CustomCommand};
-
-    /// A text script argument.
-    pub fn arg(v: impl ToString) -> Value {
-        Value::String(v.to_string().into())
-    }
-
-    /// A binary (msgpack) script argument.
-    pub fn bytes_arg(v: Vec<u8>) -> Value {
-        Value::Bytes(v.into())
-    }
 
     /// Owned field/value pairs.
     pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {

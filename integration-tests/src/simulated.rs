@@ -20,9 +20,20 @@ pub async fn take(
     token: &str,
     lock: Duration,
 ) -> Option<(String, HashMap<String, String>)> {
+    take_at(conn, k, token, lock, echomq::clock::now_ms()).await
+}
+
+/// [`take`] with the script's "now" (promotion cut-off, `processedOn`) given.
+pub async fn take_at(
+    conn: &Connection,
+    k: &QueueKeys,
+    token: &str,
+    lock: Duration,
+    now: u64,
+) -> Option<(String, HashMap<String, String>)> {
     let call = MoveToActive {
         keys: k,
-        now: EpochMs(echomq::clock::now_ms()),
+        now: EpochMs(now),
         fetch: FetchOpts {
             token,
             lock_duration: lock.as_millis() as u64,
@@ -44,12 +55,27 @@ pub async fn complete(
     id: &str,
     token: &str,
 ) -> Verdict<Option<NextJob>> {
+    let now = echomq::clock::now_ms();
+    finish(conn, k, id, token, FinishTarget::Completed, "null", now).await
+}
+
+/// moveToFinished to `target` with `value` (return value or failure reason)
+/// at `now`, keeping every job, without fetching the next.
+pub async fn finish(
+    conn: &Connection,
+    k: &QueueKeys,
+    id: &str,
+    token: &str,
+    target: FinishTarget,
+    value: &str,
+    now: u64,
+) -> Verdict<Option<NextJob>> {
     let call = MoveToFinished {
         keys: k,
         id,
-        now: EpochMs(echomq::clock::now_ms()),
-        target: FinishTarget::Completed,
-        value: "null",
+        now: EpochMs(now),
+        target,
+        value,
         fetch_next: false,
         opts: FinishOpts {
             token,

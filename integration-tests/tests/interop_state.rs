@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use echomq::protocol::FinishTarget;
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{Backoff, JobOptions, JobState, KeepJobs, Queue, WorkerArgs, WorkerMsg};
 use echomq_integration_tests::NullSupervisor;
@@ -264,6 +265,19 @@ async fn run_rust(q: &Queue, ops: &[Json]) -> Vec<Json> {
                 .map(|ids| json!(ids)),
             "obliterate" => q
                 .obliterate(a[1].as_bool().unwrap())
+                .await
+                .map(|_| Json::Null),
+            "retry-jobs" => {
+                let state = match a[2].as_str().unwrap() {
+                    "completed" => FinishTarget::Completed,
+                    _ => FinishTarget::Failed,
+                };
+                q.retry_jobs(state, a[1].as_u64().unwrap(), a[3].as_u64())
+                    .await
+                    .map(|_| Json::Null)
+            }
+            "promote-jobs" => q
+                .promote_all(a[1].as_u64().unwrap())
                 .await
                 .map(|_| Json::Null),
             "work" => {
@@ -582,4 +596,97 @@ async fn deduplication_leaves_the_same_keyspace() {
     assert_eq!(state["de:D"], json!(["string", ["5", false]]));
     assert_eq!(state["de:T"], json!(["string", ["3", true]]));
     assert_eq!(state["1"][1]["deid"], json!("D"));
+}
+
+/// Node's `queue.retryJobs` and `queue.promoteJobs` (moveJobsToWait-8): every
+/// job goes to the head of wait with LPUSH, in batches of `count`, whatever its
+/// `lifo` or priority; promoted jobs keep their `delay` field and get a capped
+/// `waiting` event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_retry_and_promote_leave_the_same_keyspace() {
+    let t = now_ms();
+    let add = |name: &str, data: Json, mut opts: Json| {
+        opts["timestamp"] = json!(t);
+        json!(["add", name, data, opts])
+    };
+    let ops = vec![
+        add(
+            "f",
+            json!({"mode": "fail", "reason": "x"}),
+            json!({"lifo": true}),
+        ),
+        add("ok", json!({"mode": "ok", "ret": 7}), json!({})),
+        json!(["work"]),
+        add("w", json!({}), json!({})),
+        add("d1", json!({}), json!({"delay": 60000})),
+        add("d2", json!({}), json!({"delay": 50000, "priority": 3})),
+        add("d3", json!({}), json!({"delay": 70000, "lifo": true})),
+        json!(["retry-jobs", 1, "failed", t + 3_600_000]),
+        json!(["retry-jobs", 5, "completed", t + 3_600_000]),
+        json!(["promote-jobs", 2]),
+    ];
+    let mask = Mask {
+        worked: true,
+        ..Default::default()
+    };
+    let (results, state) = same_state(ops, mask).await;
+    assert_eq!(results[7..], [Json::Null, Json::Null, Json::Null]);
+    // Promoted by score (d2, d1, d3), then nothing more: each LPUSHed.
+    assert_eq!(state["wait"][1], json!(["6", "4", "5", "2", "1", "3"]));
+    assert!(state.get("delayed").is_none() && state.get("prioritized").is_none());
+    assert_eq!(state["5"][1]["delay"], json!("50000"));
+    assert!(state["1"][1].get("failedReason").is_none());
+    assert!(state["2"][1].get("returnvalue").is_none());
+}
+
+/// A hard removal (drain) of the last child of a parent in the same queue
+/// removes the parent too, and deletes the deduplication key named by the
+/// child's `deid` without checking its owner, as BullMQ 6.2.0 does. Both
+/// keyspaces are built by Node; only the drain differs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_of_a_last_child_removes_its_parent_and_dedup_key_as_node() {
+    // Node refuses deduplication on a child, so the child's `deid` and a key
+    // owned by another job are written by hand.
+    let setup = json!({ "ops": [
+        ["flow", "parent", {"p": 1}, [{"name": "child", "data": {"c": 1}, "opts": {"jobId": "C"}}],
+         {"jobId": "P"}],
+        ["redis", "HSET", format!("emq:{Q}:C"), "deid", "D"],
+        ["redis", "SET", format!("emq:{Q}:de:D"), "someone-else"],
+        ["redis", "SET", format!("emq:{Q}:de:E"), "kept"],
+    ]});
+    let node_redis = RedisServer::start();
+    let made = bullmq("ops", &node_redis.url(), Q, setup.clone());
+    assert_eq!(made, json!(["P", 1, "OK", "OK"]));
+    let drained = bullmq(
+        "ops",
+        &node_redis.url(),
+        Q,
+        json!({"ops": [["drain", false]]}),
+    );
+    assert_eq!(drained, json!([null]));
+    let node_state = snapshot(&node_redis.client().await, Mask::default()).await;
+
+    let rust_redis = RedisServer::start();
+    bullmq("ops", &rust_redis.url(), Q, setup);
+    let before = snapshot(&rust_redis.client().await, Mask::default()).await;
+    assert!(before.contains_key("waiting-children") && before.contains_key("de:D"));
+    let conn = rust_redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    q.drain(false).await.unwrap();
+    let rust_state = snapshot(&rust_redis.client().await, Mask::default()).await;
+
+    assert_eq!(
+        rust_state.keys().collect::<Vec<_>>(),
+        node_state.keys().collect::<Vec<_>>(),
+        "key sets differ"
+    );
+    for (k, v) in &node_state {
+        assert_eq!(
+            &rust_state[k], v,
+            "key emq:{Q}:{k} differs (left Rust, right Node)"
+        );
+    }
+    assert!(rust_state.get("de:D").is_none(), "{rust_state:?}");
+    assert_eq!(rust_state["de:E"], json!(["string", ["kept", false]]));
+    assert!(rust_state.get("waiting-children").is_none());
 }

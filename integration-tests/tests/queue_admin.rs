@@ -1,19 +1,19 @@
 //! The admin scripts through the `Queue` API (scripts.md §2.13–2.32): the
 //! exact Redis state they leave (keys.md, job.md) and the events they append
 //! (events.md). Jobs reach `active`, `completed` and `failed` through the real
-//! worker scripts (moveToActive / moveToFinished) driven with `run_script`.
+//! worker scripts (moveToActive / moveToFinished) driven by the harness's
+//! simulated worker.
 
 use std::time::Duration;
 
-use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
-use echomq::protocol::{QueueKeys, ScriptErrorCode, ScriptId};
+use echomq::protocol::call::admin::{ChangeDelay, Obliterate, ObliterateStep};
+use echomq::protocol::call::lifecycle::Verdict;
+use echomq::protocol::{FinishTarget, QueueKeys, ScriptErrorCode};
 use echomq::{
     Connection, Error, Finished, JobCounts, JobOptions, JobState, NewJob, Queue, RemoveOutcome,
 };
-use echomq_integration_tests::state::{
-    arg as s, bytes_arg as b, exists, hash, key_type, list, pairs, zset,
-};
-use echomq_integration_tests::{event_names, events, RedisServer};
+use echomq_integration_tests::state::{exists, hash, key_type, list, pairs, zset};
+use echomq_integration_tests::{event_names, events, simulated, RedisServer};
 use fred::prelude::*;
 use serde_json::json;
 
@@ -37,28 +37,9 @@ async fn add_at(q: &Queue, name: &str, opts: JobOptions) -> String {
 
 /// moveToActive with the test token; returns the taken id (None when idle).
 async fn take(conn: &Connection, k: &QueueKeys, now: u64) -> Option<String> {
-    let opts = FetchOpts {
-        token: TOKEN,
-        lock_duration: 30_000,
-        limiter: None,
-        name: None,
-    };
-    let keys = echomq::protocol::call::lifecycle::MoveToActive::key_list(k);
-    let v = conn
-        .run_script(
-            ScriptId::MoveToActive,
-            keys,
-            vec![s(k.prefix_key()), s(now), b(opts.pack())],
-        )
+    simulated::take_at(conn, k, TOKEN, Duration::from_secs(30), now)
         .await
-        .unwrap();
-    let Value::Array(items) = v else {
-        panic!("moveToActive reply {v:?}")
-    };
-    match &items[1] {
-        Value::Integer(_) => None,
-        other => other.as_string(),
-    }
+        .map(|(id, _)| id)
 }
 
 /// moveToFinished with the test token, keeping every job, no fetch-next.
@@ -70,54 +51,13 @@ async fn finish(
     value: &str,
     now: u64,
 ) {
-    let (target, field) = if completed {
-        ("completed", "returnvalue")
+    let target = if completed {
+        FinishTarget::Completed
     } else {
-        ("failed", "failedReason")
+        FinishTarget::Failed
     };
-    let mut keep = serde_json::Map::new();
-    keep.insert("count".into(), json!(-1));
-    let opts = FinishOpts {
-        token: TOKEN,
-        name: None,
-        keep_jobs: keep,
-        limiter: None,
-        lock_duration: 30_000,
-        attempts: 0,
-        max_metrics_size: MetricsSize::Off,
-    };
-    let keys = vec![
-        k.wait(),
-        k.active(),
-        k.prioritized(),
-        k.events(),
-        k.stalled(),
-        k.limiter(),
-        k.delayed(),
-        k.paused(),
-        k.meta(),
-        k.pc(),
-        k.key(target),
-        k.job(id),
-        k.metrics(target),
-        k.marker(),
-    ];
-    let args = vec![
-        s(id),
-        s(now),
-        s(field),
-        s(value),
-        s(target),
-        s("0"),
-        s(k.prefix_key()),
-        b(opts.pack()),
-        s(""),
-    ];
-    let v = conn
-        .run_script(ScriptId::MoveToFinished, keys, args)
-        .await
-        .unwrap();
-    assert_eq!(v.as_i64(), Some(0), "moveToFinished {id}: {v:?}");
+    let v = simulated::finish(conn, k, id, TOKEN, target, value, now).await;
+    assert_eq!(v, Verdict::Done(None), "moveToFinished {id}: {v:?}");
 }
 
 /// One job in every state:
@@ -524,22 +464,27 @@ async fn obliterate_works_in_chunks_and_requires_a_paused_queue() {
         })
         .collect();
     q.add_bulk(jobs).await.unwrap();
-    let keys = vec!["emq:oc:meta".to_string(), "emq:oc:".to_string()];
-    let run = |budget: u64| {
+    let k = q.keys().clone();
+    let run = |max_jobs: u32| {
         let conn = conn.clone();
-        let keys = keys.clone();
+        let k = k.clone();
         async move {
-            conn.run_script(ScriptId::Obliterate, keys, vec![s(budget), s("")])
-                .await
-                .unwrap()
-                .as_i64()
-                .unwrap()
+            let call = Obliterate {
+                keys: &k,
+                max_jobs,
+                force: false,
+            };
+            conn.call(&call).await.unwrap()
         }
     };
-    assert_eq!(run(1000).await, -1, "not paused");
+    assert_eq!(run(1000).await, ObliterateStep::NotPaused, "not paused");
     assert_eq!(c.llen::<i64, _>("emq:oc:wait").await.unwrap(), 2500);
     q.pause().await.unwrap();
-    assert_eq!(run(1000).await, 1, "budget exhausted: call again");
+    assert_eq!(
+        run(1000).await,
+        ObliterateStep::Again,
+        "budget exhausted: call again"
+    );
     assert_eq!(c.llen::<i64, _>("emq:oc:wait").await.unwrap(), 1500);
     assert!(exists(&c, "emq:oc:meta").await);
     // A chunk takes the head of wait: the 1000 newest jobs.
@@ -753,7 +698,9 @@ async fn promote_moves_a_delayed_job_to_wait_or_prioritized() {
     assert_eq!(hash(&c, "emq:pr:3").await["delay"], "0");
     assert_eq!(list(&c, "emq:pr:wait").await, vec!["2", "1"]);
 
-    // promote_all: earliest first, counted.
+    // promote_all: Node's promoteJobs. `count` is the batch of one script
+    // call, the calls repeat until delayed is empty; every job is LPUSHed in
+    // score order (priority ignored, `delay` kept).
     for _ in 0..3 {
         add_at(
             &q,
@@ -764,9 +711,10 @@ async fn promote_moves_a_delayed_job_to_wait_or_prioritized() {
         )
         .await; // 4, 5, 6
     }
-    assert_eq!(q.promote_all(2).await.unwrap(), 2);
-    assert_eq!(list(&c, "emq:pr:wait").await, vec!["5", "4", "2", "1"]);
-    assert_eq!(q.promote_all(10).await.unwrap(), 1);
+    assert_eq!(q.promote_all(2).await.unwrap(), 3);
+    assert_eq!(list(&c, "emq:pr:wait").await, vec!["6", "5", "4", "2", "1"]);
+    assert!(!exists(&c, "emq:pr:delayed").await);
+    assert_eq!(hash(&c, "emq:pr:4").await["delay"], "5000");
     assert_eq!(q.promote_all(10).await.unwrap(), 0);
 }
 
@@ -840,14 +788,14 @@ async fn retry_job_requeues_completed_and_failed_jobs() {
         Err(Error::JobNotFound(_))
     ));
 
-    // retry_failed: every failed job, oldest first.
+    // retry_failed: Node's retryJobs: every failed job, oldest first, each
+    // LPUSHed (lifo ignored).
     assert_eq!(take(&conn, &k, T0).await.as_deref(), Some("2"));
     finish(&conn, &k, "2", false, "x", T0 + 5).await;
     assert_eq!(take(&conn, &k, T0).await.as_deref(), Some("3"));
     finish(&conn, &k, "3", false, "y", T0 + 6).await;
     assert_eq!(q.retry_failed(10).await.unwrap(), 2);
-    // 2 (lifo) is RPUSHed, then 3 LPUSHed.
-    assert_eq!(list(&c, "emq:rt:wait").await, vec!["3", "1", "2"]);
+    assert_eq!(list(&c, "emq:rt:wait").await, vec!["3", "2", "1"]);
 }
 
 // ---------------------------------------------------------------- cleanJobsInSet
@@ -1317,13 +1265,14 @@ async fn change_delay_within_the_same_millisecond_takes_the_next_slot() {
         zset(&c, "emq:cs:delayed").await,
         vec![("1".to_string(), base)]
     );
-    let keys = vec![k.delayed(), k.meta(), k.marker(), k.events()];
-    let args = vec![s(1000), s(T0), s("1"), s(k.job("1"))];
-    let v = conn
-        .run_script(ScriptId::ChangeDelay, keys, args)
-        .await
-        .unwrap();
-    assert_eq!(v.as_i64(), Some(0));
+    let call = ChangeDelay {
+        keys: &k,
+        id: "1",
+        delay: Duration::from_millis(1000),
+        now_ms: T0,
+    };
+    // Success is the reply 0; any other reply is an error.
+    conn.call(&call).await.unwrap();
     assert_eq!(
         zset(&c, "emq:cs:delayed").await,
         vec![("1".to_string(), base + 1.0)]

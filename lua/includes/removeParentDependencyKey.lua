@@ -10,19 +10,27 @@
     parentKey  the parent's full key, or nil to read it from the child's
                `parentKey` field (then used only while that parent exists)
     prefix     "{P}" of the queue doing the removal
+
+  When a hard removal also removes the parent, the deduplication key named by
+  the removed child's `deid` is deleted under the parent's prefix without
+  checking who owns it: BullMQ 6.2.0 does so, and both must leave the same
+  keyspace. Only the path that reads the parent from the child does this.
 ]]
 --- @include "includes/removeJobKeys"
 --- @include "includes/jobKeyParts"
 --- @include "includes/pushParentToWait"
 
 local function removeParentDependencyKey(jobKey, hard, parentKey, prefix)
+  local childDeduplicationId = nil
   if not parentKey then
-    local storedParentKey = redis.call("HGET", jobKey, "parentKey")
+    local stored = redis.call("HMGET", jobKey, "parentKey", "deid")
+    local storedParentKey = stored[1]
     if type(storedParentKey) ~= "string" or storedParentKey == "" or
       redis.call("EXISTS", storedParentKey) ~= 1 then
       return false
     end
     parentKey = storedParentKey
+    childDeduplicationId = stored[2]
   end
 
   local dependenciesKey = parentKey .. ":dependencies"
@@ -40,6 +48,9 @@ local function removeParentDependencyKey(jobKey, hard, parentKey, prefix)
         if parentPrefix == prefix then
           removeParentDependencyKey(parentKey, hard, nil, prefix)
           removeJobKeys(parentKey)
+          if childDeduplicationId then
+            redis.call("DEL", parentPrefix .. "de:" .. childDeduplicationId)
+          end
         else
           pushParentToWait(parentPrefix, parentId, false)
         end

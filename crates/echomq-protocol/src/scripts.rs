@@ -86,6 +86,8 @@ script_ids! {
     RemoveJob => "removeJob", 2;
     /// Move one delayed job to wait now.
     Promote => "promote", 9;
+    /// Move failed, completed or delayed jobs to wait in bulk (retryJobs, promoteJobs).
+    MoveJobsToWait => "moveJobsToWait", 8;
     /// Re-queue a completed or failed job.
     ReprocessJob => "reprocessJob", 8;
     /// Delete old jobs of one state.

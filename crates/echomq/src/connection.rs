@@ -181,22 +181,6 @@ impl Connection {
             .collect()
     }
 
-    /// Runs a script by position and returns its raw reply (transitional:
-    /// every caller moves to a typed call).
-    pub async fn run_script(
-        &self,
-        id: ScriptId,
-        keys: Vec<String>,
-        args: Vec<Value>,
-    ) -> Result<Value> {
-        let call = echomq_protocol::call::RawCall {
-            script: id,
-            keys,
-            args: args.into_iter().map(value_to_arg).collect(),
-        };
-        Ok(from_reply(self.call(&call).await?))
-    }
-
     async fn reload(&self, client: &Client, script: ScriptId) -> Result<()> {
         let def = script.def().ok_or(Error::MissingScript(script.name()))?;
         warn!(script = script.name(), "NOSCRIPT: reloading");
@@ -310,30 +294,5 @@ pub(crate) fn blocking_options(block: Duration) -> Options {
         timeout: Some(block + Duration::from_millis(1500)),
         max_attempts: Some(1),
         ..Default::default()
-    }
-}
-
-fn value_to_arg(v: Value) -> echomq_protocol::Arg {
-    match v {
-        Value::Bytes(b) => echomq_protocol::Arg::packed(b.to_vec()),
-        other => echomq_protocol::Arg::text(other.as_string().unwrap_or_default()),
-    }
-}
-
-/// Transitional: a wire reply as fred's value.
-pub(crate) fn reply_value(r: Reply) -> Value {
-    from_reply(r)
-}
-
-fn from_reply(r: Reply) -> Value {
-    match r {
-        Reply::Nil => Value::Null,
-        Reply::Int(n) => Value::Integer(n),
-        Reply::Double(d) => Value::Double(d),
-        Reply::Bulk(b) => match String::from_utf8(b.to_vec()) {
-            Ok(s) => Value::String(s.into()),
-            Err(_) => Value::Bytes(b),
-        },
-        Reply::Array(a) => Value::Array(a.into_iter().map(from_reply).collect()),
     }
 }

@@ -34,7 +34,6 @@ pub mod lock_manager;
 mod lock_protocol;
 pub mod queue;
 pub mod queue_events;
-mod reply;
 pub mod schedule;
 pub mod schedulers;
 pub mod stalled_checker;

@@ -15,6 +15,7 @@ use thiserror::Error;
 use crate::reply::ScriptErrorCode;
 use crate::scripts::ScriptId;
 
+pub mod add;
 pub mod admin;
 pub mod audit;
 pub mod decode;
@@ -158,36 +159,4 @@ pub(crate) fn argv_text<C: ScriptCall>(call: &C) -> Vec<String> {
         .iter()
         .map(|a| String::from_utf8_lossy(a.as_bytes()).into_owned())
         .collect()
-}
-
-/// A call built by position, for tests that send a script deliberately
-/// malformed input. Everything else has its own type.
-#[derive(Debug, Clone)]
-pub struct RawCall {
-    /// The script.
-    pub script: ScriptId,
-    /// KEYS as given.
-    pub keys: Vec<String>,
-    /// ARGV as given.
-    pub args: Vec<Arg>,
-}
-
-impl ScriptCall for RawCall {
-    type Output = Reply;
-
-    fn script(&self) -> ScriptId {
-        self.script
-    }
-
-    fn keys(&self) -> Vec<String> {
-        self.keys.clone()
-    }
-
-    fn args(&self) -> Vec<Arg> {
-        self.args.clone()
-    }
-
-    fn decode(&self, reply: Reply) -> Result<Reply, ReplyError> {
-        Ok(reply)
-    }
 }

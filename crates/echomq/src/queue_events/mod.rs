@@ -30,7 +30,6 @@ use tracing::{debug, warn};
 
 use crate::connection::{blocking_options, Connection};
 use crate::error::{Error, Result};
-use crate::reply::as_string;
 
 pub use subscribers::Subscribers;
 
@@ -405,7 +404,7 @@ async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
 fn parse_xrange_first(v: Value) -> Option<String> {
     match v {
         Value::Array(mut entries) if !entries.is_empty() => match entries.swap_remove(0) {
-            Value::Array(parts) => parts.first().and_then(as_string),
+            Value::Array(parts) => parts.first().and_then(Value::as_string),
             _ => None,
         },
         _ => None,
@@ -432,10 +431,10 @@ fn parse_xread(v: Value) -> Vec<Event> {
                 Some(Value::Array(f)) => f,
                 _ => continue,
             };
-            let Some(id) = e.first().and_then(as_string) else {
+            let Some(id) = e.first().and_then(Value::as_string) else {
                 continue;
             };
-            let flat: Vec<String> = fields.iter().filter_map(as_string).collect();
+            let flat: Vec<String> = fields.iter().filter_map(Value::as_string).collect();
             let pairs = flat
                 .chunks(2)
                 .filter(|c| c.len() == 2)

@@ -21,7 +21,6 @@ use super::gate::SlotPermit;
 use super::job::ActiveJob;
 use super::{run, Internal, InternalKind, WorkerMsg};
 use crate::connection::blocking_options;
-use crate::reply::{as_array, as_string};
 
 /// The longest BZPOPMIN timeout (s), whatever the delayed jobs say.
 pub(crate) const MAX_BLOCK_S: f64 = 10.0;
@@ -279,11 +278,12 @@ impl Fetcher {
 
 /// `[key, member, score]` → score; nil (timeout) → `None`.
 fn marker_score(v: Value) -> Option<f64> {
-    let items = as_array(v)?;
-    let score = items.get(2)?;
-    match score {
+    let Value::Array(items) = v else {
+        return None;
+    };
+    match items.get(2)? {
         Value::Double(d) => Some(*d),
-        other => as_string(other)?.parse().ok(),
+        other => other.as_string()?.parse().ok(),
     }
 }
 

@@ -1,0 +1,110 @@
+//! Adding jobs: validation and encoding first, then one typed call per job.
+
+use echomq_protocol::call::add::{AddJob, AddKind};
+use echomq_protocol::packing::AddArgs;
+use echomq_protocol::validate::ValidationError;
+use echomq_protocol::JobOptions;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tracing::instrument;
+
+use super::{NewJob, Queue};
+use crate::error::Result;
+
+/// One job validated and encoded; nothing is written until it is called.
+struct Prepared {
+    kind: AddKind,
+    name: String,
+    custom_id: String,
+    timestamp: u64,
+    data: String,
+    opts: Map<String, Value>,
+}
+
+impl Queue {
+    fn merged(&self, options: JobOptions) -> JobOptions {
+        if self.options.default_job_options == JobOptions::default() {
+            return options;
+        }
+        let mut stored = self.options.default_job_options.to_stored();
+        for (k, v) in options.to_stored() {
+            stored.insert(k, v);
+        }
+        JobOptions::from_stored(&stored)
+    }
+
+    /// The data as JSON text, refused when larger than `limit` bytes.
+    pub(super) fn encode_data(data: &impl Serialize, limit: usize) -> Result<String> {
+        let json = serde_json::to_string(data).map_err(|e| ValidationError::Data(e.to_string()))?;
+        if json.len() > limit {
+            return Err(ValidationError::DataTooLarge {
+                size: json.len(),
+                limit,
+            }
+            .into());
+        }
+        Ok(json)
+    }
+
+    fn prepare(&self, name: &str, data: &impl Serialize, options: JobOptions) -> Result<Prepared> {
+        if name.is_empty() {
+            return Err(ValidationError::EmptyJobName.into());
+        }
+        let options = self.merged(options);
+        options.validate()?;
+        let limit = options
+            .size_limit
+            .map(|l| l as usize)
+            .unwrap_or(self.options.max_data_bytes)
+            .min(self.options.max_data_bytes);
+        Ok(Prepared {
+            kind: AddKind::for_job(options.delay.unwrap_or(0), options.priority.unwrap_or(0)),
+            name: name.to_owned(),
+            custom_id: options.job_id.clone().unwrap_or_default(),
+            timestamp: options.timestamp.unwrap_or_else(crate::clock::now_ms),
+            data: Self::encode_data(data, limit)?,
+            opts: options.to_stored(),
+        })
+    }
+
+    fn add_call<'a>(&'a self, p: &'a Prepared) -> AddJob<'a> {
+        AddJob {
+            keys: &self.keys,
+            kind: p.kind,
+            args: AddArgs {
+                prefix_key: self.keys.prefix_key(),
+                custom_id: &p.custom_id,
+                name: &p.name,
+                timestamp: p.timestamp,
+                ..Default::default()
+            },
+            data: &p.data,
+            opts: &p.opts,
+        }
+    }
+
+    /// Adds one job and returns its id. With a custom id that already exists the
+    /// existing id is returned and nothing is stored (a `duplicated` event).
+    #[instrument(level = "debug", skip(self, data, options), fields(queue = %self.name()))]
+    pub async fn add(
+        &self,
+        name: &str,
+        data: &impl Serialize,
+        options: JobOptions,
+    ) -> Result<String> {
+        let p = self.prepare(name, data, options)?;
+        self.conn.call(&self.add_call(&p)).await
+    }
+
+    /// Adds many jobs in one pipelined round trip and returns their ids in order.
+    /// Every job is validated before anything is sent; a job the server refuses
+    /// is reported while the others stay added.
+    pub async fn add_bulk(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
+        let prepared = jobs
+            .iter()
+            .map(|j| self.prepare(&j.name, &j.data, j.options.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let calls: Vec<AddJob<'_>> = prepared.iter().map(|p| self.add_call(p)).collect();
+        self.conn.call_batch(&calls).await.into_iter().collect()
+    }
+}

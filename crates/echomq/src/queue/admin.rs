@@ -1,0 +1,214 @@
+//! Queue-wide commands: pause, drain, obliterate, clean, and the moves of
+//! finished or delayed jobs back to wait.
+
+use std::time::Duration;
+
+use echomq_protocol::call::admin::{
+    BulkSource, CleanJobsInSet, Drain, MoveJobsToWait, Obliterate, ObliterateStep, Pause,
+    PauseAction, Promote, PushSide, RemoveJob, ReprocessJob,
+};
+use echomq_protocol::validate::ValidationError;
+use echomq_protocol::{FinishTarget, ScriptErrorCode, ScriptId};
+use fred::prelude::SortedSetsInterface;
+
+use super::{JobState, Queue, RemoveOutcome};
+use crate::error::{Error, Result};
+
+/// Jobs an obliterate call may delete before handing back (Node's chunk).
+const OBLITERATE_CHUNK: u32 = 1000;
+
+impl Queue {
+    /// Pauses the queue: workers stop taking jobs (meta `paused`), jobs stay in `wait`.
+    pub async fn pause(&self) -> Result<()> {
+        let call = Pause {
+            keys: &self.keys,
+            action: PauseAction::Pause,
+            emit_event: true,
+        };
+        self.conn.call(&call).await?;
+        Ok(())
+    }
+
+    /// Resumes the queue (and migrates a legacy `paused` list, in chunks).
+    pub async fn resume(&self) -> Result<()> {
+        let mut call = Pause {
+            keys: &self.keys,
+            action: PauseAction::Resume,
+            emit_event: true,
+        };
+        // Only the first chunk announces the resume.
+        while self.conn.call(&call).await? > 0 {
+            call.emit_event = false;
+        }
+        Ok(())
+    }
+
+    /// Removes every waiting and prioritized job (and delayed ones when asked),
+    /// except current scheduler iterations. Active and finished jobs stay.
+    pub async fn drain(&self, include_delayed: bool) -> Result<()> {
+        let call = Drain {
+            keys: &self.keys,
+            include_delayed,
+        };
+        self.conn.call(&call).await
+    }
+
+    /// Deletes the whole queue: pauses it, then removes jobs in chunks of 1000
+    /// until nothing is left. Refuses while jobs are active unless `force`.
+    pub async fn obliterate(&self, force: bool) -> Result<()> {
+        self.pause().await?;
+        let call = Obliterate {
+            keys: &self.keys,
+            max_jobs: OBLITERATE_CHUNK,
+            force,
+        };
+        loop {
+            match self.conn.call(&call).await? {
+                ObliterateStep::Done => return Ok(()),
+                ObliterateStep::Again => continue,
+                ObliterateStep::NotPaused => {
+                    return Err(Error::protocol(
+                        ScriptId::Obliterate.name(),
+                        "queue is not paused",
+                    ))
+                }
+                ObliterateStep::ActiveJobs => return Err(Error::ActiveJobs),
+            }
+        }
+    }
+
+    /// Removes a job (and its children when `remove_children`). A locked job is
+    /// left alone; the current iteration of a scheduler is refused.
+    pub async fn remove(&self, id: &str, remove_children: bool) -> Result<RemoveOutcome> {
+        let call = RemoveJob {
+            keys: &self.keys,
+            id,
+            remove_children,
+        };
+        Ok(if self.conn.call(&call).await? {
+            RemoveOutcome::Removed
+        } else {
+            RemoveOutcome::Locked
+        })
+    }
+
+    /// Deletes jobs of `state` older than `grace` (by finishedOn, processedOn or
+    /// timestamp), at most `limit` of them (0 = no limit). Returns the deleted ids.
+    pub async fn clean(&self, grace: Duration, limit: u64, state: JobState) -> Result<Vec<String>> {
+        if state == JobState::Unknown {
+            return Err(ValidationError::Option {
+                option: "state",
+                reason: "cannot clean the unknown state".into(),
+            }
+            .into());
+        }
+        let call = CleanJobsInSet {
+            keys: &self.keys,
+            state: state.key_suffix(),
+            cutoff_ms: crate::clock::now_ms().saturating_sub(grace.as_millis() as u64),
+            limit,
+        };
+        self.conn.call(&call).await
+    }
+
+    /// Moves a completed or failed job back to wait (`job.retry()` in Node),
+    /// optionally resetting its attempt counters.
+    pub async fn retry_job(&self, id: &str, reset_attempts: bool) -> Result<()> {
+        let from = match self.get_state(id).await? {
+            JobState::Failed => FinishTarget::Failed,
+            JobState::Completed => FinishTarget::Completed,
+            JobState::Unknown => return Err(Error::JobNotFound(id.to_owned())),
+            _ => {
+                return Err(Error::Script {
+                    script: ScriptId::ReprocessJob.name(),
+                    code: ScriptErrorCode::JobNotInState,
+                })
+            }
+        };
+        let lifo = self
+            .get_job(id)
+            .await?
+            .map(|j| j.opts.lifo)
+            .unwrap_or(false);
+        let call = ReprocessJob {
+            keys: &self.keys,
+            id,
+            from,
+            push: PushSide::for_lifo(lifo),
+            reset_attempts_made: reset_attempts,
+            reset_attempts_started: reset_attempts,
+        };
+        self.conn.call(&call).await
+    }
+
+    /// Moves every failed job to wait, `count` per script call, as Node's
+    /// `queue.retryJobs({count})` does; see [`Queue::retry_jobs`].
+    pub async fn retry_failed(&self, count: u64) -> Result<u64> {
+        self.retry_jobs(FinishTarget::Failed, count, None).await
+    }
+
+    /// Node's `queue.retryJobs({state, count, timestamp})`: moves every job of
+    /// `state` that finished at or before `finished_before_ms` (default now) to
+    /// the head of wait, `count` per script call. Priorities and `lifo` are
+    /// ignored and attempt counters kept, as in BullMQ 6.2.0. Returns the
+    /// number of jobs eligible when the call began (concurrent changes by
+    /// others may make the number actually moved differ). A `count` of 0
+    /// moves nothing (Node would loop forever).
+    pub async fn retry_jobs(
+        &self,
+        state: FinishTarget,
+        count: u64,
+        finished_before_ms: Option<u64>,
+    ) -> Result<u64> {
+        let from = match state {
+            FinishTarget::Failed => BulkSource::Failed,
+            FinishTarget::Completed => BulkSource::Completed,
+        };
+        let until = finished_before_ms.unwrap_or_else(crate::clock::now_ms);
+        self.move_jobs_to_wait(from, count, Some(until)).await
+    }
+
+    /// Moves one delayed job to wait now.
+    pub async fn promote(&self, id: &str) -> Result<()> {
+        let call = Promote {
+            keys: &self.keys,
+            id,
+        };
+        self.conn.call(&call).await
+    }
+
+    /// Node's `queue.promoteJobs({count})`: moves every delayed job to the head
+    /// of wait, `count` per script call. Unlike [`Queue::promote`] a job's
+    /// priority is ignored and its `delay` field kept, as in BullMQ 6.2.0.
+    /// Returns the number of delayed jobs when the call began; a `count` of 0
+    /// moves nothing.
+    pub async fn promote_all(&self, count: u64) -> Result<u64> {
+        self.move_jobs_to_wait(BulkSource::Delayed, count, None)
+            .await
+    }
+
+    async fn move_jobs_to_wait(
+        &self,
+        from: BulkSource,
+        count: u64,
+        until_ms: Option<u64>,
+    ) -> Result<u64> {
+        if count == 0 {
+            return Ok(0);
+        }
+        let call = MoveJobsToWait {
+            keys: &self.keys,
+            from,
+            count,
+            until_ms,
+        };
+        let set = self.keys.key(from.key_suffix());
+        let pool = self.conn.pool();
+        let eligible: u64 = match until_ms {
+            Some(ms) => pool.zcount(set, 0.0, ms as f64).await?,
+            None => pool.zcard(set).await?,
+        };
+        while self.conn.call(&call).await? {}
+        Ok(eligible)
+    }
+}
