@@ -1,6 +1,6 @@
 --[[
   addDelayedJob: add a job with opts.delay > 0 to the delayed set
-  (scripts.md 2.2). It reaches wait/prioritized when promoted.
+  (docs/protocol.md §Scripts). It reaches wait/prioritized when promoted.
 
   KEYS
     1 {P}marker   2 {P}meta        3 {P}id

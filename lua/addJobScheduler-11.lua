@@ -1,6 +1,6 @@
 --[[
   addJobScheduler: create or replace a job scheduler and its current
-  iteration (scripts.md 2.27, processes.md §3).
+  iteration (docs/protocol.md §Scripts, §Job schedulers).
 
   KEYS
     1 {P}repeat   2 {P}delayed   3 {P}wait         4 {P}paused
@@ -79,7 +79,7 @@ local function removePendingIteration(jobId)
     return true
   end
   -- Paused 6.x queues keep jobs in wait, so this LREM of `paused` finds
-  -- nothing there; BullMQ behaves the same (scripts.md 2.27 step 4).
+  -- nothing there; BullMQ behaves the same (docs/protocol.md §Quirks).
   local listKey = isQueuePaused(metaKey) and KEYS[4] or KEYS[3]
   if redis.call("LREM", listKey, 1, jobId) > 0 then
     removeJob(jobId, true, prefix, true)

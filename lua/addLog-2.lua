@@ -1,5 +1,5 @@
 --[[
-  addLog: append one line to a job's log (scripts.md 2.15).
+  addLog: append one line to a job's log (docs/protocol.md §Scripts).
 
   KEYS[1] job key
   KEYS[2] logs key {P}<id>:logs

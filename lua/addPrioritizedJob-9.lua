@@ -1,6 +1,6 @@
 --[[
   addPrioritizedJob: add a non-delayed job with opts.priority > 0 to the
-  prioritized set (scripts.md 2.3).
+  prioritized set (docs/protocol.md §Scripts).
 
   KEYS
     1 {P}marker   2 {P}meta      3 {P}id          4 {P}prioritized

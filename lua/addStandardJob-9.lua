@@ -1,6 +1,6 @@
 --[[
   addStandardJob: add a job that is neither delayed nor prioritized to wait
-  (scripts.md 2.1).
+  (docs/protocol.md §Scripts).
 
   KEYS
     1 {P}wait          2 {P}paused (unused)   3 {P}meta

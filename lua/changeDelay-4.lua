@@ -1,5 +1,5 @@
 --[[
-  changeDelay: reschedule a delayed job to now + delay (scripts.md 2.31).
+  changeDelay: reschedule a delayed job to now + delay (docs/protocol.md §Scripts).
 
   KEYS[1] {P}delayed
   KEYS[2] {P}meta

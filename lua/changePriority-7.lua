@@ -1,6 +1,6 @@
 --[[
   changePriority: change a job's priority, re-queueing it if it is ready
-  (scripts.md 2.32).
+  (docs/protocol.md §Scripts).
 
   KEYS[1] {P}wait
   KEYS[2] {P}paused (unused, kept for the KEYS contract)

@@ -1,5 +1,5 @@
 --[[
-  cleanJobsInSet: delete old jobs of one state (scripts.md 2.25, Node
+  cleanJobsInSet: delete old jobs of one state (docs/protocol.md §Scripts, Node
   `queue.clean(grace, limit, type)`).
 
   KEYS[1] the state key {P}<state>

@@ -1,6 +1,6 @@
 --[[
   drain: delete every waiting (and optionally delayed) job, sparing the
-  current iteration of each job scheduler (scripts.md 2.20).
+  current iteration of each job scheduler (docs/protocol.md §Scripts).
 
   KEYS[1] {P}wait
   KEYS[2] {P}paused

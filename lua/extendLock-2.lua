@@ -1,5 +1,5 @@
 --[[
-  extendLock: renew one job lock (scripts.md 2.8).
+  extendLock: renew one job lock (docs/protocol.md §Scripts).
 
   KEYS
     1 lock key {P}<id>:lock

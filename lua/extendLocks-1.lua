@@ -1,5 +1,5 @@
 --[[
-  extendLocks: renew a batch of job locks in one call (scripts.md 2.9).
+  extendLocks: renew a batch of job locks in one call (docs/protocol.md §Scripts, §Lock renewal).
 
   KEYS
     1 {P}stalled

@@ -1,5 +1,5 @@
 --[[
-  getCounts: number of jobs per state (scripts.md 2.16).
+  getCounts: number of jobs per state (docs/protocol.md §Scripts).
 
   KEYS[1]    {P}
   ARGV[1..n] state names: wait, paused, active, or any sorted-set suffix

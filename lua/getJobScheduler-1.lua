@@ -1,6 +1,6 @@
 --[[
   getJobScheduler: one scheduler's definition and current millis
-  (scripts.md 2.30).
+  (docs/protocol.md §Scripts).
 
   KEYS  1 {P}repeat
   ARGV  1 scheduler id

@@ -1,6 +1,6 @@
 --[[
   getRanges: job ids of several states within an index range
-  (scripts.md 2.26, Node `queue.getRanges`).
+  (docs/protocol.md §Scripts, Node `queue.getRanges`).
 
   KEYS[1]    {P}
   ARGV[1]    start index

@@ -1,5 +1,5 @@
 --[[
-  getStateV2: the state a job is in (scripts.md 2.17), using LPOS (Redis >= 6.0.6).
+  getStateV2: the state a job is in (docs/protocol.md §Scripts), using LPOS (Redis >= 6.0.6).
 
   KEYS[1] {P}completed
   KEYS[2] {P}failed

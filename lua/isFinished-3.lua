@@ -1,5 +1,5 @@
 --[[
-  isFinished: whether a job has completed or failed (scripts.md 2.18).
+  isFinished: whether a job has completed or failed (docs/protocol.md §Scripts).
 
   KEYS[1] {P}completed
   KEYS[2] {P}failed

@@ -1,6 +1,6 @@
 --[[
   moveJobFromActiveToWait: put an active job back in front of the queue
-  after a manual rate limit, without counting an attempt (scripts.md 2.12).
+  after a manual rate limit, without counting an attempt (docs/protocol.md §Scripts).
 
   KEYS
     1 {P}active   2 {P}wait      3 {P}stalled      4 {P}paused (unused)

@@ -1,6 +1,6 @@
 --[[
-  moveStalledJobsToWait: the stalled-job check (scripts.md 2.11 with the
-  8-key layout of DECISIONS.md 1). Jobs marked by the previous check whose
+  moveStalledJobsToWait: the stalled-job check (docs/protocol.md §Stalled jobs with the
+  8-key layout of docs/decisions.md §1 Script names). Jobs marked by the previous check whose
   lock has since expired go back to wait; then every active job is marked
   for the next check. A job stalled more than maxStalledCount times gets
   `defa`, so the next worker fails it without running it; job scheduler

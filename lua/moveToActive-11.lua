@@ -1,5 +1,5 @@
 --[[
-  moveToActive: a worker takes the next job (scripts.md 2.4). Due delayed
+  moveToActive: a worker takes the next job (docs/protocol.md §Scripts). Due delayed
   jobs are promoted first; then the tail of wait, else the lowest
   prioritized job, is moved to the head of active and locked.
 

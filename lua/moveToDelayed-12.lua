@@ -1,6 +1,6 @@
 --[[
   moveToDelayed: move an active job to delayed, for a retry with backoff or
-  because the processor asked for a delay (scripts.md 2.6).
+  because the processor asked for a delay (docs/protocol.md §Scripts).
 
   KEYS
     1 {P}marker   2 {P}active    3 {P}prioritized  4 {P}delayed

@@ -1,6 +1,6 @@
 --[[
   moveToFinished: complete or finally fail an active job, apply retention
-  and optionally take the next job in the same call (scripts.md 2.5).
+  and optionally take the next job in the same call (docs/protocol.md §Scripts).
 
   KEYS
     1 {P}wait     2 {P}active    3 {P}prioritized  4 {P}events

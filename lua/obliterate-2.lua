@@ -1,6 +1,6 @@
 --[[
   obliterate: destroy a paused queue, at most ARGV[1] jobs per call
-  (scripts.md 2.21).
+  (docs/protocol.md §Scripts).
 
   KEYS[1] {P}meta
   KEYS[2] {P} (the prefix itself)

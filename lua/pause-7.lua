@@ -1,5 +1,5 @@
 --[[
-  pause: pause or resume the queue (scripts.md 2.19).
+  pause: pause or resume the queue (docs/protocol.md §Scripts).
 
   KEYS     pause                resume
   KEYS[1]  {P}wait              {P}paused

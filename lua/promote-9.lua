@@ -1,5 +1,5 @@
 --[[
-  promote: move one delayed job to waiting now (scripts.md 2.23).
+  promote: move one delayed job to waiting now (docs/protocol.md §Scripts).
 
   KEYS[1] {P}delayed
   KEYS[2] {P}wait

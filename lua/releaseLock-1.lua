@@ -1,5 +1,5 @@
 --[[
-  releaseLock: delete a job lock if the caller owns it (scripts.md 2.10).
+  releaseLock: delete a job lock if the caller owns it (docs/protocol.md §Scripts).
   Not called by BullMQ's Node client; the transitions release locks.
 
   KEYS

@@ -1,5 +1,5 @@
 --[[
-  removeJob: remove one job, and by default its children (scripts.md 2.22).
+  removeJob: remove one job, and by default its children (docs/protocol.md §Scripts).
 
   KEYS[1] job key
   KEYS[2] {P}repeat

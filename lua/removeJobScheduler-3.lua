@@ -1,6 +1,6 @@
 --[[
   removeJobScheduler: delete a scheduler and its pending delayed iteration
-  (scripts.md 2.29).
+  (docs/protocol.md §Scripts).
 
   KEYS  1 {P}repeat   2 {P}delayed   3 {P}events
   ARGV  1 scheduler id   2 {P}

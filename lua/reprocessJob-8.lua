@@ -1,5 +1,5 @@
 --[[
-  reprocessJob: put a completed or failed job back into wait (scripts.md 2.24,
+  reprocessJob: put a completed or failed job back into wait (docs/protocol.md §Scripts,
   Node `job.retry(state)`).
 
   KEYS[1] job key

@@ -1,6 +1,6 @@
 --[[
   retryJob: move an active job straight back to waiting, for a retry
-  without backoff (scripts.md 2.7).
+  without backoff (docs/protocol.md §Scripts).
 
   KEYS
     1 {P}active   2 {P}wait      3 {P}paused (unused)  4 job key {P}<id>

@@ -1,5 +1,5 @@
 --[[
-  updateData: replace a job's data (scripts.md 2.14).
+  updateData: replace a job's data (docs/protocol.md §Scripts).
 
   KEYS[1] job key
   ARGV[1] new data as JSON text (stored verbatim)

@@ -1,6 +1,6 @@
 --[[
   updateJobScheduler: create the iteration after the one a worker has just
-  taken (scripts.md 2.28, processes.md §3 "Producing the next iteration").
+  taken (docs/protocol.md §Scripts, §Job schedulers "Producing the next iteration").
 
   KEYS
     1 {P}repeat   2 {P}delayed   3 {P}wait         4 {P}paused

@@ -1,5 +1,5 @@
 --[[
-  updateProgress: store a job's progress and announce it (scripts.md 2.13).
+  updateProgress: store a job's progress and announce it (docs/protocol.md §Scripts).
 
   KEYS[1] job key
   KEYS[2] {P}events

@@ -1,4 +1,4 @@
-//! Job schedulers (processes.md §3, scripts.md §2.27–2.30) against a real
+//! Job schedulers (docs/protocol.md §Job schedulers, §Scripts) against a real
 //! Redis: every and cron schedulers, limits, removal, racing workers, the
 //! reconciliation sweep, cron equivalence with npm cron-parser and state
 //! equivalence with BullMQ Node's `upsertJobScheduler`.
@@ -710,7 +710,7 @@ fn cron_matches_cron_parser() {
             }
         }
     }
-    // No `tz`: both sides use the process's local zone (DECISIONS.md §7).
+    // No `tz`: both sides use the process's local zone (docs/decisions.md §7 Cron).
     for p in PATTERNS {
         for r in references().iter().step_by(7) {
             cases.push(json!({ "pattern": p, "from": r }));

@@ -1,5 +1,5 @@
-//! The add scripts through `Queue::add`: the Redis state keys.md and job.md
-//! describe, and the events of events.md.
+//! The add scripts through `Queue::add`: the Redis state and events
+//! docs/protocol.md describes (§Key layout, §Job hash, §Events).
 
 use std::time::Duration;
 
@@ -196,7 +196,7 @@ async fn custom_id_duplicate_is_not_stored_twice() {
         serde_json::from_str::<serde_json::Value>(&h["opts"]).unwrap(),
         json!({"jobId":"abc","attempts":3,"backoff":{"type":"fixed","delay":1000},"removeOnComplete":true,"kl":5})
     );
-    // The id counter moves on every add, even duplicates (job.md §4).
+    // The id counter moves on every add, even duplicates (docs/protocol.md §Job ids).
     assert_eq!(c.get::<String, _>("emq:dup:id").await.unwrap(), "2");
     assert_eq!(
         event_names(&c, "emq:dup:events").await,

@@ -1,6 +1,6 @@
-//! The admin scripts through the `Queue` API (scripts.md §2.13–2.32): the
-//! exact Redis state they leave (keys.md, job.md) and the events they append
-//! (events.md). Jobs reach `active`, `completed` and `failed` through the real
+//! The admin scripts through the `Queue` API (docs/protocol.md §Scripts): the
+//! exact Redis state they leave (docs/protocol.md §Key layout) and the events they append
+//! (docs/protocol.md §Events). Jobs reach `active`, `completed` and `failed` through the real
 //! worker scripts (moveToActive / moveToFinished) driven by the harness's
 //! simulated worker.
 
@@ -1285,7 +1285,7 @@ async fn change_delay_within_the_same_millisecond_takes_the_next_slot() {
 
 #[tokio::test]
 async fn retry_job_of_a_prioritized_job_goes_to_wait() {
-    // Quirk kept from BullMQ 6.2.0 (scripts.md 2.24).
+    // Quirk kept from BullMQ 6.2.0 (docs/protocol.md §Quirks).
     let (_redis, conn, c, q) = setup("rp").await;
     let k = q.keys().clone();
     add_at(&q, "p", JobOptions::new().priority(5).timestamp(T0)).await;

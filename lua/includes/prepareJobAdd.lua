@@ -1,5 +1,5 @@
 --[[
-  Steps 1-5 shared by the add scripts (scripts.md 2.1): parent check, id
+  Steps 1-5 shared by the add scripts (docs/protocol.md §Scripts, addStandardJob): parent check, id
   counter, id choice, duplicate custom id (H9), deduplication (H10).
   prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey,
                 packedArgs, data, packedOpts) -> result, job

@@ -3,7 +3,7 @@
 
   H16 "remove list jobs": removes (with dedup) up to `max` ids taken from the
   head of the list (`max` = 0: all of them), sparing ids in ignoreSet.
-  Quirk kept on purpose (scripts.md 2.20): the list is trimmed by the number of
+  Quirk kept on purpose (docs/protocol.md §Quirks): the list is trimmed by the number of
   removed ids from the head, wherever the spared ids were.
   Returns max minus the number of removed ids (negative when max = 0).
 ]]

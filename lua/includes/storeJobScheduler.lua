@@ -1,6 +1,6 @@
 --[[
   H21 store scheduler: index the scheduler at its current iteration and
-  rewrite its definition hash (keys.md §4).
+  rewrite its definition hash (docs/protocol.md §Job scheduler hash).
   storeJobScheduler(schedulerId, schedulerKey, repeatKey, nextMillis, opts,
                     templateData, templateOpts)
     opts          decoded scheduler options (name, tz, limit, pattern,

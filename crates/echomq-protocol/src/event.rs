@@ -1,4 +1,4 @@
-//! Entries of the events stream `{P}events` (events.md §3), as typed values.
+//! Entries of the events stream `{P}events` (docs/protocol.md §Events), as typed values.
 
 use serde_json::Value;
 
@@ -11,7 +11,7 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// What an entry of the events stream says. Fields follow events.md §3;
+/// What an entry of the events stream says. Fields follow docs/protocol.md §Events;
 /// anything this version does not know arrives as [`EventKind::Unknown`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]

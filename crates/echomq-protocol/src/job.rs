@@ -1,4 +1,4 @@
-//! The job hash (job.md §1–2): field names and decoding.
+//! The job hash (docs/protocol.md §Job hash): field names and decoding.
 
 use std::collections::HashMap;
 

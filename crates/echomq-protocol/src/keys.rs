@@ -1,4 +1,4 @@
-//! The L1 key layout of one queue (keys.md).
+//! The L1 key layout of one queue (docs/protocol.md §Key layout).
 
 use crate::validate::{validate_prefix, validate_queue_name, ValidationError};
 
@@ -154,7 +154,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layout_matches_keys_md() {
+    fn layout_matches_the_documented_key_layout() {
         let k = QueueKeys::new("emq", "mail").unwrap();
         assert_eq!(k.prefix_key(), "emq:mail:");
         assert_eq!(k.wait(), "emq:mail:wait");

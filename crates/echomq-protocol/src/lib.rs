@@ -12,7 +12,7 @@
 //!
 //! The wire format is BullMQ 6.2.0's with the prefix `emq`, so a BullMQ Node client
 //! created with `{ prefix: 'emq' }` works on the same queues. Everything here is
-//! specified in `shared/protocol/` and summarised in `docs/protocol.md`.
+//! specified in `docs/protocol.md`, EchoMQ's own choices in `docs/decisions.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -40,7 +40,7 @@ pub use validate::ValidationError;
 pub const DEFAULT_PREFIX: &str = "emq";
 
 /// The value written to the `version` field of a queue's meta hash: the wire
-/// protocol spoken, not the library (DECISIONS.md §5).
+/// protocol spoken, not the library (docs/decisions.md §5 Meta version).
 pub const PROTOCOL_VERSION: &str = "bullmq:6.2.0";
 
 /// Default approximate length of the events stream (`opts.maxLenEvents`).

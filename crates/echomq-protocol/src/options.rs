@@ -1,4 +1,4 @@
-//! Job options: the typed public form and BullMQ's stored form (job.md §3).
+//! Job options: the typed public form and BullMQ's stored form (docs/protocol.md §Job options).
 //!
 //! The stored form is what the add scripts receive as msgpack and keep as the
 //! job's `opts` field (`cjson.encode` of it). A few options travel under short
@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::validate::{validate_job_id, ValidationError, MAX_PRIORITY};
 
-/// How long to wait before a failed job is retried (worker-loop.md §5).
+/// How long to wait before a failed job is retried (docs/protocol.md §Failures and backoff).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Backoff {
     /// The same delay before every retry.
@@ -88,7 +88,7 @@ impl KeepJobs {
         }
     }
 
-    /// The `keepJobs` map a finishing call sends (worker-loop.md §6): `true` →
+    /// The `keepJobs` map a finishing call sends (docs/protocol.md §Retention): `true` →
     /// `{count: 0}`, `false` → `{count: -1}`, `n` → `{count: n}`, policies as given.
     pub fn to_keep_jobs(option: Option<&KeepJobs>) -> Map<String, Value> {
         let mut m = Map::new();
@@ -257,7 +257,7 @@ impl JobOptions {
         Ok(())
     }
 
-    /// The stored form (job.md §3), as the add scripts receive it: `attempts`
+    /// The stored form (docs/protocol.md §Job options), as the add scripts receive it: `attempts`
     /// always present (0 by default), `backoff` as an object, `keepLogs` as `kl`.
     pub fn to_stored(&self) -> Map<String, Value> {
         let mut m = self.extra.clone();
@@ -341,7 +341,7 @@ impl JobOptions {
     }
 }
 
-/// Options stored under a short name, and their public names (job.md §3).
+/// Options stored under a short name, and their public names (docs/protocol.md §Job options).
 pub const SHORT_NAMES: &[(&str, &str)] = &[
     ("de", "deduplication"),
     ("fpof", "failParentOnFailure"),
@@ -399,7 +399,7 @@ mod tests {
     }
 
     #[test]
-    fn job_md_example() {
+    fn documented_stored_options_example() {
         let o = JobOptions::new()
             .job_id("abc")
             .attempts(3)

@@ -1,9 +1,9 @@
-//! What scripts return: the negative error codes (scripts.md §0.1).
+//! What scripts return: the negative error codes (docs/protocol.md §Error codes).
 
 use thiserror::Error;
 
 /// A negative integer reply of a script. Scripts return these instead of raising,
-/// so effects made before the return stay (noted per script in scripts.md).
+/// so effects made before the return stay (docs/protocol.md §Script conventions, Error codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Error)]
 #[non_exhaustive]
 pub enum ScriptErrorCode {

@@ -60,7 +60,7 @@ script_ids! {
     ExtendLocks => "extendLocks", 1;
     /// Release a lock held with a token.
     ReleaseLock => "releaseLock", 1;
-    /// The two-phase stalled check (DECISIONS.md §1: eight KEYS).
+    /// The two-phase stalled check (docs/decisions.md §1 Script names: eight KEYS).
     MoveStalledJobsToWait => "moveStalledJobsToWait", 8;
     /// Put an active job back in front of the queue.
     MoveJobFromActiveToWait => "moveJobFromActiveToWait", 9;

@@ -1,4 +1,4 @@
-//! "Frozen" made checkable (DECISIONS.md §2): the SHA1 of every expanded script
+//! "Frozen" made checkable (docs/decisions.md §2): the SHA1 of every expanded script
 //! must equal the one recorded in `lua/scripts.sha1`. Editing a script (or an
 //! include it pulls in) without updating the manifest fails here; updating the
 //! manifest is a visible, reviewable protocol change.

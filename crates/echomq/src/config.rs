@@ -8,7 +8,7 @@ pub struct ConnectionConfig {
     /// A fred URL: `redis://host:port/db`, `rediss://…`, `redis-cluster://…?node=h:p`,
     /// `redis-sentinel://…`. Default `redis://127.0.0.1:6379`.
     pub url: String,
-    /// Key prefix of every queue. Default `emq` (DECISIONS.md §4).
+    /// Key prefix of every queue. Default `emq` (docs/decisions.md §4 Key layout).
     pub prefix: String,
     /// Clients in the shared pool. Scripts are pipelined on each connection,
     /// so a few connections carry any concurrency; fewer connections let Redis

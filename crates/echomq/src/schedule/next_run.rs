@@ -3,7 +3,7 @@
 //! `every` slots are computed inside the scripts (H21), so that a Node and a
 //! Rust worker cannot disagree on them; only cron times are computed here, and
 //! they must equal what BullMQ Node computes with npm `cron-parser` (5.10) for
-//! the same pattern, zone and reference time (DECISIONS.md §7): the time is part
+//! the same pattern, zone and reference time (docs/decisions.md §7 Cron): the time is part
 //! of the iteration id, and two clients computing different times would both
 //! create an iteration.
 //!
