@@ -165,10 +165,7 @@ async fn node_worker_trims_events_to_the_rust_queues_max_len() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
-    let opts = QueueOptions {
-        max_len_events: 100,
-        ..Default::default()
-    };
+    let opts = QueueOptions::default().max_len_events(100);
     let queue = Queue::with_options(&conn, "ml", opts).await.unwrap();
     let jobs = (0..1000)
         .map(|i| NewJob {

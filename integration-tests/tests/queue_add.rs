@@ -256,10 +256,7 @@ async fn invalid_input_is_a_typed_error_and_writes_nothing() {
     let small = Queue::with_options(
         &conn,
         "v",
-        echomq::QueueOptions {
-            max_data_bytes: 10,
-            ..Default::default()
-        },
+        echomq::QueueOptions::default().max_data_bytes(10),
     )
     .await
     .unwrap();

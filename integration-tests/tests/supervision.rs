@@ -82,14 +82,12 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         }
     });
     let mut wargs = WorkerArgs::new(q.clone(), processor);
-    wargs.options = WorkerOptions {
-        concurrency: 10,
-        lock_duration: Duration::from_millis(1500),
-        stalled_interval: Duration::from_millis(300),
-        drain_delay: Duration::from_millis(200),
-        watchdog_interval: Duration::from_millis(500),
-        ..Default::default()
-    };
+    wargs.options = WorkerOptions::default()
+        .concurrency(10)
+        .lock_duration(Duration::from_millis(1500))
+        .stalled_interval(Duration::from_millis(300))
+        .drain_delay(Duration::from_millis(200))
+        .watchdog_interval(Duration::from_millis(500));
     let spec = WorkerSetSpec::new(wargs);
     // The subscriber is registered once; restarts of QueueEvents re-attach it.
     let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
@@ -300,13 +298,11 @@ fn quick_worker(q: &Queue, run_for: Duration) -> WorkerArgs {
         Ok(json!(null))
     });
     let mut wargs = WorkerArgs::new(q.clone(), processor);
-    wargs.options = WorkerOptions {
-        concurrency: 4,
-        lock_duration: Duration::from_millis(1000),
-        stalled_interval: Duration::from_millis(300),
-        drain_delay: Duration::from_millis(200),
-        ..Default::default()
-    };
+    wargs.options = WorkerOptions::default()
+        .concurrency(4)
+        .lock_duration(Duration::from_millis(1000))
+        .stalled_interval(Duration::from_millis(300))
+        .drain_delay(Duration::from_millis(200));
     wargs
 }
 

@@ -53,10 +53,7 @@ pub async fn run(cli: Cli) -> Res {
     let queue = Queue::with_options(
         &conn,
         queue_name,
-        QueueOptions {
-            skip_meta_update: read_only,
-            ..Default::default()
-        },
+        QueueOptions::default().skip_meta_update(read_only),
     )
     .await?;
     let r = execute(&conn, &queue, cli.command, plan).await;

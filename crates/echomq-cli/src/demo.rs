@@ -224,14 +224,12 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
         Ok(json!({ "rendered": data["page"] }))
     });
     let mut wargs = WorkerArgs::new(q.clone(), processor);
-    wargs.options = WorkerOptions {
-        concurrency: CONCURRENCY,
+    wargs.options = WorkerOptions::default()
+        .concurrency(CONCURRENCY)
         // Short on purpose, so renewals show: a tick every 300 ms.
-        lock_duration: Duration::from_millis(1200),
-        stalled_interval: Duration::from_millis(1000),
-        name: Some("demo".into()),
-        ..Default::default()
-    };
+        .lock_duration(Duration::from_millis(1200))
+        .stalled_interval(Duration::from_millis(1000))
+        .name("demo");
     let (set_id, _) = call_t!(
         host,
         HostSupervisorMsg::AddWorkerSet,

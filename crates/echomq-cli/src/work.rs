@@ -108,13 +108,11 @@ pub async fn work(
     let kind = settings.processor.clone();
     let processor = processor_fn(move |ctx| run_synthetic(kind.clone(), ctx));
     let mut args = WorkerArgs::new(queue.clone(), processor);
-    args.options = WorkerOptions {
-        concurrency: settings.concurrency,
-        lock_duration: settings.lock_duration,
-        stalled_interval: settings.stalled_interval,
-        name: settings.name.clone(),
-        ..Default::default()
-    };
+    args.options = WorkerOptions::default()
+        .concurrency(settings.concurrency)
+        .lock_duration(settings.lock_duration)
+        .stalled_interval(settings.stalled_interval);
+    args.options.name = settings.name.clone();
     // This process's supervisor: the shipped one-for-one HostSupervisor, with
     // the default restart budget.
     let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())

@@ -47,25 +47,22 @@ pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, Keep
 pub use error::{Error, Result};
 pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport};
 pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
-pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg};
+pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,
     StartFrom, Subscribers, Subscription,
 };
 pub use schedule::{JobTemplate, Repeat, SchedulerError, SchedulerSpec};
-pub use schedulers::{
-    create_next_iteration, Iteration, IterationRestored, JobSchedulers, SchedulerInfo,
-    SchedulerSweep,
-};
+pub use schedulers::{Iteration, IterationRestored, JobSchedulers, SchedulerInfo, SchedulerSweep};
 pub use stalled_checker::{
-    JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, SweepReport,
+    JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, StalledStats, SweepReport,
 };
 pub use supervision::{
     ChildKind, Member, RestartIntensity, SetCloseError, SetCloseReport, SupervisionDecision,
     SupervisionError, WorkerSet, WorkerSetSpec,
 };
 pub use worker::{
-    ActiveJob, FinishOutcome, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent,
-    WorkerMsg, WorkerOptions,
+    processor_fn, ActiveJob, CloseReport, FinishFailed, FinishOutcome, JobContext, ProcessError,
+    Processor, Worker, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions, WorkerStatus,
 };

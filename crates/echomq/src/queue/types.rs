@@ -4,6 +4,7 @@ use echomq_protocol::{JobOptions, DEFAULT_MAX_LEN_EVENTS};
 
 /// Settings of a [`Queue`](super::Queue) handle. Plain data with documented defaults.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct QueueOptions {
     /// Options merged under every job's own options (the job's win). Default: none.
     pub default_job_options: JobOptions,

@@ -35,6 +35,7 @@ use crate::{KeepJobs, Queue};
 
 /// Settings of a worker; the defaults are BullMQ 6.2.0's.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct WorkerOptions {
     /// Jobs run at the same time. Default 1.
     pub concurrency: usize,
