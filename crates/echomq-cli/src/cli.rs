@@ -111,7 +111,7 @@ pub enum Command {
     },
     /// Every field of one job, and its logs.
     Job { queue: String, id: String },
-    /// Retry a failed (or completed) job, or up to `--count` failed jobs with `--all`.
+    /// Retry a failed (or completed) job, or every failed job with `--all` (moved `--count` per call).
     Retry {
         queue: String,
         id: Option<String>,
@@ -120,7 +120,7 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         count: u64,
     },
-    /// Promote a delayed job now, or up to `--count` with `--all`.
+    /// Promote a delayed job now, or every delayed job with `--all` (moved `--count` per call).
     Promote {
         queue: String,
         id: Option<String>,

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::call::decode::parse_int;
 use crate::options::JobOptions;
 
 /// Names of the job hash fields, as stored by every runtime.
@@ -223,17 +224,6 @@ impl JobRecord {
             deduplication_id: hash.remove(field::DEDUPLICATION_ID),
         })
     }
-}
-
-/// Integers as scripts write them; tolerates a float rendering (`"12.0"`) that
-/// a Lua number can produce.
-fn parse_int(s: &str) -> Option<i64> {
-    s.parse::<i64>().ok().or_else(|| {
-        s.parse::<f64>()
-            .ok()
-            .filter(|f| f.is_finite())
-            .map(|f| f as i64)
-    })
 }
 
 #[cfg(test)]

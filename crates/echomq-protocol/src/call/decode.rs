@@ -33,7 +33,7 @@ impl Reply {
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Reply::Int(n) => Some(*n),
-            Reply::Bulk(b) => std::str::from_utf8(b).ok()?.trim().parse().ok(),
+            Reply::Bulk(b) => parse_int(std::str::from_utf8(b).ok()?.trim()),
             Reply::Double(d) => Some(*d as i64),
             _ => None,
         }
@@ -62,6 +62,19 @@ impl Reply {
     pub fn is_nil(&self) -> bool {
         matches!(self, Reply::Nil)
     }
+}
+
+/// An integer as Lua and Node write them: decimal text, or a float rendering
+/// (`"12.0"`, `1e3`) that a Lua number or a JS number can produce. Every
+/// lenient number of the protocol (replies, hash fields, stored options) is
+/// read here.
+pub fn parse_int(s: &str) -> Option<i64> {
+    s.parse::<i64>().ok().or_else(|| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(|f| f as i64)
+    })
 }
 
 /// A negative integer as the script's error code.

@@ -20,10 +20,6 @@ use crate::scripts::ScriptId;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct EpochMs(pub u64);
 
-fn ms(d: Duration) -> Arg {
-    Arg::int(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// Which set a finishing job goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinishTarget {
@@ -367,7 +363,7 @@ impl ScriptCall for MoveToDelayed<'_> {
             Arg::int(self.now.0),
             Arg::str(self.id),
             Arg::str(self.token),
-            ms(self.delay),
+            Arg::ms(self.delay),
             Arg::flag(self.kind == DelayKind::Requested),
             fields_arg(self.fields),
             Arg::flag(self.fetch_next.is_some()),
@@ -539,7 +535,11 @@ impl ScriptCall for ExtendLock<'_> {
     }
 
     fn args(&self) -> Vec<Arg> {
-        vec![Arg::str(self.token), ms(self.duration), Arg::str(self.id)]
+        vec![
+            Arg::str(self.token),
+            Arg::ms(self.duration),
+            Arg::str(self.id),
+        ]
     }
 
     fn decode(&self, reply: Reply) -> Result<bool, ReplyError> {
@@ -577,7 +577,7 @@ impl ScriptCall for ExtendLocks<'_> {
             Arg::str(self.keys.prefix_key()),
             Arg::packed(pack_strings(&tokens)),
             Arg::packed(pack_strings(&ids)),
-            ms(self.duration),
+            Arg::ms(self.duration),
         ]
     }
 
@@ -612,7 +612,7 @@ impl ScriptCall for ReleaseLock<'_> {
     }
 
     fn args(&self) -> Vec<Arg> {
-        vec![Arg::str(self.token), ms(self.duration)]
+        vec![Arg::str(self.token), Arg::ms(self.duration)]
     }
 
     fn decode(&self, reply: Reply) -> Result<bool, ReplyError> {

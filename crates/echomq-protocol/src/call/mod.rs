@@ -45,6 +45,11 @@ impl Arg {
         Arg(Bytes::from(n.into().to_string()))
     }
 
+    /// A duration in whole milliseconds, as every script counts time.
+    pub fn ms(d: std::time::Duration) -> Arg {
+        Arg::int(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
     /// A boolean flag the scripts compare with `"1"`.
     pub fn flag(on: bool) -> Arg {
         Arg(Bytes::from_static(if on { b"1" } else { b"0" }))

@@ -50,7 +50,7 @@ impl ScriptCall for MoveStalledJobsToWait<'_> {
             Arg::int(self.max_stalled_count),
             Arg::str(self.keys.prefix_key()),
             Arg::int(self.now),
-            Arg::int(u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX)),
+            Arg::ms(self.interval),
         ]
     }
 

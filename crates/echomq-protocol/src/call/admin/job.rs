@@ -202,7 +202,7 @@ impl ScriptCall for ChangeDelay<'_> {
 
     fn args(&self) -> Vec<Arg> {
         vec![
-            Arg::text(self.delay.as_millis().to_string()),
+            Arg::ms(self.delay),
             Arg::int(self.now_ms),
             Arg::str(self.id),
             Arg::text(self.keys.job(self.id)),

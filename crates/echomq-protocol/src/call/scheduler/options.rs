@@ -71,12 +71,7 @@ pub fn json_u64(v: &Json) -> Option<u64> {
 
 /// Millis from decimal text (integer or float).
 pub fn parse_millis(s: &str) -> Option<u64> {
-    s.parse::<u64>().ok().or_else(|| {
-        s.parse::<f64>()
-            .ok()
-            .filter(|f| *f >= 0.0)
-            .map(|f| f as u64)
-    })
+    crate::call::decode::parse_int(s).and_then(|n| u64::try_from(n).ok())
 }
 
 fn put(m: &mut Map<String, Json>, key: &str, v: Option<Json>) {
