@@ -3,7 +3,7 @@
 //! contract is in `docs/worker.md`.
 //!
 //! The library ships no supervision tree: the host spawns the Worker and its
-//! [`LockManager`](crate::lock_manager::LockManager) under its own supervisor
+//! [`LockManager`] under its own supervisor
 //! (see [`spawn_linked`]) and decides about restarts.
 
 mod backoff;

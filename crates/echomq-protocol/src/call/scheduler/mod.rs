@@ -1,6 +1,6 @@
 //! Calls of the job-scheduler scripts (addJobScheduler-11,
 //! updateJobScheduler-12, removeJobScheduler-3, getJobScheduler-1); the
-//! options they carry are in [`options`].
+//! options they carry are in `options.rs`.
 
 mod options;
 
