@@ -11,7 +11,7 @@ use echomq::{
 use fred::prelude::{ClientInterface, SortedSetsInterface, StreamsInterface, Value};
 use serde_json::json;
 
-use crate::cli::{AddOpts, Cli, Command};
+use crate::cli::{AddOpts, Cli, Command, SchedulerAction, StateArg};
 use crate::style::{self, paint};
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -42,7 +42,7 @@ pub async fn run(cli: Cli) -> Res {
     let read_only = matches!(
         cli.command,
         Command::Schedulers {
-            action: crate::cli::SchedulerAction::List,
+            action: SchedulerAction::List,
             ..
         } | Command::Stats { .. }
             | Command::Jobs { .. }
@@ -88,103 +88,17 @@ enum Plan {
     None,
     Add(Box<(serde_json::Value, JobOptions)>),
     Bulk(Vec<NewJob>),
-    Work(crate::work::Synthetic),
+    Work(crate::work::WorkSettings),
     Scheduler(Box<echomq::SchedulerSpec>),
 }
 
 impl Plan {
     fn build(c: &Command) -> Res<Plan> {
         Ok(match c {
-            Command::Add { data, opts, .. } => {
-                let data: serde_json::Value = serde_json::from_str(data)
-                    .map_err(|e| format!("job data is not valid JSON: {e}"))?;
-                let o = add_options(opts)?;
-                o.validate()?;
-                Plan::Add(Box::new((data, o)))
-            }
-            Command::AddBulk { file, .. } => {
-                let text = std::fs::read_to_string(file)
-                    .map_err(|e| format!("{}: {e}", file.display()))?;
-                let mut jobs = Vec::new();
-                for (n, line) in text
-                    .lines()
-                    .enumerate()
-                    .filter(|(_, l)| !l.trim().is_empty())
-                {
-                    let v: serde_json::Value = serde_json::from_str(line)
-                        .map_err(|e| format!("line {}: not JSON: {e}", n + 1))?;
-                    let name = v["name"]
-                        .as_str()
-                        .ok_or_else(|| format!("line {}: `name` (a string) is required", n + 1))?;
-                    let options = match v.get("opts") {
-                        Some(serde_json::Value::Object(m)) => JobOptions::from_stored(m),
-                        None | Some(serde_json::Value::Null) => JobOptions::new(),
-                        Some(_) => {
-                            return Err(format!("line {}: `opts` must be an object", n + 1).into())
-                        }
-                    };
-                    options
-                        .validate()
-                        .map_err(|e| format!("line {}: {e}", n + 1))?;
-                    jobs.push(NewJob {
-                        name: name.to_owned(),
-                        data: v.get("data").cloned().unwrap_or(json!({})),
-                        options,
-                    });
-                }
-                Plan::Bulk(jobs)
-            }
-            Command::Schedulers {
-                action:
-                    crate::cli::SchedulerAction::Upsert {
-                        id,
-                        every,
-                        cron,
-                        tz,
-                        name,
-                        data,
-                        limit,
-                        start,
-                        end,
-                    },
-                ..
-            } => {
-                let mut spec = match (every, cron) {
-                    (Some(ms), None) => {
-                        echomq::SchedulerSpec::every(id, Duration::from_millis(*ms))
-                    }
-                    (None, Some(p)) => echomq::SchedulerSpec::cron(id, p, tz.as_deref()),
-                    _ => return Err("give --every MS or --cron PATTERN".into()),
-                };
-                spec.template.name = name.clone();
-                if let Some(d) = data {
-                    spec.template.data = serde_json::from_str(d)
-                        .map_err(|e| format!("--data is not valid JSON: {e}"))?;
-                }
-                spec.limit = *limit;
-                spec.start_date = *start;
-                spec.end_date = *end;
-                // The spec is checked again by upsert; checking here keeps
-                // "bad arguments never write" independent of the order there.
-                spec.validate(echomq::clock::now_ms())?;
-                Plan::Scheduler(Box::new(spec))
-            }
-            Command::Work {
-                processor,
-                concurrency,
-                lock_duration,
-                stalled_interval,
-                ..
-            } => {
-                let p: crate::work::Synthetic = processor.parse()?;
-                if *concurrency == 0 {
-                    return Err("--concurrency must be at least 1".into());
-                }
-                if *lock_duration == 0 || *stalled_interval == 0 {
-                    return Err("--lock-duration and --stalled-interval must be positive".into());
-                }
-                Plan::Work(p)
-            }
+            Command::Add { data, opts, .. } => Plan::Add(Box::new(add_plan(data, opts)?)),
+            Command::AddBulk { file, .. } => Plan::Bulk(read_bulk_file(file)?),
+            Command::Schedulers { action, .. } => scheduler_plan(action)?,
+            Command::Work { .. } => work_plan(c)?,
             Command::Retry {
                 id: None,
                 all: false,
@@ -198,6 +112,109 @@ impl Plan {
             _ => Plan::None,
         })
     }
+}
+
+fn add_plan(data: &str, opts: &AddOpts) -> Res<(serde_json::Value, JobOptions)> {
+    let data: serde_json::Value =
+        serde_json::from_str(data).map_err(|e| format!("job data is not valid JSON: {e}"))?;
+    let o = add_options(opts)?;
+    o.validate()?;
+    Ok((data, o))
+}
+
+/// One job per non-blank line: `{"name": …, "data": …, "opts": {…}}`.
+fn read_bulk_file(file: &std::path::Path) -> Res<Vec<NewJob>> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| bulk_line(n + 1, line))
+        .collect()
+}
+
+fn bulk_line(n: usize, line: &str) -> Res<NewJob> {
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("line {n}: not JSON: {e}"))?;
+    let name = v["name"]
+        .as_str()
+        .ok_or_else(|| format!("line {n}: `name` (a string) is required"))?;
+    let options = match v.get("opts") {
+        Some(serde_json::Value::Object(m)) => JobOptions::from_stored(m),
+        None | Some(serde_json::Value::Null) => JobOptions::new(),
+        Some(_) => return Err(format!("line {n}: `opts` must be an object").into()),
+    };
+    options.validate().map_err(|e| format!("line {n}: {e}"))?;
+    Ok(NewJob {
+        name: name.to_owned(),
+        data: v.get("data").cloned().unwrap_or(json!({})),
+        options,
+    })
+}
+
+fn scheduler_plan(action: &SchedulerAction) -> Res<Plan> {
+    let SchedulerAction::Upsert {
+        id,
+        every,
+        cron,
+        tz,
+        name,
+        data,
+        limit,
+        start,
+        end,
+    } = action
+    else {
+        return Ok(Plan::None);
+    };
+    let mut spec = match (every, cron) {
+        (Some(ms), None) => echomq::SchedulerSpec::every(id, Duration::from_millis(*ms)),
+        (None, Some(p)) => echomq::SchedulerSpec::cron(id, p, tz.as_deref()),
+        _ => return Err("give --every MS or --cron PATTERN".into()),
+    };
+    spec.template.name = name.clone();
+    if let Some(d) = data {
+        spec.template.data =
+            serde_json::from_str(d).map_err(|e| format!("--data is not valid JSON: {e}"))?;
+    }
+    spec.limit = *limit;
+    spec.start_date = *start;
+    spec.end_date = *end;
+    // The spec is checked again by upsert; checking here keeps
+    // "bad arguments never write" independent of the order there.
+    spec.validate(echomq::clock::now_ms())?;
+    Ok(Plan::Scheduler(Box::new(spec)))
+}
+
+fn work_plan(c: &Command) -> Res<Plan> {
+    let Command::Work {
+        processor,
+        concurrency,
+        lock_duration,
+        stalled_interval,
+        max_jobs,
+        name,
+        quiet,
+        ..
+    } = c
+    else {
+        return Ok(Plan::None);
+    };
+    let processor: crate::work::Synthetic = processor.parse()?;
+    if *concurrency == 0 {
+        return Err("--concurrency must be at least 1".into());
+    }
+    if *lock_duration == 0 || *stalled_interval == 0 {
+        return Err("--lock-duration and --stalled-interval must be positive".into());
+    }
+    Ok(Plan::Work(crate::work::WorkSettings {
+        concurrency: *concurrency,
+        processor,
+        lock_duration: Duration::from_millis(*lock_duration),
+        stalled_interval: Duration::from_millis(*stalled_interval),
+        max_jobs: *max_jobs,
+        name: name.clone(),
+        quiet: *quiet,
+    }))
 }
 
 fn add_options(o: &AddOpts) -> Res<JobOptions> {
@@ -236,69 +253,21 @@ fn add_options(o: &AddOpts) -> Res<JobOptions> {
 async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> Res {
     match command {
         Command::Stats { .. } => stats(conn, q).await,
-        Command::Add { name, .. } => {
-            let Plan::Add(add) = plan else { unreachable!() };
-            let (data, opts) = *add;
-            anstream::println!("{}", q.add(&name, &data, opts).await?);
-            Ok(())
-        }
-        Command::AddBulk { .. } => {
-            let Plan::Bulk(jobs) = plan else {
-                unreachable!()
-            };
-            let n = jobs.len();
-            let ids = q.add_bulk(jobs).await?;
-            anstream::println!(
-                "added {n} jobs{}",
-                ids.first()
-                    .map(|f| format!(" ({f}..{})", ids[ids.len() - 1]))
-                    .unwrap_or_default()
-            );
-            Ok(())
-        }
+        Command::Add { name, .. } => add(q, &name, plan).await,
+        Command::AddBulk { .. } => add_bulk(q, plan).await,
         Command::Jobs {
             state,
             start,
             end,
             asc,
             ..
-        } => {
-            for job in q.get_jobs(&[state.into()], start, end, asc).await? {
-                anstream::println!(
-                    "{}  {}  {}",
-                    paint(style::BOLD, &job.id),
-                    job.name,
-                    paint(style::DIM, truncate(&job.data.to_string(), 80))
-                );
-            }
-            Ok(())
-        }
+        } => list_jobs(q, state, start, end, asc).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
-        Command::Retry { id, all, count, .. } => {
-            match (id, all) {
-                (Some(id), _) => q.retry_job(&id, false).await?,
-                (None, _) => println!("retried {}", q.retry_failed(count).await?),
-            }
-            Ok(())
-        }
-        Command::Promote { id, count, .. } => {
-            match id {
-                Some(id) => q.promote(&id).await?,
-                None => println!("promoted {}", q.promote_all(count).await?),
-            }
-            Ok(())
-        }
+        Command::Retry { id, count, .. } => retry(q, id, count).await,
+        Command::Promote { id, count, .. } => promote(q, id, count).await,
         Command::Remove {
             id, keep_children, ..
-        } => {
-            match q.remove(&id, !keep_children).await? {
-                echomq::RemoveOutcome::Removed => println!("removed {id}"),
-                echomq::RemoveOutcome::Locked => {
-                    return Err(format!("job {id} is locked by a worker; nothing removed").into())
-                }
-            }
-            Ok(())
-        }
+        } => remove(q, &id, keep_children).await,
         Command::Pause { .. } => Ok(q.pause().await?),
         Command::Resume { .. } => Ok(q.resume().await?),
         Command::Drain { delayed, .. } => Ok(q.drain(delayed).await?),
@@ -307,112 +276,165 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             grace,
             limit,
             ..
-        } => {
-            let ids = q
-                .clean(Duration::from_millis(grace), limit, state.into())
-                .await?;
-            anstream::println!("cleaned {}", ids.len());
-            Ok(())
-        }
+        } => clean(q, state, grace, limit).await,
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
-        Command::Work {
-            concurrency,
-            lock_duration,
-            stalled_interval,
-            max_jobs,
-            name,
-            quiet,
-            ..
-        } => {
-            let Plan::Work(processor) = plan else {
+        Command::Work { .. } => {
+            let Plan::Work(settings) = plan else {
                 unreachable!()
             };
-            crate::work::work(
-                q.clone(),
-                crate::work::WorkSettings {
-                    concurrency,
-                    processor,
-                    lock_duration: Duration::from_millis(lock_duration),
-                    stalled_interval: Duration::from_millis(stalled_interval),
-                    max_jobs,
-                    name,
-                    quiet,
-                },
-            )
-            .await
+            crate::work::work(q.clone(), settings).await
         }
         Command::Demo => unreachable!("handled before connecting"),
-        Command::Schedulers { action, .. } => {
-            let schedulers = echomq::JobSchedulers::new(conn, q.name())?;
-            match action {
-                crate::cli::SchedulerAction::List => {
-                    for s in schedulers.list().await? {
-                        let how = match (&s.every, &s.pattern) {
-                            (Some(ms), _) => format!("every {ms} ms"),
-                            (None, Some(p)) => {
-                                format!("cron `{p}` {}", s.tz.as_deref().unwrap_or("(local zone)"))
-                            }
-                            _ => "?".into(),
-                        };
-                        anstream::println!(
-                            "{}  {}  next {}  iterations {}",
-                            paint(style::BOLD, &s.id),
-                            how,
-                            s.next,
-                            s.iteration_count
-                        );
-                    }
-                }
-                crate::cli::SchedulerAction::Upsert { .. } => {
-                    let Plan::Scheduler(spec) = plan else {
-                        unreachable!()
-                    };
-                    match schedulers.upsert(&spec).await? {
-                        Some(it) => anstream::println!(
-                            "{} → next iteration {} in {} ms",
-                            spec.id,
-                            it.job_id,
-                            it.delay
-                        ),
-                        None => anstream::println!(
-                            "{}: no iteration (limit or end date reached)",
-                            spec.id
-                        ),
-                    }
-                }
-                crate::cli::SchedulerAction::Remove { id } => {
-                    if !schedulers.remove(&id).await? {
-                        return Err(format!("no scheduler {id}").into());
-                    }
-                    anstream::println!("removed {id}");
-                }
-            }
-            Ok(())
+        Command::Schedulers { action, .. } => schedulers(conn, q, action, plan).await,
+        Command::Audit { .. } => audit(conn, q).await,
+    }
+}
+
+async fn add(q: &Queue, name: &str, plan: Plan) -> Res {
+    let Plan::Add(add) = plan else { unreachable!() };
+    let (data, opts) = *add;
+    anstream::println!("{}", q.add(name, &data, opts).await?);
+    Ok(())
+}
+
+async fn add_bulk(q: &Queue, plan: Plan) -> Res {
+    let Plan::Bulk(jobs) = plan else {
+        unreachable!()
+    };
+    let n = jobs.len();
+    let ids = q.add_bulk(jobs).await?;
+    anstream::println!(
+        "added {n} jobs{}",
+        ids.first()
+            .map(|f| format!(" ({f}..{})", ids[ids.len() - 1]))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+async fn list_jobs(q: &Queue, state: StateArg, start: i64, end: i64, asc: bool) -> Res {
+    for job in q.get_jobs(&[state.into()], start, end, asc).await? {
+        anstream::println!(
+            "{}  {}  {}",
+            paint(style::BOLD, &job.id),
+            job.name,
+            paint(style::DIM, truncate(&job.data.to_string(), 80))
+        );
+    }
+    Ok(())
+}
+
+/// One job by id, or (`--all`) up to `count` failed jobs.
+async fn retry(q: &Queue, id: Option<String>, count: u64) -> Res {
+    match id {
+        Some(id) => q.retry_job(&id, false).await?,
+        None => println!("retried {}", q.retry_failed(count).await?),
+    }
+    Ok(())
+}
+
+/// One job by id, or (`--all`) up to `count` delayed jobs.
+async fn promote(q: &Queue, id: Option<String>, count: u64) -> Res {
+    match id {
+        Some(id) => q.promote(&id).await?,
+        None => println!("promoted {}", q.promote_all(count).await?),
+    }
+    Ok(())
+}
+
+async fn remove(q: &Queue, id: &str, keep_children: bool) -> Res {
+    match q.remove(id, !keep_children).await? {
+        echomq::RemoveOutcome::Removed => println!("removed {id}"),
+        echomq::RemoveOutcome::Locked => {
+            return Err(format!("job {id} is locked by a worker; nothing removed").into())
         }
-        Command::Audit { .. } => {
-            let report = echomq::audit::audit(conn, q.name()).await?;
-            for v in &report.violations {
-                let s = if v.hard { style::BAD } else { style::WARN };
-                anstream::println!(
-                    "{} {} {}",
-                    paint(s, &v.check),
-                    v.job_id.as_deref().unwrap_or("-"),
-                    v.detail
-                );
+    }
+    Ok(())
+}
+
+async fn clean(q: &Queue, state: StateArg, grace: u64, limit: u64) -> Res {
+    let ids = q
+        .clean(Duration::from_millis(grace), limit, state.into())
+        .await?;
+    anstream::println!("cleaned {}", ids.len());
+    Ok(())
+}
+
+async fn schedulers(conn: &Connection, q: &Queue, action: SchedulerAction, plan: Plan) -> Res {
+    let schedulers = echomq::JobSchedulers::new(conn, q.name())?;
+    match action {
+        SchedulerAction::List => list_schedulers(&schedulers).await,
+        SchedulerAction::Upsert { .. } => {
+            let Plan::Scheduler(spec) = plan else {
+                unreachable!()
+            };
+            upsert_scheduler(&schedulers, &spec).await
+        }
+        SchedulerAction::Remove { id } => {
+            if !schedulers.remove(&id).await? {
+                return Err(format!("no scheduler {id}").into());
             }
-            anstream::println!(
-                "audit of {}: {} ids, {} violations ({} hard)",
-                q.name(),
-                report.ids,
-                report.violations.len(),
-                report.hard_count()
-            );
-            if report.hard_count() > 0 {
-                return Err("hard invariant violations found".into());
-            }
+            anstream::println!("removed {id}");
             Ok(())
         }
     }
+}
+
+async fn list_schedulers(schedulers: &echomq::JobSchedulers) -> Res {
+    for s in schedulers.list().await? {
+        let how = match (&s.every, &s.pattern) {
+            (Some(ms), _) => format!("every {ms} ms"),
+            (None, Some(p)) => {
+                format!("cron `{p}` {}", s.tz.as_deref().unwrap_or("(local zone)"))
+            }
+            _ => "?".into(),
+        };
+        anstream::println!(
+            "{}  {}  next {}  iterations {}",
+            paint(style::BOLD, &s.id),
+            how,
+            s.next,
+            s.iteration_count
+        );
+    }
+    Ok(())
+}
+
+async fn upsert_scheduler(schedulers: &echomq::JobSchedulers, spec: &echomq::SchedulerSpec) -> Res {
+    match schedulers.upsert(spec).await? {
+        Some(it) => anstream::println!(
+            "{} → next iteration {} in {} ms",
+            spec.id,
+            it.job_id,
+            it.delay
+        ),
+        None => anstream::println!("{}: no iteration (limit or end date reached)", spec.id),
+    }
+    Ok(())
+}
+
+async fn audit(conn: &Connection, q: &Queue) -> Res {
+    let report = echomq::audit::audit(conn, q.name()).await?;
+    for v in &report.violations {
+        let s = if v.hard { style::BAD } else { style::WARN };
+        anstream::println!(
+            "{} {} {}",
+            paint(s, &v.check),
+            v.job_id.as_deref().unwrap_or("-"),
+            v.detail
+        );
+    }
+    anstream::println!(
+        "audit of {}: {} ids, {} violations ({} hard)",
+        q.name(),
+        report.ids,
+        report.violations.len(),
+        report.hard_count()
+    );
+    if report.hard_count() > 0 {
+        return Err("hard invariant violations found".into());
+    }
+    Ok(())
 }
 
 async fn stats(conn: &Connection, q: &Queue) -> Res {

@@ -7,16 +7,17 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use echomq::protocol::EventKind;
+use echomq::protocol::{Event, EventKind};
 use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
-    Backoff, Connection, Delivery, HostSupervisor, HostSupervisorMsg, JobOptions, LockManagerMsg,
-    NewJob, Queue, QueueEventsArgs, RestartIntensity, Subscribers, WorkerArgs, WorkerOptions,
-    WorkerSetSpec,
+    Backoff, ChildId, Connection, Delivery, HostSupervisor, HostSupervisorMsg, JobOptions,
+    JobSchedulers, LockManagerMsg, NewJob, Queue, QueueEventsArgs, RestartIntensity, Subscribers,
+    WorkerArgs, WorkerOptions, WorkerSetSpec,
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use ractor::{call_t, Actor};
+use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value};
+use tokio::task::JoinHandle;
 
 use crate::style::{self, paint};
 
@@ -35,370 +36,482 @@ struct Tally {
     events: u64,
 }
 
-pub async fn demo(conn: Connection, url: &str) -> Res {
-    let queue_name = format!("demo-{}", echomq::clock::now_ms() % 100_000);
-    let q = Queue::new(&conn, &queue_name).await?;
-    let mp = MultiProgress::new();
-    // A hidden progress target (not a terminal) drops println: print directly.
-    let say = |s: String| {
-        if mp.is_hidden() {
-            anstream::println!("{s}");
-        } else {
-            let _ = mp.println(s);
+impl Tally {
+    /// Counts one event of the feed; true when the feed shows it.
+    fn record(&mut self, kind: &EventKind) -> bool {
+        self.events += 1;
+        match kind {
+            EventKind::Completed { job_id, .. } => {
+                self.completed.insert(job_id.clone());
+                self.completed.len() % 250 == 0
+            }
+            EventKind::Failed { job_id, .. } => {
+                self.failed.insert(job_id.clone());
+                true
+            }
+            EventKind::Stalled { job_id } => {
+                self.stalled.insert(job_id.clone());
+                true
+            }
+            EventKind::Active { job_id, .. } => {
+                // Every activation after a job's first is a re-run.
+                if !self.activated.insert(job_id.clone()) {
+                    self.reruns += 1;
+                }
+                false
+            }
+            EventKind::Delayed { .. }
+            | EventKind::Added { .. }
+            | EventKind::Waiting { .. }
+            | EventKind::RetriesExhausted { .. } => false,
+            _ => true,
         }
-    };
-    say(format!(
-        "{} queue {} on {url}",
-        paint(style::BOLD, "EchoMQ demo —"),
-        paint(style::INFO, &queue_name)
-    ));
+    }
+}
 
-    // Every actor of the tour lives under the shipped one-for-one supervisor.
-    let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
-        .await
-        .map_err(|e| e.to_string())?;
+/// What the phases of the tour share.
+struct Tour {
+    conn: Connection,
+    url: String,
+    queue_name: String,
+    q: Queue,
+    mp: MultiProgress,
+    /// The shipped one-for-one supervisor every actor of the tour lives under.
+    host: ActorRef<HostSupervisorMsg>,
+    /// What the live feed has seen.
+    tally: Arc<Mutex<Tally>>,
+    /// Ids of the scheduler iterations run so far, in order.
+    ran: Arc<Mutex<Vec<String>>>,
+}
 
-    // The live feed: QueueEvents → a bounded subscription, held in a registry
-    // that survives a restart of the QueueEvents actor.
-    let subscribers = Subscribers::new();
-    let mut sub = subscribers.subscribe(50_000);
-    let qe_args = QueueEventsArgs::new(conn.clone(), &queue_name)
-        .block(Duration::from_millis(500))
-        .subscribers(subscribers);
-    call_t!(
-        host,
-        HostSupervisorMsg::AddQueueEvents,
-        5000,
-        Box::new(qe_args)
-    )
-    .map_err(|e| e.to_string())??;
-    let tally = Arc::new(Mutex::new(Tally::default()));
-    let feed = {
-        let tally = tally.clone();
-        let mp = mp.clone();
-        tokio::spawn(async move {
+pub async fn demo(conn: Connection, url: &str) -> Res {
+    // Set-up: the queue, the supervisor, the live feed.
+    let (tour, host_handle) = Tour::start(conn, url).await?;
+    let feed = tour.start_feed().await?;
+    // 1. The producer.
+    let all_ids = tour.produce().await?;
+    // 2. A worker *process* takes jobs, then dies with them in hand.
+    let orphaned = tour.kill_a_worker_process().await?;
+    // 3. The supervised worker tree and the schedulers, watched until the
+    //    producer's jobs are done, then the ordered shutdown.
+    let set_id = tour.start_worker_tree().await?;
+    let schedulers = tour.start_schedulers().await?;
+    tour.watch(set_id).await;
+    tour.shut_down(&schedulers, host_handle, feed).await?;
+    // 4. The summary.
+    tour.summary(&all_ids, &orphaned).await
+}
+
+impl Tour {
+    async fn start(conn: Connection, url: &str) -> Res<(Tour, JoinHandle<()>)> {
+        let queue_name = format!("demo-{}", echomq::clock::now_ms() % 100_000);
+        let q = Queue::new(&conn, &queue_name).await?;
+        let mp = MultiProgress::new();
+        print_line(
+            &mp,
+            format!(
+                "{} queue {} on {url}",
+                paint(style::BOLD, "EchoMQ demo —"),
+                paint(style::INFO, &queue_name)
+            ),
+        );
+        let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let tour = Tour {
+            conn,
+            url: url.to_owned(),
+            queue_name,
+            q,
+            mp,
+            host,
+            tally: Arc::default(),
+            ran: Arc::default(),
+        };
+        Ok((tour, host_handle))
+    }
+
+    fn say(&self, s: String) {
+        print_line(&self.mp, s);
+    }
+
+    /// A progress bar over the producer's jobs.
+    fn bar(&self, prefix: &'static str) -> ProgressBar {
+        let style = ProgressStyle::with_template(
+            "  {prefix:<10} [{bar:40.cyan/blue}] {pos:>5}/{len} {msg}",
+        )
+        .unwrap()
+        .progress_chars("=> ");
+        self.mp
+            .add(ProgressBar::new(JOBS).with_style(style).with_prefix(prefix))
+    }
+
+    /// The live feed: QueueEvents → a bounded subscription, held in a registry
+    /// that survives a restart of the QueueEvents actor.
+    async fn start_feed(&self) -> Res<JoinHandle<()>> {
+        let subscribers = Subscribers::new();
+        let mut sub = subscribers.subscribe(50_000);
+        let qe_args = QueueEventsArgs::new(self.conn.clone(), &self.queue_name)
+            .block(Duration::from_millis(500))
+            .subscribers(subscribers);
+        call_t!(
+            self.host,
+            HostSupervisorMsg::AddQueueEvents,
+            5000,
+            Box::new(qe_args)
+        )
+        .map_err(|e| e.to_string())??;
+        let tally = self.tally.clone();
+        let mp = self.mp.clone();
+        Ok(tokio::spawn(async move {
             while let Some(d) = sub.recv().await {
                 let Delivery::Event(e) = d else { continue };
-                let mut t = tally.lock().unwrap();
-                t.events += 1;
-                let show = match &e.kind {
-                    EventKind::Completed { job_id, .. } => {
-                        t.completed.insert(job_id.clone());
-                        t.completed.len() % 250 == 0
-                    }
-                    EventKind::Failed { job_id, .. } => {
-                        t.failed.insert(job_id.clone());
-                        true
-                    }
-                    EventKind::Stalled { job_id } => {
-                        t.stalled.insert(job_id.clone());
-                        true
-                    }
-                    EventKind::Active { job_id, .. } => {
-                        // Every activation after a job's first is a re-run.
-                        if !t.activated.insert(job_id.clone()) {
-                            t.reruns += 1;
-                        }
-                        false
-                    }
-                    EventKind::Delayed { .. }
-                    | EventKind::Added { .. }
-                    | EventKind::Waiting { .. }
-                    | EventKind::RetriesExhausted { .. } => false,
-                    _ => true,
-                };
+                let show = tally.lock().unwrap().record(&e.kind);
                 if show {
-                    let detail = match &e.kind {
-                        EventKind::Failed { failed_reason, .. } => format!(" {failed_reason}"),
-                        _ => String::new(),
-                    };
-                    let line = format!(
-                        "  {} {:<10} {}{}",
-                        paint(style::DIM, &e.id),
-                        paint(style::for_event(e.kind.name()), e.kind.name()),
-                        e.kind.job_id().unwrap_or(""),
-                        paint(style::DIM, detail)
-                    );
-                    if mp.is_hidden() {
-                        anstream::println!("{line}");
-                    } else {
-                        let _ = mp.println(line);
-                    }
+                    print_line(&mp, feed_line(&e));
                 }
             }
-        })
-    };
-
-    // 1. The producer.
-    say(paint(style::BOLD, "1. a producer adds a mix of jobs"));
-    let bar_style =
-        ProgressStyle::with_template("  {prefix:<10} [{bar:40.cyan/blue}] {pos:>5}/{len} {msg}")
-            .unwrap()
-            .progress_chars("=> ");
-    let mut all_ids: Vec<String> = Vec::with_capacity(JOBS as usize);
-    let added = mp.add(
-        ProgressBar::new(JOBS)
-            .with_style(bar_style.clone())
-            .with_prefix("added"),
-    );
-    for start in (0..JOBS).step_by(100) {
-        let batch: Vec<NewJob> = (start..(start + 100).min(JOBS))
-            .map(|i| {
-                let options = match i % 20 {
-                    0 => JobOptions::new().priority(1),
-                    1 => JobOptions::new().delay(Duration::from_millis(2000 + (i % 7) * 500)),
-                    2 => JobOptions::new().attempts(3).backoff(Backoff::Fixed {
-                        delay: 300,
-                        jitter: None,
-                    }),
-                    3 if i % 60 == 3 => JobOptions::new().attempts(2),
-                    _ => JobOptions::new(),
-                };
-                let flaky = i % 20 == 2;
-                let doomed = i % 60 == 3;
-                NewJob {
-                    name: "render".into(),
-                    data: json!({ "page": i, "flaky": flaky, "doomed": doomed }),
-                    options,
-                }
-            })
-            .collect();
-        all_ids.extend(q.add_bulk(batch).await?);
-        added.inc(100.min(JOBS - start));
+        }))
     }
-    added.finish_with_message("(5% prioritized, 5% delayed, 5% flaky, some doomed)");
 
-    // 2. A worker *process* takes jobs, then dies with them in hand.
-    say(paint(
-        style::BOLD,
-        "2. a separate worker process takes 4 jobs… and is killed (SIGKILL)",
-    ));
-    let exe = std::env::current_exe()?;
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "--url",
-            url,
-            "work",
-            &queue_name,
-            "--concurrency",
-            "4",
-            "--processor",
-            "sleep:600000",
-            "--lock-duration",
-            "3000",
-            "--quiet",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    let t0 = Instant::now();
-    while q.counts().await?.active < 4 && t0.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    /// Phase 1, the producer: [`JOBS`] jobs in batches of 100.
+    async fn produce(&self) -> Res<Vec<String>> {
+        self.say(paint(style::BOLD, "1. a producer adds a mix of jobs"));
+        let mut all_ids: Vec<String> = Vec::with_capacity(JOBS as usize);
+        let added = self.bar("added");
+        for start in (0..JOBS).step_by(100) {
+            let batch: Vec<NewJob> = (start..(start + 100).min(JOBS)).map(demo_job).collect();
+            all_ids.extend(self.q.add_bulk(batch).await?);
+            added.inc(100.min(JOBS - start));
+        }
+        added.finish_with_message("(5% prioritized, 5% delayed, 5% flaky, some doomed)");
+        Ok(all_ids)
     }
-    child.kill()?;
-    let _ = child.wait();
-    let orphaned = q
-        .get_ranges(&[echomq::JobState::Active], 0, -1, true)
-        .await?;
-    say(format!(
-        "  killed pid {} holding jobs {:?}; their locks expire in 3 s",
-        child.id(),
-        orphaned
-    ));
 
-    // 3. The supervised worker tree: Worker + LockManager + StalledChecker.
-    say(paint(
-        style::BOLD,
-        format!("3. a supervised worker tree processes them at concurrency {CONCURRENCY}"),
-    ));
-    let processor = processor_fn(|ctx| async move {
-        let data = &ctx.job().data;
-        // Long enough that locks need renewing while jobs run.
-        tokio::time::sleep(Duration::from_millis(450 + (ctx.job().timestamp % 250))).await;
-        if data["doomed"] == Value::Bool(true) {
-            return Err(ProcessError::failed("page is corrupt"));
+    /// Phase 2: a worker process takes 4 jobs and is killed holding them;
+    /// returns the orphaned jobs' ids.
+    async fn kill_a_worker_process(&self) -> Res<Vec<String>> {
+        self.say(paint(
+            style::BOLD,
+            "2. a separate worker process takes 4 jobs… and is killed (SIGKILL)",
+        ));
+        let mut child = self.spawn_worker_process()?;
+        let t0 = Instant::now();
+        while self.q.counts().await?.active < 4 && t0.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if data["flaky"] == Value::Bool(true) && ctx.job().attempts_made == 0 {
-            return Err(ProcessError::failed("renderer busy, retrying"));
-        }
-        Ok(json!({ "rendered": data["page"] }))
-    });
-    let mut wargs = WorkerArgs::new(q.clone(), processor);
-    wargs.options = WorkerOptions::default()
-        .concurrency(CONCURRENCY)
-        // Short on purpose, so renewals show: a tick every 300 ms.
-        .lock_duration(Duration::from_millis(1200))
-        .stalled_interval(Duration::from_millis(1000))
-        .name("demo");
-    let (set_id, _) = call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(wargs))
-    )
-    .map_err(|e| e.to_string())??;
+        child.kill()?;
+        let _ = child.wait();
+        let orphaned = self
+            .q
+            .get_ranges(&[echomq::JobState::Active], 0, -1, true)
+            .await?;
+        self.say(format!(
+            "  killed pid {} holding jobs {:?}; their locks expire in 3 s",
+            child.id(),
+            orphaned
+        ));
+        Ok(orphaned)
+    }
 
-    // Two schedulers on their own queue and worker tree (so they are not
-    // stuck behind the backlog); each iteration's worker creates the next one,
-    // under a deterministic id (BullMQ's scheme).
-    let sched_queue = format!("{queue_name}-schedules");
-    let sq = Queue::new(&conn, &sched_queue).await?;
-    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
-    let ran2 = ran.clone();
-    let sched_processor = processor_fn(move |ctx| {
-        let ran = ran2.clone();
-        async move {
-            ran.lock().unwrap().push(ctx.job().id.clone());
-            Ok(Value::Null)
+    /// `echomq work` in a child process: 4 jobs at a time that never finish,
+    /// under locks short enough to expire soon after the kill.
+    fn spawn_worker_process(&self) -> Res<std::process::Child> {
+        let exe = std::env::current_exe()?;
+        let child = std::process::Command::new(exe)
+            .args([
+                "--url",
+                &self.url,
+                "work",
+                &self.queue_name,
+                "--concurrency",
+                "4",
+                "--processor",
+                "sleep:600000",
+                "--lock-duration",
+                "3000",
+                "--quiet",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        Ok(child)
+    }
+
+    /// Phase 3, the supervised worker tree: Worker + LockManager + StalledChecker.
+    async fn start_worker_tree(&self) -> Res<ChildId> {
+        self.say(paint(
+            style::BOLD,
+            format!("3. a supervised worker tree processes them at concurrency {CONCURRENCY}"),
+        ));
+        let processor = processor_fn(|ctx| async move {
+            let data = &ctx.job().data;
+            // Long enough that locks need renewing while jobs run.
+            tokio::time::sleep(Duration::from_millis(450 + (ctx.job().timestamp % 250))).await;
+            if data["doomed"] == Value::Bool(true) {
+                return Err(ProcessError::failed("page is corrupt"));
+            }
+            if data["flaky"] == Value::Bool(true) && ctx.job().attempts_made == 0 {
+                return Err(ProcessError::failed("renderer busy, retrying"));
+            }
+            Ok(json!({ "rendered": data["page"] }))
+        });
+        let mut wargs = WorkerArgs::new(self.q.clone(), processor);
+        wargs.options = WorkerOptions::default()
+            .concurrency(CONCURRENCY)
+            // Short on purpose, so renewals show: a tick every 300 ms.
+            .lock_duration(Duration::from_millis(1200))
+            .stalled_interval(Duration::from_millis(1000))
+            .name("demo");
+        let (set_id, _) = call_t!(
+            self.host,
+            HostSupervisorMsg::AddWorkerSet,
+            5000,
+            Box::new(WorkerSetSpec::new(wargs))
+        )
+        .map_err(|e| e.to_string())??;
+        Ok(set_id)
+    }
+
+    /// Two schedulers on their own queue and worker tree (so they are not
+    /// stuck behind the backlog); each iteration's worker creates the next one,
+    /// under a deterministic id (BullMQ's scheme).
+    async fn start_schedulers(&self) -> Res<JobSchedulers> {
+        let sched_queue = format!("{}-schedules", self.queue_name);
+        let sq = Queue::new(&self.conn, &sched_queue).await?;
+        let ran = self.ran.clone();
+        let sched_processor = processor_fn(move |ctx| {
+            let ran = ran.clone();
+            async move {
+                ran.lock().unwrap().push(ctx.job().id.clone());
+                Ok(Value::Null)
+            }
+        });
+        let mut sargs = WorkerArgs::new(sq.clone(), sched_processor);
+        sargs.options.concurrency = 2;
+        call_t!(
+            self.host,
+            HostSupervisorMsg::AddWorkerSet,
+            5000,
+            Box::new(WorkerSetSpec::new(sargs))
+        )
+        .map_err(|e| e.to_string())??;
+        let schedulers = JobSchedulers::new(&self.conn, &sched_queue)?;
+        schedulers
+            .upsert(&echomq::SchedulerSpec::every(
+                "heartbeat",
+                Duration::from_secs(3),
+            ))
+            .await?;
+        schedulers
+            .upsert(&echomq::SchedulerSpec::cron(
+                "report",
+                "*/5 * * * * *",
+                Some("UTC"),
+            ))
+            .await?;
+        self.say(format!(
+            "  {} `heartbeat` every 3 s and `report` on cron `*/5 * * * * *` (UTC), on queue {sched_queue}",
+            paint(style::INFO, "schedulers")
+        ));
+        Ok(schedulers)
+    }
+
+    /// Until the producer's jobs are all finished (or 120 s have passed):
+    /// progress, the LockManager's batched renewals, scheduler iterations.
+    async fn watch(&self, set_id: ChildId) {
+        let done_bar = self.bar("finished");
+        let mut shown = 0;
+        let mut last_ticks = 0;
+        let started = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let (completed, failed) = {
+                let t = self.tally.lock().unwrap();
+                (t.completed.len() as u64, t.failed.len() as u64)
+            };
+            done_bar.set_position(completed + failed);
+            done_bar.set_message(format!("{completed} completed, {failed} failed"));
+            last_ticks = self.show_lock_renewals(set_id, last_ticks).await;
+            shown = self.show_scheduler_runs(shown);
+            // Scheduler iterations keep coming: the producer's jobs decide the end.
+            if completed + failed >= JOBS {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(120) {
+                self.say(paint(style::BAD, "  gave up waiting after 120 s"));
+                break;
+            }
         }
-    });
-    let mut sargs = WorkerArgs::new(sq.clone(), sched_processor);
-    sargs.options.concurrency = 2;
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(sargs))
-    )
-    .map_err(|e| e.to_string())??;
-    let schedulers = echomq::JobSchedulers::new(&conn, &sched_queue)?;
-    schedulers
-        .upsert(&echomq::SchedulerSpec::every(
-            "heartbeat",
-            Duration::from_secs(3),
-        ))
-        .await?;
-    schedulers
-        .upsert(&echomq::SchedulerSpec::cron(
-            "report",
-            "*/5 * * * * *",
-            Some("UTC"),
-        ))
-        .await?;
-    say(format!(
-        "  {} `heartbeat` every 3 s and `report` on cron `*/5 * * * * *` (UTC), on queue {sched_queue}",
-        paint(style::INFO, "schedulers")
-    ));
-    let mut shown = 0;
-    let done_bar = mp.add(
-        ProgressBar::new(JOBS)
-            .with_style(bar_style)
-            .with_prefix("finished"),
-    );
-    let mut last_ticks = 0;
-    let started = Instant::now();
-    loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let (completed, failed) = {
-            let t = tally.lock().unwrap();
-            (t.completed.len() as u64, t.failed.len() as u64)
-        };
-        done_bar.set_position(completed + failed);
-        done_bar.set_message(format!("{completed} completed, {failed} failed"));
+        done_bar.finish();
+    }
+
+    /// Shows the LockManager's latest batch every 8th tick; returns the
+    /// tick count to compare with next time.
+    async fn show_lock_renewals(&self, set_id: ChildId, last_ticks: u64) -> u64 {
         // The current set: a restarted LockManager has a new ref.
-        let set = call_t!(host, HostSupervisorMsg::GetWorkerSet, 1000, set_id)
+        let set = call_t!(self.host, HostSupervisorMsg::GetWorkerSet, 1000, set_id)
             .ok()
             .flatten();
         let stats = match &set {
             Some(set) => call_t!(set.lock_manager, LockManagerMsg::GetStats, 1000).ok(),
             None => None,
         };
-        if let Some(stats) = stats {
-            // Every 8th tick is enough to see the point: N locks, one call.
-            if stats.ticks / 8 > last_ticks / 8 && stats.last_batch > 0 {
-                say(format!(
-                    "  {} tick {}: {} held locks renewed in {} call (extendLocks-1)",
-                    paint(style::INFO, "LockManager"),
-                    stats.ticks,
-                    stats.last_batch,
-                    paint(style::BOLD, "1")
-                ));
-            }
-            last_ticks = stats.ticks;
+        let Some(stats) = stats else {
+            return last_ticks;
+        };
+        // Every 8th tick is enough to see the point: N locks, one call.
+        if stats.ticks / 8 > last_ticks / 8 && stats.last_batch > 0 {
+            self.say(format!(
+                "  {} tick {}: {} held locks renewed in {} call (extendLocks-1)",
+                paint(style::INFO, "LockManager"),
+                stats.ticks,
+                stats.last_batch,
+                paint(style::BOLD, "1")
+            ));
         }
-        let new: Vec<String> = ran.lock().unwrap()[shown..].to_vec();
-        for id in new {
-            shown += 1;
-            say(format!(
+        stats.ticks
+    }
+
+    /// Shows the scheduler iterations run since the first `shown`; returns
+    /// how many have been shown.
+    fn show_scheduler_runs(&self, shown: usize) -> usize {
+        let new: Vec<String> = self.ran.lock().unwrap()[shown..].to_vec();
+        for id in &new {
+            self.say(format!(
                 "  {} ran iteration {}",
                 paint(style::INFO, "scheduler"),
                 paint(style::BOLD, id)
             ));
         }
-        // Scheduler iterations keep coming: the producer's jobs decide the end.
-        if completed + failed >= JOBS {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(120) {
-            say(paint(style::BAD, "  gave up waiting after 120 s"));
-            break;
-        }
+        shown + new.len()
     }
-    done_bar.finish();
-    schedulers.remove("heartbeat").await?;
-    schedulers.remove("report").await?;
-    // Let the feed read the last events before it is closed.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    // The ordered shutdown: both worker sets (jobs finish or go back to wait
-    // while their locks are renewed), then QueueEvents, whose close ends the
-    // feed's subscription.
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        20_000,
-        Duration::from_secs(5)
-    )
-    .map_err(|e| e.to_string())?;
-    let _ = host_handle.await;
-    let _ = feed.await;
 
-    // 4. The summary.
-    let counts = q.counts().await?;
-    // Lost = an id the producer got back that is in no state at all.
-    let mut found: HashSet<String> = HashSet::new();
-    for state in [
-        echomq::JobState::Completed,
-        echomq::JobState::Failed,
-        echomq::JobState::Waiting,
-        echomq::JobState::Prioritized,
-        echomq::JobState::Delayed,
-        echomq::JobState::Active,
-    ] {
-        found.extend(q.get_ranges(&[state], 0, -1, true).await?);
+    /// The ordered shutdown: both worker sets (jobs finish or go back to wait
+    /// while their locks are renewed), then QueueEvents, whose close ends the
+    /// feed's subscription.
+    async fn shut_down(
+        &self,
+        schedulers: &JobSchedulers,
+        host_handle: JoinHandle<()>,
+        feed: JoinHandle<()>,
+    ) -> Res {
+        schedulers.remove("heartbeat").await?;
+        schedulers.remove("report").await?;
+        // Let the feed read the last events before it is closed.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        call_t!(
+            self.host,
+            HostSupervisorMsg::Close,
+            20_000,
+            Duration::from_secs(5)
+        )
+        .map_err(|e| e.to_string())?;
+        let _ = host_handle.await;
+        let _ = feed.await;
+        Ok(())
     }
-    let lost = all_ids.iter().filter(|id| !found.contains(*id)).count();
-    let audit = echomq::audit::audit(&conn, &queue_name).await?;
-    let t = tally.lock().unwrap();
-    anstream::println!();
-    anstream::println!("{}", paint(style::BOLD, "summary"));
-    anstream::println!("  {:<30}{JOBS}", "added");
-    anstream::println!("  {:<30}{}", "completed", t.completed.len());
-    anstream::println!("  {:<30}{}", "failed (after retries)", counts.failed);
-    anstream::println!("  {:<30}{}", "re-runs (retries, recoveries)", t.reruns);
-    anstream::println!(
-        "  {:<30}{} {:?}",
-        "recovered from dead worker",
-        t.stalled.len(),
-        orphaned
-    );
-    anstream::println!(
-        "  {:<30}{}",
-        "scheduler iterations run",
-        ran.lock().unwrap().len()
-    );
-    anstream::println!("  {:<30}{}", "events seen (QueueEvents)", t.events);
-    anstream::println!(
-        "  {:<30}{}",
-        "lost",
-        paint(if lost == 0 { style::GOOD } else { style::BAD }, lost)
-    );
-    anstream::println!(
-        "  {:<30}{} violations",
-        "consistency audit",
-        audit.violations.len()
-    );
-    if lost != 0 || !audit.is_consistent() {
-        return Err("the demo lost jobs or found an inconsistency".into());
+
+    /// Phase 4, the summary; an error when a job was lost or the audit failed.
+    async fn summary(&self, all_ids: &[String], orphaned: &[String]) -> Res {
+        let counts = self.q.counts().await?;
+        let lost = self.count_lost(all_ids).await?;
+        let audit = echomq::audit::audit(&self.conn, &self.queue_name).await?;
+        self.print_summary(counts.failed, lost, audit.violations.len(), orphaned);
+        if lost != 0 || !audit.is_consistent() {
+            return Err("the demo lost jobs or found an inconsistency".into());
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// Lost = an id the producer got back that is in no state at all.
+    async fn count_lost(&self, all_ids: &[String]) -> Res<usize> {
+        let mut found: HashSet<String> = HashSet::new();
+        for state in [
+            echomq::JobState::Completed,
+            echomq::JobState::Failed,
+            echomq::JobState::Waiting,
+            echomq::JobState::Prioritized,
+            echomq::JobState::Delayed,
+            echomq::JobState::Active,
+        ] {
+            found.extend(self.q.get_ranges(&[state], 0, -1, true).await?);
+        }
+        Ok(all_ids.iter().filter(|id| !found.contains(*id)).count())
+    }
+
+    fn print_summary(&self, failed: u64, lost: usize, violations: usize, orphaned: &[String]) {
+        let t = self.tally.lock().unwrap();
+        anstream::println!();
+        anstream::println!("{}", paint(style::BOLD, "summary"));
+        anstream::println!("  {:<30}{JOBS}", "added");
+        anstream::println!("  {:<30}{}", "completed", t.completed.len());
+        anstream::println!("  {:<30}{}", "failed (after retries)", failed);
+        anstream::println!("  {:<30}{}", "re-runs (retries, recoveries)", t.reruns);
+        anstream::println!(
+            "  {:<30}{} {:?}",
+            "recovered from dead worker",
+            t.stalled.len(),
+            orphaned
+        );
+        anstream::println!(
+            "  {:<30}{}",
+            "scheduler iterations run",
+            self.ran.lock().unwrap().len()
+        );
+        anstream::println!("  {:<30}{}", "events seen (QueueEvents)", t.events);
+        anstream::println!(
+            "  {:<30}{}",
+            "lost",
+            paint(if lost == 0 { style::GOOD } else { style::BAD }, lost)
+        );
+        anstream::println!("  {:<30}{} violations", "consistency audit", violations);
+    }
+}
+
+/// Job `i` of the producer's mix: 5% prioritized, 5% delayed, 5% flaky (one
+/// retry), and every 60th doomed (fails all its attempts).
+fn demo_job(i: u64) -> NewJob {
+    let options = match i % 20 {
+        0 => JobOptions::new().priority(1),
+        1 => JobOptions::new().delay(Duration::from_millis(2000 + (i % 7) * 500)),
+        2 => JobOptions::new().attempts(3).backoff(Backoff::Fixed {
+            delay: 300,
+            jitter: None,
+        }),
+        3 if i % 60 == 3 => JobOptions::new().attempts(2),
+        _ => JobOptions::new(),
+    };
+    let flaky = i % 20 == 2;
+    let doomed = i % 60 == 3;
+    NewJob {
+        name: "render".into(),
+        data: json!({ "page": i, "flaky": flaky, "doomed": doomed }),
+        options,
+    }
+}
+
+/// One line of the live feed.
+fn feed_line(e: &Event) -> String {
+    let detail = match &e.kind {
+        EventKind::Failed { failed_reason, .. } => format!(" {failed_reason}"),
+        _ => String::new(),
+    };
+    format!(
+        "  {} {:<10} {}{}",
+        paint(style::DIM, &e.id),
+        paint(style::for_event(e.kind.name()), e.kind.name()),
+        e.kind.job_id().unwrap_or(""),
+        paint(style::DIM, detail)
+    )
+}
+
+/// Prints above the progress bars; a hidden progress target (not a
+/// terminal) drops `println`, so then print directly.
+fn print_line(mp: &MultiProgress, s: String) {
+    if mp.is_hidden() {
+        anstream::println!("{s}");
+    } else {
+        let _ = mp.println(s);
+    }
 }

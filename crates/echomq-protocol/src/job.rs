@@ -133,53 +133,129 @@ impl JobRecord {
     /// Decodes a job hash (field → value). Strict where a reader cannot go on
     /// (`name`, `data`, `opts`, numeric fields), lenient where Node is lenient
     /// (`returnvalue`, `stacktrace`, `progress`).
-    pub fn from_hash(id: &str, mut hash: HashMap<String, String>) -> Result<Self, DecodeError> {
-        let invalid = |field: &'static str, reason: String| DecodeError::InvalidField {
+    pub fn from_hash(id: &str, hash: HashMap<String, String>) -> Result<Self, DecodeError> {
+        let mut h = HashReader { id, hash };
+        // Struct fields are evaluated in the order written: the strict reads
+        // keep the order that decides which error a doubly broken hash gets.
+        Ok(JobRecord {
             id: id.to_owned(),
+            name: h.name()?,
+            data: h.data()?,
+            opts: h.opts()?,
+            timestamp: h.count(field::TIMESTAMP)?,
+            delay: h.int(field::DELAY)?.unwrap_or(0),
+            priority: h.int(field::PRIORITY)?.unwrap_or(0),
+            processed_on: h.time(field::PROCESSED_ON)?,
+            finished_on: h.time(field::FINISHED_ON)?,
+            attempts_made: h.attempts_made()?,
+            attempts_started: h.count(field::ATTEMPTS_STARTED)?,
+            stalled_counter: h.count(field::STALLED_COUNTER)?,
+            return_value: h.lenient_json(field::RETURN_VALUE),
+            failed_reason: h.text(field::FAILED_REASON),
+            stacktrace: h.stacktrace(),
+            progress: h.progress(),
+            deferred_failure: h.text(field::DEFERRED_FAILURE),
+            processed_by: h.text(field::PROCESSED_BY),
+            parent_key: h.text(field::PARENT_KEY),
+            parent: h.lenient_json(field::PARENT),
+            repeat_job_key: h.text(field::REPEAT_JOB_KEY),
+            deduplication_id: h.text(field::DEDUPLICATION_ID),
+        })
+    }
+}
+
+/// A job hash being decoded: each read takes its field out of the hash.
+struct HashReader<'a> {
+    id: &'a str,
+    hash: HashMap<String, String>,
+}
+
+impl HashReader<'_> {
+    fn invalid(&self, field: &'static str, reason: String) -> DecodeError {
+        DecodeError::InvalidField {
+            id: self.id.to_owned(),
             field,
             reason,
-        };
-        let name = hash.remove(field::NAME).ok_or(DecodeError::MissingField {
-            id: id.to_owned(),
-            field: field::NAME,
-        })?;
-        let data = match hash.remove(field::DATA) {
-            Some(s) => serde_json::from_str(&s).map_err(|e| invalid(field::DATA, e.to_string()))?,
-            None => Value::Object(Default::default()),
-        };
-        let opts = match hash.remove(field::OPTS) {
-            Some(s) => match serde_json::from_str::<Value>(&s) {
-                Ok(Value::Object(m)) => JobOptions::from_stored(&m),
-                // cjson encodes an empty table as `{}` but a foreign writer may store `[]`.
-                Ok(Value::Array(a)) if a.is_empty() => JobOptions::default(),
-                Ok(other) => return Err(invalid(field::OPTS, format!("not an object: {other}"))),
-                Err(e) => return Err(invalid(field::OPTS, e.to_string())),
-            },
-            None => JobOptions::default(),
-        };
-        let mut int = |f: &'static str| -> Result<Option<i64>, DecodeError> {
-            match hash.remove(f) {
-                None => Ok(None),
-                Some(s) if s.is_empty() => Ok(None),
-                Some(s) => parse_int(&s)
-                    .map(Some)
-                    .ok_or_else(|| invalid(f, format!("not an integer: {s:?}"))),
+        }
+    }
+
+    /// The one field every job has.
+    fn name(&mut self) -> Result<String, DecodeError> {
+        self.hash
+            .remove(field::NAME)
+            .ok_or_else(|| DecodeError::MissingField {
+                id: self.id.to_owned(),
+                field: field::NAME,
+            })
+    }
+
+    /// The payload: `{}` when absent, an error when it is not JSON.
+    fn data(&mut self) -> Result<Value, DecodeError> {
+        match self.hash.remove(field::DATA) {
+            Some(s) => {
+                serde_json::from_str(&s).map_err(|e| self.invalid(field::DATA, e.to_string()))
             }
+            None => Ok(Value::Object(Default::default())),
+        }
+    }
+
+    /// The stored options: defaults when absent, an error unless a JSON object.
+    fn opts(&mut self) -> Result<JobOptions, DecodeError> {
+        let Some(s) = self.hash.remove(field::OPTS) else {
+            return Ok(JobOptions::default());
         };
-        let timestamp = int(field::TIMESTAMP)?.unwrap_or(0).max(0) as u64;
-        let delay = int(field::DELAY)?.unwrap_or(0);
-        let priority = int(field::PRIORITY)?.unwrap_or(0);
-        let processed_on = int(field::PROCESSED_ON)?.map(|v| v.max(0) as u64);
-        let finished_on = int(field::FINISHED_ON)?.map(|v| v.max(0) as u64);
-        let atm = int(field::ATTEMPTS_MADE)?;
-        let legacy_atm = int(field::ATTEMPTS_MADE_LEGACY)?;
-        let attempts_made = legacy_atm.or(atm).unwrap_or(0).max(0) as u64;
-        let attempts_started = int(field::ATTEMPTS_STARTED)?.unwrap_or(0).max(0) as u64;
-        let stalled_counter = int(field::STALLED_COUNTER)?.unwrap_or(0).max(0) as u64;
-        let return_value = hash
-            .remove(field::RETURN_VALUE)
-            .and_then(|s| serde_json::from_str(&s).ok());
-        let stacktrace = hash
+        match serde_json::from_str::<Value>(&s) {
+            Ok(Value::Object(m)) => Ok(JobOptions::from_stored(&m)),
+            // cjson encodes an empty table as `{}` but a foreign writer may store `[]`.
+            Ok(Value::Array(a)) if a.is_empty() => Ok(JobOptions::default()),
+            Ok(other) => Err(self.invalid(field::OPTS, format!("not an object: {other}"))),
+            Err(e) => Err(self.invalid(field::OPTS, e.to_string())),
+        }
+    }
+
+    /// A numeric field: absent or empty is `None`, anything else must be an integer.
+    fn int(&mut self, f: &'static str) -> Result<Option<i64>, DecodeError> {
+        match self.hash.remove(f) {
+            None => Ok(None),
+            Some(s) if s.is_empty() => Ok(None),
+            Some(s) => parse_int(&s)
+                .map(Some)
+                .ok_or_else(|| self.invalid(f, format!("not an integer: {s:?}"))),
+        }
+    }
+
+    /// A counter or creation time: 0 when absent, negatives clamped to 0.
+    fn count(&mut self, f: &'static str) -> Result<u64, DecodeError> {
+        Ok(self.int(f)?.unwrap_or(0).max(0) as u64)
+    }
+
+    /// An optional time in ms, negatives clamped to 0.
+    fn time(&mut self, f: &'static str) -> Result<Option<u64>, DecodeError> {
+        Ok(self.int(f)?.map(|v| v.max(0) as u64))
+    }
+
+    /// attemptsMade: the legacy field wins when both are present.
+    fn attempts_made(&mut self) -> Result<u64, DecodeError> {
+        let atm = self.int(field::ATTEMPTS_MADE)?;
+        let legacy_atm = self.int(field::ATTEMPTS_MADE_LEGACY)?;
+        Ok(legacy_atm.or(atm).unwrap_or(0).max(0) as u64)
+    }
+
+    /// A raw text field.
+    fn text(&mut self, f: &'static str) -> Option<String> {
+        self.hash.remove(f)
+    }
+
+    /// A JSON field Node reads as absent when it does not parse.
+    fn lenient_json(&mut self, f: &'static str) -> Option<Value> {
+        self.hash
+            .remove(f)
+            .and_then(|s| serde_json::from_str(&s).ok())
+    }
+
+    /// Stack traces: a JSON array, entries that are not strings kept as their JSON.
+    fn stacktrace(&mut self) -> Vec<String> {
+        self.hash
             .remove(field::STACKTRACE)
             .and_then(|s| serde_json::from_str::<Vec<Value>>(&s).ok())
             .map(|v| {
@@ -191,38 +267,15 @@ impl JobRecord {
                     })
                     .collect()
             })
-            .unwrap_or_default();
-        let progress = hash
+            .unwrap_or_default()
+    }
+
+    /// Progress: JSON when it parses, the raw text otherwise, `0` when absent.
+    fn progress(&mut self) -> Value {
+        self.hash
             .remove(field::PROGRESS)
             .map(|s| serde_json::from_str(&s).unwrap_or(Value::String(s)))
-            .unwrap_or(Value::from(0));
-        let parent = hash
-            .remove(field::PARENT)
-            .and_then(|s| serde_json::from_str(&s).ok());
-        Ok(JobRecord {
-            id: id.to_owned(),
-            name,
-            data,
-            opts,
-            timestamp,
-            delay,
-            priority,
-            processed_on,
-            finished_on,
-            return_value,
-            failed_reason: hash.remove(field::FAILED_REASON),
-            stacktrace,
-            attempts_made,
-            attempts_started,
-            stalled_counter,
-            progress,
-            deferred_failure: hash.remove(field::DEFERRED_FAILURE),
-            processed_by: hash.remove(field::PROCESSED_BY),
-            parent_key: hash.remove(field::PARENT_KEY),
-            parent,
-            repeat_job_key: hash.remove(field::REPEAT_JOB_KEY),
-            deduplication_id: hash.remove(field::DEDUPLICATION_ID),
-        })
+            .unwrap_or(Value::from(0))
     }
 }
 
