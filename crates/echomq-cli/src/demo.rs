@@ -230,6 +230,10 @@ impl Tour {
                 "sleep:600000",
                 "--lock-duration",
                 "3000",
+                // The stalled-check throttle is fleet-wide: the child's first
+                // sweep would otherwise hold every checker off for 30 s.
+                "--stalled-interval",
+                "1000",
                 "--quiet",
             ])
             .stdout(std::process::Stdio::null())
