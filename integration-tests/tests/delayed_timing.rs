@@ -487,4 +487,19 @@ async fn a_skewed_host_clock_neither_starts_jobs_early_nor_late() {
         echomq::clock::set_skew_ms(0);
         check(&format!("host clock {skew:+} ms off Redis's"), &lates);
     }
+    // A worker whose clock runs ahead must not find an `every` scheduler
+    // behind schedule (and skip slots) when it produces the next iteration.
+    echomq::clock::set_skew_ms(400);
+    let every = SchedulerSpec::every("tick", Duration::from_millis(200));
+    let starts = scheduler_starts(every, "skew-every", Duration::from_millis(1500)).await;
+    echomq::clock::set_skew_ms(0);
+    assert!(starts.len() >= 6, "{} iterations", starts.len());
+    let slots: Vec<u64> = starts.iter().map(|s| slot(&s.id)).collect();
+    assert!(slots.windows(2).all(|w| w[1] - w[0] == 200), "{slots:?}");
+    // The first iteration is not delayed (it was added on the skewed clock).
+    let lates: Vec<Late> = starts[1..].iter().map(|s| late(slot(&s.id), s)).collect();
+    check(
+        "every-200 ms scheduler, host clock +400 ms off Redis's",
+        &lates,
+    );
 }
