@@ -18,6 +18,7 @@ test: _ensure-redis _ensure-node-packages
 # with ratios (BENCH_SCALE=0.1 for a quick run).
 bench: _ensure-redis _ensure-node-packages
     cargo run --release -q -p echomq-integration-tests --bin bench
+    cargo run --release -q -p echomq-integration-tests --bin bench_lateness
 
 # Formatting and lints, as CI checks them.
 lint:

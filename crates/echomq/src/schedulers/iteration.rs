@@ -27,6 +27,18 @@ pub async fn create_next_iteration(
     keys: &QueueKeys,
     job: &JobRecord,
 ) -> Result<Option<String>> {
+    create_next_iteration_at(conn, keys, job, crate::clock::now_ms()).await
+}
+
+/// [`create_next_iteration`] with `now` (ms) given: a worker passes Redis's
+/// time, so a host clock running ahead does not make an `every` scheduler
+/// look behind schedule and skip slots (docs/worker.md §Due timer).
+pub(crate) async fn create_next_iteration_at(
+    conn: &Connection,
+    keys: &QueueKeys,
+    job: &JobRecord,
+    now: u64,
+) -> Result<Option<String>> {
     let Some(scheduler_id) = job.repeat_job_key.as_deref() else {
         return Ok(None);
     };
@@ -61,7 +73,7 @@ pub async fn create_next_iteration(
             SchedulerInfo::from_hash(scheduler_id, 0, hash).repeat_options()
         }
     };
-    next_iteration(conn, keys, scheduler_id, &job.id, opts, repeat).await
+    next_iteration(conn, keys, scheduler_id, &job.id, opts, repeat, now).await
 }
 
 /// Node's `upsertJobScheduler` on the worker path (docs/job-scheduler.md):
@@ -74,8 +86,8 @@ pub(super) async fn next_iteration(
     producer_id: &str,
     opts: Map<String, Json>,
     repeat: RepeatOptions,
+    wall: u64,
 ) -> Result<Option<String>> {
-    let wall = crate::clock::now_ms();
     let prev_millis = opts.get(opt::PREV_MILLIS).and_then(json_u64).unwrap_or(0);
     let Some((repeat, next_millis)) = plan(producer_id, repeat, wall, prev_millis)? else {
         return Ok(None);
@@ -85,7 +97,7 @@ pub(super) async fn next_iteration(
         repeat,
         scheduler_id,
         next_millis,
-        now: crate::clock::now_ms(),
+        now: wall,
     };
     let created = conn
         .call(&UpdateJobScheduler {

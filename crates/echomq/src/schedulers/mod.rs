@@ -32,6 +32,7 @@ use crate::schedule::SchedulerSpec;
 
 pub use echomq_protocol::call::scheduler::{Iteration, SchedulerInfo};
 pub use iteration::create_next_iteration;
+pub(crate) use iteration::create_next_iteration_at;
 
 /// A sweep's notice: a scheduler's pending iteration was missing and has been
 /// re-created.
@@ -210,6 +211,15 @@ impl JobSchedulers {
             }
         }
         let repeat = info.repeat_options();
-        iteration::next_iteration(&self.conn, &self.keys, id, current, opts, repeat).await
+        iteration::next_iteration(
+            &self.conn,
+            &self.keys,
+            id,
+            current,
+            opts,
+            repeat,
+            crate::clock::now_ms(),
+        )
+        .await
     }
 }

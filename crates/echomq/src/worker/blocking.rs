@@ -1,20 +1,29 @@
 //! The blocking connection of one worker instance: opened and named at start
 //! (so `getWorkers()` lists the worker), renamed after fred reconnects it,
 //! discarded when a read on it is overdue or failed, and watched by the
-//! actor's watchdog through its deadline.
+//! actor's watchdog through its deadline. A marker read runs as an
+//! [`ArmedRead`], in its own task, so it stays armed while the fetcher takes a
+//! due job on the pool.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fred::prelude::{Client, ClientInterface, ClientLike, EventInterface, Value};
+use fred::prelude::{
+    Client, ClientInterface, ClientLike, EventInterface, SortedSetsInterface, Value,
+};
 use fred::types::config::Server;
 use fred::types::ClientUnblockFlag;
 use tokio::sync::broadcast::Receiver;
 use tracing::info;
 
+use super::core::WorkerCore;
 use super::seam::lock;
-use crate::connection::Connection;
+use crate::connection::{blocking_options, Connection};
+
+/// How long past its timeout a blocking read may stay unanswered before the
+/// connection is declared dead and replaced.
+pub(crate) const WATCHDOG_MARGIN: Duration = Duration::from_millis(2000);
 
 /// The dedicated client and the liveness of the read it runs.
 pub(crate) struct BlockingConn {
@@ -104,4 +113,61 @@ fn drain_reconnects(reconnects: &mut Option<Receiver<Server>>) -> bool {
         }
     }
     reconnected
+}
+
+/// What a marker read answered: the popped `[key, member, score]` or nil, a
+/// connection error, or nothing before the watchdog's deadline.
+pub(crate) type ReadOutcome =
+    Result<Result<Value, fred::error::Error>, tokio::time::error::Elapsed>;
+
+/// One BZPOPMIN on the blocking connection, running in its own task until it
+/// answers. The fetcher collects the answer when it next waits, so the read
+/// can outlive a wait that the due timer ended first: a new-job marker is
+/// never missed, and no second read is ever sent on the connection.
+pub(crate) struct ArmedRead {
+    core: Arc<WorkerCore>,
+    task: tokio::task::JoinHandle<ReadOutcome>,
+}
+
+impl ArmedRead {
+    /// Sends BZPOPMIN with `timeout` (s) on `client`, under the watchdog's
+    /// deadline, cleared when the read answers.
+    pub fn arm(core: Arc<WorkerCore>, client: Client, timeout: f64) -> Self {
+        let block = Duration::from_secs_f64(timeout);
+        let deadline = crate::clock::now_ms() + (block + WATCHDOG_MARGIN).as_millis() as u64;
+        core.blocking().set_deadline(deadline);
+        let key = core.keys().marker();
+        let owner = core.clone();
+        let task = tokio::spawn(async move {
+            let with_opts = client.with_options(&blocking_options(block));
+            let read = with_opts.bzpopmin::<Value, _>(key, timeout);
+            let outcome = tokio::time::timeout(block + WATCHDOG_MARGIN, read).await;
+            owner.blocking().set_deadline(0);
+            outcome
+        });
+        ArmedRead { core, task }
+    }
+
+    /// The read's answer; a task that died answers as a failed read.
+    pub async fn outcome(&mut self) -> ReadOutcome {
+        match (&mut self.task).await {
+            Ok(outcome) => outcome,
+            Err(e) => Ok(Err(fred::error::Error::new(
+                fred::error::ErrorKind::Unknown,
+                format!("marker read task: {e}"),
+            ))),
+        }
+    }
+}
+
+impl Drop for ArmedRead {
+    fn drop(&mut self) {
+        if !self.task.is_finished() {
+            // The fetcher stopped (or was replaced) with the read in flight:
+            // nobody waits for it any more, and the connection is discarded
+            // by whoever stopped the fetcher.
+            self.task.abort();
+            self.core.blocking().set_deadline(0);
+        }
+    }
 }

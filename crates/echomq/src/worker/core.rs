@@ -191,7 +191,9 @@ impl WorkerCore {
     pub async fn move_to_active(&self, token: &str) -> Result<NextJob> {
         let call = MoveToActive {
             keys: self.keys(),
-            now: EpochMs(crate::clock::now_ms()),
+            // Redis's time: promotes exactly the jobs due on the clock the
+            // due timer waited on (docs/worker.md §Due timer).
+            now: EpochMs(self.hints.clock().now_ms()),
             fetch: self.fetch_opts(token),
         };
         self.conn().call(&call).await

@@ -1,6 +1,9 @@
 //! The fetch loop: one task per worker instance that takes a free slot, waits
-//! on the marker with BZPOPMIN on a dedicated connection when the queue looked
-//! drained, and takes a job with moveToActive (docs/worker.md).
+//! when the queue looked drained, and takes a job with moveToActive
+//! (docs/worker.md). The wait ends with whichever comes first: a marker popped
+//! by BZPOPMIN on a dedicated connection (a new job) or the local due timer
+//! set for the earliest delayed job, on Redis's clock (docs/worker.md §Due
+//! timer).
 //!
 //! It never runs inside a message handler, so the actor stays responsive while
 //! the read blocks; it exits by itself when the actor is gone (its heartbeat
@@ -10,47 +13,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::NextJob;
-use fred::prelude::{ClientLike, SortedSetsInterface, Value};
+use fred::prelude::{ClientLike, Value};
 use fred::types::config::Server;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
+pub(crate) use super::blocking::WATCHDOG_MARGIN;
+use super::blocking::{ArmedRead, ReadOutcome};
 use super::core::WorkerCore;
 use super::gate::SlotPermit;
 use super::job::ActiveJob;
 use super::{run, Internal, InternalKind, WorkerMsg};
-use crate::connection::blocking_options;
 
 /// The longest BZPOPMIN timeout (s), whatever the delayed jobs say.
 pub(crate) const MAX_BLOCK_S: f64 = 10.0;
-/// How long past its timeout a blocking read may stay unanswered before the
-/// connection is declared dead and replaced.
-pub(crate) const WATCHDOG_MARGIN: Duration = Duration::from_millis(2000);
 /// Longest sleep of a rate-limited worker, so delayed jobs still get promoted.
 const MAX_RATE_LIMIT_SLEEP: Duration = Duration::from_secs(30);
 
-/// BZPOPMIN timeout in seconds, or `None` to skip the wait and fetch now.
-pub(crate) fn block_timeout(
-    block_until: i64,
-    now: i64,
-    drain_delay_s: f64,
-    min_block: f64,
-) -> Option<f64> {
-    if block_until > 0 {
-        let d = block_until - now;
-        if d <= 0 {
-            return None;
-        }
-        let s = d as f64 / 1000.0;
-        // Never 0: BZPOPMIN 0 blocks forever.
-        return Some(if s < min_block {
-            min_block
-        } else {
-            s.min(MAX_BLOCK_S)
-        });
-    }
-    Some(drain_delay_s.max(min_block).min(MAX_BLOCK_S))
+/// BZPOPMIN timeout in seconds: the drain delay, within bounds. Due delayed
+/// jobs are the due timer's business, not the read's.
+pub(crate) fn read_timeout(drain_delay_s: f64, min_block: f64) -> f64 {
+    // Never 0: BZPOPMIN 0 blocks forever.
+    drain_delay_s.max(min_block).min(MAX_BLOCK_S)
 }
 
 async fn sleep_or_stop(stop: &CancellationToken, d: Duration) -> bool {
@@ -91,6 +76,8 @@ struct Fetcher {
     min_block: f64,
     client_name: String,
     reconnects: Option<Receiver<Server>>,
+    /// The marker read in flight, if any; it outlives waits the timer ended.
+    read: Option<ArmedRead>,
 }
 
 async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
@@ -127,7 +114,9 @@ impl Fetcher {
             min_block,
             client_name,
             reconnects: None,
+            read: None,
         };
+        f.sync_clock().await;
         // Open (and name) the blocking connection at start, as BullMQ does,
         // so `getWorkers()` lists this worker even while it never blocks.
         if let Err(e) = f.client().await {
@@ -176,72 +165,98 @@ impl Fetcher {
         }
     }
 
-    /// When the queue looked drained: BZPOPMIN on the marker until a job may
-    /// be ready (or the next delayed one is due).
+    /// Measures Redis's time again when the last measurement is old.
+    async fn sync_clock(&self) {
+        let clock = self.core.hints().clock();
+        if clock.stale() {
+            if let Err(e) = clock.sync(self.core.conn()).await {
+                warn!(error = %e, "cannot read Redis's time: due times are compared with this host's clock");
+            }
+        }
+    }
+
+    /// When the queue looked drained: wait for a marker (BZPOPMIN) or for the
+    /// earliest known delayed job to fall due (the local timer), whichever
+    /// comes first. A read the timer beat stays armed for the next wait.
     async fn wait_for_marker(&mut self, permit: SlotPermit) -> Next {
         let core = self.core.clone();
-        if !core.hints().drained() {
-            return Next::Go(permit);
-        }
-        let now = crate::clock::now_ms() as i64;
-        let drain_delay = core.opts().drain_delay.as_secs_f64();
-        let Some(timeout) =
-            block_timeout(core.hints().block_until(), now, drain_delay, self.min_block)
-        else {
-            return Next::Go(permit);
-        };
-        let client = match self.client().await {
-            Ok(c) => c,
-            Err(e) => {
-                warn!(error = %e, "cannot open the blocking connection");
-                return self.back_off(permit, Duration::from_secs(1)).await;
+        loop {
+            if !core.hints().drained() {
+                return Next::Go(permit);
             }
-        };
-        let Some(result) = self.read_marker(&client, timeout).await else {
-            return Next::Exit;
-        };
-        match result {
+            self.sync_clock().await;
+            let due = core.hints().block_until();
+            let timer = if due > 0 {
+                match core.hints().clock().until(due) {
+                    Some(left) => Some(left),
+                    None => return Next::Go(permit),
+                }
+            } else {
+                None
+            };
+            if self.read.is_none() {
+                let client = match self.client().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        warn!(error = %e, "cannot open the blocking connection");
+                        return self.back_off(permit, Duration::from_secs(1)).await;
+                    }
+                };
+                let timeout = read_timeout(core.opts().drain_delay.as_secs_f64(), self.min_block);
+                self.read = Some(ArmedRead::arm(core.clone(), client, timeout));
+            }
+            let Some(read) = self.read.as_mut() else {
+                continue;
+            };
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return Next::Exit,
+                outcome = read.outcome() => {
+                    self.read = None;
+                    if !self.on_marker(outcome) {
+                        return self.back_off(permit, Duration::from_millis(100)).await;
+                    }
+                    if !core.gate().runnable() || core.hints().delayed_job_pending() {
+                        return Next::Again;
+                    }
+                    return Next::Go(permit);
+                }
+                _ = tokio::time::sleep(timer.unwrap_or_default()), if timer.is_some() => {
+                    // Due now on Redis's clock: moveToActive promotes and
+                    // takes it (or finds that another worker did).
+                    if !core.gate().runnable() {
+                        return Next::Again;
+                    }
+                    return Next::Go(permit);
+                }
+                _ = core.hints().changed() => continue,
+            }
+        }
+    }
+
+    /// Applies what the marker read answered; `false` when the connection
+    /// failed and the loop should pause before the next wait.
+    fn on_marker(&self, outcome: ReadOutcome) -> bool {
+        let core = &self.core;
+        match outcome {
             Err(_) => {
-                warn!(
-                    timeout_s = timeout,
-                    "blocking read overdue: replacing its connection"
-                );
+                warn!("blocking read overdue: replacing its connection");
                 core.blocking().discard();
                 core.hints().forget_due_time();
+                true
             }
             Ok(Err(e)) => {
                 // A killed or broken connection: a fresh one next time round
                 // (with its name), never a replayed read.
                 warn!(error = %e, "blocking read failed: replacing its connection");
                 core.blocking().discard();
-                return self.back_off(permit, Duration::from_millis(100)).await;
+                false
             }
-            Ok(Ok(v)) => core.hints().marker_popped(marker_score(v)),
+            Ok(Ok(v)) => {
+                core.hints().marker_popped(marker_score(v));
+                true
+            }
         }
-        if !core.gate().runnable() || core.hints().delayed_job_pending() {
-            return Next::Again;
-        }
-        Next::Go(permit)
-    }
-
-    /// One BZPOPMIN under the watchdog's deadline; `None` when stopped.
-    async fn read_marker(
-        &self,
-        client: &fred::prelude::Client,
-        timeout: f64,
-    ) -> Option<Result<Result<Value, fred::error::Error>, tokio::time::error::Elapsed>> {
-        let blocking = self.core.blocking();
-        let block = Duration::from_secs_f64(timeout);
-        let deadline = crate::clock::now_ms() + (block + WATCHDOG_MARGIN).as_millis() as u64;
-        blocking.set_deadline(deadline);
-        let with_opts = client.with_options(&blocking_options(block));
-        let read = with_opts.bzpopmin::<Value, _>(self.core.keys().marker(), timeout);
-        let result = tokio::select! {
-            _ = self.stop.cancelled() => None,
-            r = tokio::time::timeout(block + WATCHDOG_MARGIN, read) => Some(r),
-        };
-        blocking.set_deadline(0);
-        result
     }
 
     /// Sleeps out a rate limit with the slot given back.
@@ -318,13 +333,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn block_timeouts() {
-        assert_eq!(block_timeout(0, 1000, 5.0, 0.001), Some(5.0));
-        assert_eq!(block_timeout(0, 1000, 0.0, 0.001), Some(0.001));
-        assert_eq!(block_timeout(0, 1000, 30.0, 0.001), Some(10.0));
-        assert_eq!(block_timeout(900, 1000, 5.0, 0.001), None);
-        assert_eq!(block_timeout(1000, 1000, 5.0, 0.001), None);
-        assert_eq!(block_timeout(1500, 1000, 5.0, 0.001), Some(0.5));
-        assert_eq!(block_timeout(100_000, 1000, 5.0, 0.001), Some(10.0));
+    fn read_timeouts() {
+        assert_eq!(read_timeout(5.0, 0.001), 5.0);
+        assert_eq!(read_timeout(0.0, 0.001), 0.001);
+        assert_eq!(read_timeout(0.0, 0.002), 0.002);
+        assert_eq!(read_timeout(30.0, 0.001), 10.0);
     }
 }

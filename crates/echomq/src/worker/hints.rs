@@ -1,23 +1,32 @@
 //! The fetch hints: what the last replies said about when to look for a job
-//! again. [`FetchHints`] is their only writer; the fetch loop reads them.
+//! again. [`FetchHints`] is their only writer; the fetch loop reads them and
+//! is told when they change while it waits.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::NextJob;
+use tokio::sync::Notify;
+
+use super::due_timer::ServerClock;
 
 /// Drained flag, next delayed due time and end of a rate-limit window.
 #[derive(Default)]
 pub(crate) struct FetchHints {
     /// The queue looked empty: block on the marker before fetching.
     drained: AtomicBool,
-    /// ms when the earliest delayed job is due; 0 when unknown.
+    /// ms (Redis's clock) when the earliest delayed job is due; 0 when unknown.
     block_until: AtomicI64,
-    /// ms before which nothing may be fetched (rate limit).
+    /// ms (local clock) before which nothing may be fetched (rate limit).
     limit_until: AtomicI64,
+    /// Redis's time, which due times are compared with.
+    clock: ServerClock,
+    /// Wakes a fetcher waiting on its due timer when a reply from elsewhere
+    /// (a finishing slot, the actor) changed what it waits for.
+    changed: Notify,
 }
 
-fn now() -> i64 {
+fn local_now() -> i64 {
     crate::clock::now_ms() as i64
 }
 
@@ -26,6 +35,7 @@ impl FetchHints {
     /// just taken, or a marker popped while paused is gone).
     pub fn wake(&self) {
         self.drained.store(false, Ordering::Relaxed);
+        self.changed.notify_one();
     }
 
     /// A reply that carried no job: what it says about the queue.
@@ -35,6 +45,9 @@ impl FetchHints {
             NextJob::DelayedUntil(at) => {
                 self.block_until.store(at.0 as i64, Ordering::Relaxed);
                 self.drained.store(true, Ordering::Relaxed);
+                // A finishing slot may have learnt of an earlier due time
+                // than the one the fetcher's timer is set for.
+                self.changed.notify_one();
             }
             NextJob::Nothing => {
                 self.block_until.store(0, Ordering::Relaxed);
@@ -54,7 +67,7 @@ impl FetchHints {
     pub fn rate_limited_for(&self, d: Duration) {
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         self.limit_until
-            .store(now().saturating_add(ms), Ordering::Relaxed);
+            .store(local_now().saturating_add(ms), Ordering::Relaxed);
     }
 
     /// The marker read answered: a score is the due time of a delayed job
@@ -82,20 +95,31 @@ impl FetchHints {
         self.drained.load(Ordering::Relaxed)
     }
 
-    /// ms when the earliest delayed job is due, 0 when unknown.
+    /// ms (Redis's clock) when the earliest delayed job is due, 0 when unknown.
     pub fn block_until(&self) -> i64 {
         self.block_until.load(Ordering::Relaxed)
     }
 
-    /// Whether a known delayed job is still at least 1 ms away.
+    /// Whether a known delayed job is not due yet on Redis's clock.
     pub fn delayed_job_pending(&self) -> bool {
         let bu = self.block_until();
-        bu > 0 && bu - now() >= 1
+        bu > 0 && self.clock.until(bu).is_some()
     }
 
     /// How long a rate limit still forbids fetching, if it does.
     pub fn rate_limit_left(&self) -> Option<Duration> {
-        let left = self.limit_until.load(Ordering::Relaxed) - now();
+        let left = self.limit_until.load(Ordering::Relaxed) - local_now();
         (left > 0).then(|| Duration::from_millis(left as u64))
+    }
+
+    /// Redis's time as this worker measured it.
+    pub fn clock(&self) -> &ServerClock {
+        &self.clock
+    }
+
+    /// Resolves when a hint changed from outside the fetch loop (or had
+    /// changed since the loop last waited).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 }

@@ -305,7 +305,7 @@ impl ActiveJob {
             } => {
                 let call = MoveToDelayed {
                     keys: self.core.keys(),
-                    now: now(),
+                    now: now(&self.core),
                     id: &self.job.id,
                     token: self.token(),
                     delay: *delay,
@@ -318,7 +318,7 @@ impl ActiveJob {
             Transition::Retry { fields } => {
                 let call = RetryJob {
                     keys: self.core.keys(),
-                    now: now(),
+                    now: now(&self.core),
                     push: if self.job.opts.lifo {
                         PushEnd::Front
                     } else {
@@ -364,7 +364,7 @@ impl ActiveJob {
         MoveToFinished {
             keys: core.keys(),
             id: &self.job.id,
-            now: now(),
+            now: now(&self.core),
             target,
             value,
             fetch_next,
@@ -423,8 +423,10 @@ impl ActiveJob {
     }
 }
 
-fn now() -> EpochMs {
-    EpochMs(crate::clock::now_ms())
+/// Redis's time as the worker measured it: a fetch-next promotes what the due
+/// timer would, and a delay counts from the same clock.
+fn now(core: &WorkerCore) -> EpochMs {
+    EpochMs(core.hints().clock().now_ms())
 }
 
 impl Drop for ActiveJob {

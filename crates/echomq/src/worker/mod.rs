@@ -9,6 +9,7 @@
 mod backoff;
 mod blocking;
 mod core;
+mod due_timer;
 mod fetcher;
 mod gate;
 mod hints;
@@ -48,7 +49,8 @@ pub struct WorkerOptions {
     pub stalled_interval: Duration,
     /// Stalls tolerated before a job is failed. Default 1.
     pub max_stalled_count: u64,
-    /// BZPOPMIN timeout when nothing is delayed. Default 5 s (capped at 10 s).
+    /// BZPOPMIN timeout (delayed jobs have their own timer). Default 5 s
+    /// (capped at 10 s).
     pub drain_delay: Duration,
     /// Worker name: `pb` of taken jobs and the `:w:<name>` suffix of the
     /// blocking connection's client name. Default none.

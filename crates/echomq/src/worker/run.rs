@@ -84,7 +84,10 @@ async fn schedule_successor(core: &WorkerCore, record: &Job) -> bool {
         return true;
     }
     loop {
-        match crate::schedulers::create_next_iteration(core.conn(), core.keys(), record).await {
+        let now = core.hints().clock().now_ms();
+        match crate::schedulers::create_next_iteration_at(core.conn(), core.keys(), record, now)
+            .await
+        {
             Ok(next) => {
                 debug!(next = ?next, "next scheduler iteration");
                 return true;
