@@ -1,5 +1,6 @@
 //! Connection configuration: a plain struct with documented defaults.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How to reach Redis and how many connections to share.
@@ -8,7 +9,7 @@ pub struct ConnectionConfig {
     /// A fred URL: `redis://host:port/db`, `rediss://…`, `redis-cluster://…?node=h:p`,
     /// `redis-sentinel://…`. Default `redis://127.0.0.1:6379`.
     pub url: String,
-    /// Key prefix of every queue. Default `emq` (DECISIONS.md §4).
+    /// Key prefix of every queue. Default `emq` (docs/decisions.md §Key layout).
     pub prefix: String,
     /// Clients in the shared pool. Scripts are pipelined on each connection,
     /// so a few connections carry any concurrency; fewer connections let Redis
@@ -21,6 +22,45 @@ pub struct ConnectionConfig {
     pub connect_timeout: Duration,
     /// Delay between reconnection attempts (retried forever). Default 500 ms.
     pub reconnect_delay: Duration,
+    /// How a `rediss://` connection authenticates the server and itself.
+    /// Default: verify against the system's root certificates, no client
+    /// certificate. Only a `rediss…://` URL encrypts; TLS options with any
+    /// other URL are refused.
+    pub tls: TlsOptions,
+}
+
+/// TLS settings of a `rediss://`, `rediss-cluster://` or `rediss-sentinel://`
+/// URL. Such a connection is always encrypted and the server certificate is
+/// always verified (chain and host name), unless [`insecure`](Self::insecure)
+/// says otherwise; there is no fallback to plaintext.
+#[derive(Clone, Debug, Default)]
+pub struct TlsOptions {
+    /// PEM file of the certificate authorities that sign the server's
+    /// certificate (a private CA, as managed Redis services hand out).
+    /// Default `None`: the system's root certificates.
+    pub ca_file: Option<PathBuf>,
+    /// PEM file of this client's certificate chain, for servers that require
+    /// mutual TLS (`tls-auth-clients yes`). Needs [`key_file`](Self::key_file).
+    /// Default `None`.
+    pub cert_file: Option<PathBuf>,
+    /// PEM file of the private key of [`cert_file`](Self::cert_file).
+    /// Default `None`.
+    pub key_file: Option<PathBuf>,
+    /// **Dangerous.** Accept any server certificate: traffic is still
+    /// encrypted, but anyone on the path can impersonate the server and read
+    /// every password and job. For a throwaway test server only; a warning is
+    /// logged on every connection made with it. Default `false`.
+    pub insecure: bool,
+}
+
+impl TlsOptions {
+    /// True when any option differs from the default.
+    pub fn is_set(&self) -> bool {
+        self.ca_file.is_some()
+            || self.cert_file.is_some()
+            || self.key_file.is_some()
+            || self.insecure
+    }
 }
 
 impl Default for ConnectionConfig {
@@ -32,6 +72,7 @@ impl Default for ConnectionConfig {
             command_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             reconnect_delay: Duration::from_millis(500),
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -55,6 +96,7 @@ impl std::fmt::Debug for ConnectionConfig {
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("reconnect_delay", &self.reconnect_delay)
+            .field("tls", &self.tls)
             .finish()
     }
 }

@@ -1,0 +1,195 @@
+//! A real Redis Cluster for the cluster tests: 3 primaries and 3 replicas of
+//! `redis-server --cluster-enabled yes` on free loopback ports, joined with
+//! `redis-cli --cluster create … --cluster-replicas 1`, with a short
+//! `cluster-node-timeout` so that a failover takes a few seconds. Every node
+//! is killed when the cluster is dropped.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Milliseconds without an answer before a node is marked failed.
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+
+struct Node {
+    child: Option<Child>,
+    port: u16,
+}
+
+/// A six-node cluster (3 primaries + 3 replicas).
+pub struct RedisCluster {
+    nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    /// Starts the six nodes, creates the cluster and waits until every node
+    /// says `cluster_state:ok`.
+    ///
+    /// Panics with a clear line when `redis-server` or `redis-cli` is missing.
+    pub fn start() -> RedisCluster {
+        let binary = crate::redis_server_binary();
+        let dir = tempfile::tempdir().expect("temp dir for the cluster");
+        let mut nodes = Vec::new();
+        while nodes.len() < 6 {
+            let (port, bus) = (crate::free_port(), crate::free_port());
+            if port == bus || nodes.iter().any(|n: &Node| n.port == port || n.port == bus) {
+                continue;
+            }
+            let node_dir: PathBuf = dir.path().join(port.to_string());
+            std::fs::create_dir_all(&node_dir).expect("node dir");
+            let mut child = Command::new(&binary)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--cluster-port",
+                    &bus.to_string(),
+                ])
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--dir", node_dir.to_str().expect("utf-8 temp path")])
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ])
+                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+                .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            if crate::wait_until_listening(port, &mut child) {
+                nodes.push(Node {
+                    child: Some(child),
+                    port,
+                });
+            } else {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let cluster = RedisCluster { nodes, _dir: dir };
+        let addrs: Vec<String> = cluster
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run redis-cli ({e}): install it (Debian/Ubuntu: `apt-get install redis-tools`)")
+            });
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        cluster.wait_healthy(Duration::from_secs(30));
+        cluster
+    }
+
+    /// `redis-cluster://127.0.0.1:<port of the first node>`: fred (and the
+    /// interop driver) discover the rest.
+    pub fn url(&self) -> String {
+        format!("redis-cluster://127.0.0.1:{}", self.nodes[0].port)
+    }
+
+    /// The ports of the live nodes.
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.port)
+            .collect()
+    }
+
+    /// Runs `redis-cli -p <port> args…` and returns its output.
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The port of the primary that serves `key`'s slot, as a live node sees it.
+    pub fn primary_of(&self, key: &str) -> u16 {
+        let any = self.ports()[0];
+        let slot = self.cli(any, &["CLUSTER", "KEYSLOT", key]);
+        let slot: u16 = slot
+            .trim()
+            .parse()
+            .expect("CLUSTER KEYSLOT answers a number");
+        for line in self.cli(any, &["CLUSTER", "NODES"]).lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 9 || !f[2].contains("master") || f[2].contains("fail") {
+                continue;
+            }
+            let owns = f[8..].iter().any(|range| match range.split_once('-') {
+                Some((a, b)) => {
+                    (a.parse().unwrap_or(u16::MAX)..=b.parse().unwrap_or(0)).contains(&slot)
+                }
+                None => range.parse::<u16>().ok() == Some(slot),
+            });
+            if owns {
+                let addr = f[1].split('@').next().unwrap_or_default();
+                return addr
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .expect("node port");
+            }
+        }
+        panic!("no primary owns the slot of {key}");
+    }
+
+    /// SIGKILLs the node on `port` (a crash; its replica takes over after
+    /// the node timeout).
+    pub fn kill(&mut self, port: u16) {
+        for n in &mut self.nodes {
+            if n.port == port {
+                if let Some(mut c) = n.child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+        }
+    }
+
+    /// Waits until every live node reports `cluster_state:ok` and knows the
+    /// same set of primaries serving all slots.
+    pub fn wait_healthy(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ok = self.ports().iter().all(|&p| {
+                let info = self.cli(p, &["CLUSTER", "INFO"]);
+                info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cluster not healthy after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
