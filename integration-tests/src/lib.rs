@@ -11,6 +11,7 @@
 
 pub mod cluster;
 pub mod tls;
+pub mod topology;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
