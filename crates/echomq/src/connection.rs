@@ -397,6 +397,10 @@ fn builder(fred_config: &Config, config: &ConnectionConfig) -> Builder {
 /// certificate") does not say which side is misconfigured.
 fn explain_connect_error(config: &ConnectionConfig, e: fred::error::Error) -> Error {
     let url = crate::config::redacted_url(&config.url);
+    if e.details().to_ascii_lowercase().contains("refused") {
+        // Nothing listens there: no TLS hint would help.
+        return Error::Redis(e);
+    }
     let hint = if tls::url_wants_tls(&config.url) {
         let d = e.details().to_ascii_lowercase();
         if d.contains("certificate") || d.contains("unknownissuer") || d.contains("invalid peer") {
@@ -410,7 +414,7 @@ fn explain_connect_error(config: &ConnectionConfig, e: fred::error::Error) -> Er
         e.kind(),
         fred::error::ErrorKind::IO | fred::error::ErrorKind::Timeout
     ) {
-        "is Redis running there? if it speaks TLS only, use rediss://"
+        "the server hung up: if it speaks TLS only, use rediss://"
     } else {
         return Error::Redis(e);
     };
