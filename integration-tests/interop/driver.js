@@ -17,7 +17,10 @@ function connect(url) {
   const fs = require('fs');
   const base = { maxRetriesPerRequest: null };
   if (url.startsWith('redis-cluster://')) {
-    const nodes = url.slice('redis-cluster://'.length).split('?')[0].split(',').map((hp) => {
+    // Seeds: the URL's host, then any `node=h:p` query parameters (fred's form).
+    const [first, query] = url.slice('redis-cluster://'.length).split('?');
+    const seeds = [first, ...(query || '').split('&').filter((p) => p.startsWith('node=')).map((p) => p.slice(5))];
+    const nodes = seeds.map((hp) => {
       const [host, port] = hp.split(':');
       return { host, port: Number(port) };
     });

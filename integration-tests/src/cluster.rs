@@ -54,6 +54,9 @@ impl RedisCluster {
                     "nodes.conf",
                 ])
                 .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+                // A replica can take over only once it has synced; Redis
+                // waits 5 s by default before the first full sync.
+                .args(["--repl-diskless-sync-delay", "0"])
                 .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -90,12 +93,49 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout)
         );
         cluster.wait_healthy(Duration::from_secs(30));
+        cluster.wait_replicas_synced(Duration::from_secs(30));
         cluster
     }
 
-    /// `redis-cluster://127.0.0.1:<port of the first node>`: fred (and the
-    /// interop driver) discover the rest.
+    /// Waits until every replica's link to its primary is up (a replica
+    /// that never synced cannot be promoted).
+    pub fn wait_replicas_synced(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let synced = self.ports().iter().all(|&p| {
+                let info = self.cli(p, &["INFO", "replication"]);
+                info.contains("role:master") || info.contains("master_link_status:up")
+            });
+            if synced {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replicas not synced after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `redis-cluster://127.0.0.1:<first port>?node=127.0.0.1:<port>&…`
+    /// with every node as a seed, so a client that connects after one node
+    /// died still finds the cluster (fred and the interop driver read it).
     pub fn url(&self) -> String {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .skip(1)
+            .map(|n| format!("node=127.0.0.1:{}", n.port))
+            .collect();
+        format!(
+            "redis-cluster://127.0.0.1:{}?{}",
+            self.nodes[0].port,
+            seeds.join("&")
+        )
+    }
+
+    /// `redis-cluster://127.0.0.1:<port>` with the first node as the only seed.
+    pub fn single_seed_url(&self) -> String {
         format!("redis-cluster://127.0.0.1:{}", self.nodes[0].port)
     }
 
