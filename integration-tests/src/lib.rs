@@ -10,6 +10,7 @@
 //! ```
 
 pub mod cluster;
+pub mod sentinel;
 pub mod tls;
 pub mod topology;
 

@@ -174,3 +174,178 @@ pub async fn four_actors(conn: &Connection, queue: &str) -> Lifecycle {
         elapsed,
     }
 }
+
+/// A steady load for failover tests: a producer adding about 100 jobs/s,
+/// each with its own id (so a retry after an ambiguous error never makes a
+/// second job), and a worker tree (concurrency 4, 2 s locks, 1 s stalled
+/// checks) counting how often each job is processed.
+pub struct Load {
+    queue: Queue,
+    host: ractor::ActorRef<()>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    producer: tokio::task::JoinHandle<()>,
+    acked: Arc<Mutex<Vec<String>>>,
+    add_errors: Arc<std::sync::atomic::AtomicU64>,
+    processed: Arc<Mutex<std::collections::BTreeMap<String, u32>>>,
+}
+
+/// What a [`Load`] ended with.
+#[derive(Debug)]
+pub struct LoadReport {
+    /// Adds that returned an id.
+    pub acked: usize,
+    /// Acknowledged jobs that ended completed.
+    pub completed: usize,
+    /// Acknowledged jobs that no longer exist: lost by Redis's asynchronous
+    /// replication when a primary died before its replica got them.
+    pub lost: Vec<String>,
+    /// Jobs the processor ran more than once.
+    pub processed_twice: usize,
+    /// Adds that failed (and were retried with the same id).
+    pub add_errors: u64,
+}
+
+impl Load {
+    /// Starts the worker tree and the producer on `queue`.
+    pub async fn start(conn: &Connection, queue: &str) -> Load {
+        use std::sync::atomic::Ordering;
+        let q = Queue::new(conn, queue).await.expect("open the queue");
+        let processed: Arc<Mutex<std::collections::BTreeMap<String, u32>>> = Arc::default();
+        let seen = processed.clone();
+        let (host, _) = Actor::spawn(None, crate::NullSupervisor, ())
+            .await
+            .expect("host");
+        let mut args = WorkerArgs::new(
+            q.clone(),
+            processor_fn(move |ctx: echomq::JobContext| {
+                let seen = seen.clone();
+                async move {
+                    *seen
+                        .lock()
+                        .unwrap()
+                        .entry(ctx.job().id.clone())
+                        .or_default() += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    Ok(json!(null))
+                }
+            }),
+        );
+        args.options = WorkerOptions {
+            concurrency: 4,
+            lock_duration: Duration::from_secs(2),
+            stalled_interval: Duration::from_secs(1),
+            drain_delay: Duration::from_millis(300),
+            ..Default::default()
+        };
+        WorkerSetSpec::new(args)
+            .spawn_linked(host.get_cell())
+            .await
+            .expect("worker set");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+        let add_errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let producer = {
+            let (q, stop, acked, errors) =
+                (q.clone(), stop.clone(), acked.clone(), add_errors.clone());
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut opts = JobOptions::new();
+                    opts.job_id = Some(format!("p{i}"));
+                    match q.add("p", &json!({ "i": i }), opts).await {
+                        Ok(id) => {
+                            acked.lock().unwrap().push(id);
+                            i += 1;
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+            })
+        };
+        Load {
+            queue: q,
+            host,
+            stop,
+            producer,
+            acked,
+            add_errors,
+            processed,
+        }
+    }
+
+    /// The last acknowledged id.
+    pub fn last_acked(&self) -> Option<String> {
+        self.acked.lock().unwrap().last().cloned()
+    }
+
+    /// Adds acknowledged so far.
+    pub fn acked(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    /// Waits until `more` further adds were acknowledged and returns how
+    /// long that took; panics after `limit`.
+    pub async fn wait_for_adds(&self, more: usize, limit: Duration) -> Duration {
+        let started = std::time::Instant::now();
+        let target = self.acked() + more;
+        while self.acked() < target {
+            assert!(
+                started.elapsed() < limit,
+                "fewer than {more} adds acknowledged in {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+
+    /// Stops the producer, waits until every acknowledged job is completed
+    /// or gone (at most 30 s), stops the worker tree and reports.
+    pub async fn finish(self) -> LoadReport {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::Relaxed);
+        self.producer.await.expect("producer");
+        let acked = self.acked.lock().unwrap().clone();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let (completed, lost) = loop {
+            let mut completed = 0;
+            let mut lost = Vec::new();
+            let mut pending = Vec::new();
+            for id in &acked {
+                match self.queue.get_state(id).await.expect("get_state") {
+                    JobState::Completed => completed += 1,
+                    JobState::Unknown => lost.push(id.clone()),
+                    _ => pending.push(id.clone()),
+                }
+            }
+            if pending.is_empty() {
+                break (completed, lost);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} acknowledged jobs unfinished after 30 s, e.g. {:?}",
+                pending.len(),
+                &pending[..pending.len().min(5)]
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        self.host.stop(None);
+        let processed_twice = self
+            .processed
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|&&n| n > 1)
+            .count();
+        LoadReport {
+            acked: acked.len(),
+            completed,
+            lost,
+            processed_twice,
+            add_errors: self.add_errors.load(Ordering::Relaxed),
+        }
+    }
+}

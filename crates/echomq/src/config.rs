@@ -27,6 +27,32 @@ pub struct ConnectionConfig {
     /// certificate. Only a `rediss…://` URL encrypts; TLS options with any
     /// other URL are refused.
     pub tls: TlsOptions,
+    /// Opt-in durability: after every script call, `WAIT` until this many
+    /// replicas have the write. Redis replicates asynchronously, so without
+    /// it a write acknowledged by a primary that dies (or is demoted) before
+    /// a replica got it is lost after the failover; with it, such a call
+    /// fails instead (an I/O-kind error the caller retries). Costs one round
+    /// trip per call. Default `None`.
+    pub durability: Option<Durability>,
+}
+
+/// How many replicas must acknowledge each write, and how long to wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Durability {
+    /// Replicas that must have the write. Default 1.
+    pub replicas: u32,
+    /// Longest wait for them; the call fails when they did not answer in
+    /// time. Default 500 ms.
+    pub timeout: Duration,
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        }
+    }
 }
 
 /// TLS settings of a `rediss://`, `rediss-cluster://` or `rediss-sentinel://`
@@ -73,6 +99,7 @@ impl Default for ConnectionConfig {
             connect_timeout: Duration::from_secs(10),
             reconnect_delay: Duration::from_millis(500),
             tls: TlsOptions::default(),
+            durability: None,
         }
     }
 }
@@ -97,6 +124,7 @@ impl std::fmt::Debug for ConnectionConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("reconnect_delay", &self.reconnect_delay)
             .field("tls", &self.tls)
+            .field("durability", &self.durability)
             .finish()
     }
 }

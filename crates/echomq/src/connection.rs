@@ -182,7 +182,65 @@ impl Connection {
                 other => break other?,
             }
         };
+        self.wait_for_replicas(client, &[&encoded.0]).await?;
         Ok(call.decode(to_reply(reply))?)
+    }
+
+    /// The durability mode's `WAIT`, on the connection (and cluster node) that
+    /// ran the calls, once per distinct route.
+    async fn wait_for_replicas(
+        &self,
+        client: &Client,
+        routes: &[&fred::types::CustomCommand],
+    ) -> Result<()> {
+        let Some(d) = self.inner.config.durability else {
+            return Ok(());
+        };
+        let timeout_ms = i64::try_from(d.timeout.as_millis()).unwrap_or(i64::MAX);
+        let mut seen: Vec<&fred::types::ClusterHash> = Vec::new();
+        for route in routes {
+            if seen.contains(&&route.cluster_hash) {
+                continue;
+            }
+            seen.push(&route.cluster_hash);
+            let wait = fred::types::CustomCommand::new_static(
+                "WAIT",
+                route.cluster_hash.clone(),
+                // Not marked blocking: its own timeout is far below the
+                // command timeout, and the other calls pipelined behind it
+                // may wait those few milliseconds.
+                false,
+            );
+            let acked: i64 = client
+                .custom(
+                    wait,
+                    vec![Value::from(d.replicas as i64), Value::from(timeout_ms)],
+                )
+                .await?;
+            if acked < i64::from(d.replicas) {
+                if matches!(
+                    self.inner.fred_config.server,
+                    fred::types::config::ServerConfig::Sentinel { .. }
+                ) {
+                    // A primary whose replicas left was most likely demoted
+                    // by the sentinels; they are asked again now rather than
+                    // when it starts refusing writes (up to 10 s later).
+                    let stale = client.clone();
+                    tokio::spawn(async move {
+                        let _ = stale.force_reconnection().await;
+                    });
+                }
+                return Err(Error::Redis(fred::error::Error::new(
+                    fred::error::ErrorKind::IO,
+                    format!(
+                        "WAIT: {acked} of {} replicas acknowledged the write within {:?}; \
+                         it may not survive a failover",
+                        d.replicas, d.timeout
+                    ),
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Runs many calls of one type in one pipelined round trip and returns
@@ -235,6 +293,20 @@ impl Connection {
             for (i, r) in again.into_iter().zip(pipeline(client, &resend).await) {
                 raw[i] = r;
             }
+        }
+        let routes: Vec<&fred::types::CustomCommand> = encoded.iter().map(|(c, _)| c).collect();
+        if let Err(e) = self.wait_for_replicas(client, &routes).await {
+            // Every write of the batch is as uncertain as the WAIT.
+            let msg = e.to_string();
+            return calls
+                .iter()
+                .map(|_| {
+                    Err(Error::Redis(fred::error::Error::new(
+                        fred::error::ErrorKind::IO,
+                        msg.clone(),
+                    )))
+                })
+                .collect();
         }
         raw.into_iter()
             .zip(calls)
