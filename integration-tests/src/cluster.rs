@@ -189,6 +189,69 @@ impl RedisCluster {
         panic!("no primary owns the slot of {key}");
     }
 
+    /// The primaries' ports, as a live node sees them.
+    pub fn primaries(&self) -> Vec<u16> {
+        let any = self.ports()[0];
+        self.cli(any, &["CLUSTER", "NODES"])
+            .lines()
+            .filter_map(|line| {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 8 || !f[2].contains("master") || f[2].contains("fail") {
+                    return None;
+                }
+                let addr = f[1].split('@').next()?;
+                addr.rsplit(':').next()?.parse().ok()
+            })
+            .collect()
+    }
+
+    /// Migrates the slot of `key` to the primary on `to`, live, as
+    /// `redis-cli --cluster reshard` does: IMPORTING/MIGRATING, `MIGRATE` of
+    /// its keys in batches of 10, then `SETSLOT … NODE` on every primary.
+    /// Returns how many keys moved.
+    pub fn move_slot_of(&self, key: &str, to: u16) -> usize {
+        let from = self.primary_of(key);
+        let slot = self
+            .cli(from, &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .to_owned();
+        let from_id = self.cli(from, &["CLUSTER", "MYID"]).trim().to_owned();
+        let to_id = self.cli(to, &["CLUSTER", "MYID"]).trim().to_owned();
+        let ok = |out: String, what: &str| assert!(out.trim() == "OK", "{what}: {out}");
+        ok(
+            self.cli(to, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]),
+            "IMPORTING",
+        );
+        ok(
+            self.cli(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
+            "MIGRATING",
+        );
+        let mut moved = 0;
+        loop {
+            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "10"]);
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let port = to.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(keys.iter().copied());
+            let out = self.cli(from, &args);
+            assert!(
+                out.trim() == "OK" || out.trim() == "NOKEY",
+                "MIGRATE: {out}"
+            );
+            moved += keys.len();
+        }
+        for p in self.primaries() {
+            ok(
+                self.cli(p, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
+                "SETSLOT NODE",
+            );
+        }
+        moved
+    }
+
     /// SIGKILLs the node on `port` (a crash; its replica takes over after
     /// the node timeout).
     pub fn kill(&mut self, port: u16) {
