@@ -46,6 +46,11 @@ pub struct Cli {
     /// password and job. Only for a throwaway test server.
     #[arg(long, env = "ECHOMQ_TLS_INSECURE", global = true)]
     pub tls_insecure: bool,
+    /// Durability mode: after every write, wait (up to 500 ms) until this many
+    /// replicas have it, else report an error, so an acknowledged write
+    /// survives the loss of its primary. Default: off.
+    #[arg(long, env = "ECHOMQ_WAIT_REPLICAS", global = true, value_name = "N")]
+    pub wait_replicas: Option<u32>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -61,6 +66,12 @@ impl Cli {
             key_file: self.tls_key_file.clone(),
             insecure: self.tls_insecure,
         };
+        c.durability = self
+            .wait_replicas
+            .map(|replicas| echomq::config::Durability {
+                replicas,
+                ..Default::default()
+            });
         c
     }
 }
