@@ -43,7 +43,7 @@ cluster base="7201": _ensure-redis
         mkdir -p "$dir/$port"
         redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
             --dir "$dir/$port" --cluster-enabled yes --cluster-config-file nodes.conf \
-            --cluster-node-timeout 1000 --repl-diskless-sync-delay 0 --loglevel warning &
+            --cluster-node-timeout 1000 --repl-diskless-sync-delay 0 --logfile "$dir/$port/log" &
         pids+=($!)
         addrs+=("127.0.0.1:$port")
     done
