@@ -29,6 +29,33 @@ lint:
 redis port="6399": _ensure-redis
     redis-server --port {{port}} --bind 127.0.0.1 --save '' --appendonly no
 
+# A local Redis Cluster for trying EchoMQ by hand: 3 primaries + 3 replicas on
+# ports base..base+5 (no persistence), until Ctrl-C. Then e.g.
+# `echomq work '{orders}' --url redis-cluster://127.0.0.1:7201`.
+cluster base="7201": _ensure-redis
+    #!/usr/bin/env bash
+    set -euo pipefail
+    dir=$(mktemp -d)
+    pids=()
+    trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+    addrs=()
+    for i in 0 1 2 3 4 5; do
+        port=$(({{base}} + i))
+        mkdir -p "$dir/$port"
+        redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+            --dir "$dir/$port" --cluster-enabled yes --cluster-config-file nodes.conf \
+            --cluster-node-timeout 1000 --repl-diskless-sync-delay 0 --logfile "$dir/$port/log" &
+        pids+=($!)
+        addrs+=("127.0.0.1:$port")
+    done
+    for i in 0 1 2 3 4 5; do
+        until redis-cli -p $(({{base}} + i)) ping >/dev/null 2>&1; do sleep 0.1; done
+    done
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >/dev/null
+    until redis-cli -p {{base}} cluster info | grep -q cluster_state:ok; do sleep 0.1; done
+    echo "cluster up: redis-cluster://127.0.0.1:{{base}} (Ctrl-C stops it)"
+    wait
+
 # Rewrite lua/scripts.sha1 after an intended change of a frozen script.
 freeze:
     ECHOMQ_UPDATE_MANIFEST=1 cargo test -q -p echomq-protocol --test frozen
@@ -41,7 +68,7 @@ _ensure-redis:
     if command -v apt-get >/dev/null 2>&1; then
         echo "redis-server is missing: installing it with apt-get" >&2
         SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server redis-tools >/dev/null
     else
         echo "redis-server is missing: install Redis >= 6.2 (e.g. 'brew install redis') and retry" >&2
         exit 1

@@ -8,8 +8,35 @@ const IORedis = require('ioredis');
 const [command, url, queueName, rawArgs] = process.argv.slice(2);
 const args = rawArgs ? JSON.parse(rawArgs) : {};
 
+// One connection as a BullMQ Node user would make it for `url`:
+// `redis-cluster://h:p` is an ioredis Cluster seeded with that node;
+// `rediss://` verifies the server with the PEM CA in INTEROP_TLS_CA (and sends
+// the client certificate in INTEROP_TLS_CERT/INTEROP_TLS_KEY when set).
+// Any other URL is a plain ioredis connection, as before.
+function connect(url) {
+  const fs = require('fs');
+  const base = { maxRetriesPerRequest: null };
+  if (url.startsWith('redis-cluster://')) {
+    // Seeds: the URL's host, then any `node=h:p` query parameters (fred's form).
+    const [first, query] = url.slice('redis-cluster://'.length).split('?');
+    const seeds = [first, ...(query || '').split('&').filter((p) => p.startsWith('node=')).map((p) => p.slice(5))];
+    const nodes = seeds.map((hp) => {
+      const [host, port] = hp.split(':');
+      return { host, port: Number(port) };
+    });
+    return new IORedis.Cluster(nodes, { redisOptions: base });
+  }
+  if (url.startsWith('rediss://') && process.env.INTEROP_TLS_CA) {
+    const tls = { ca: fs.readFileSync(process.env.INTEROP_TLS_CA) };
+    if (process.env.INTEROP_TLS_CERT) tls.cert = fs.readFileSync(process.env.INTEROP_TLS_CERT);
+    if (process.env.INTEROP_TLS_KEY) tls.key = fs.readFileSync(process.env.INTEROP_TLS_KEY);
+    return new IORedis(url, { ...base, tls });
+  }
+  return new IORedis(url, base);
+}
+
 async function main() {
-  const connection = new IORedis(url, { maxRetriesPerRequest: null });
+  const connection = connect(url);
   const queue = new Queue(queueName, { connection, prefix: 'emq' });
   try {
     switch (command) {
@@ -95,7 +122,7 @@ async function main() {
         // args.times times args.gapMs apart, with args.stalledInterval and
         // args.maxStalledCount; returns the ids it recovered.
         const sweeper = new Worker(queueName, null, {
-          connection: new IORedis(url, { maxRetriesPerRequest: null }), prefix: 'emq', autorun: false,
+          connection: connect(url), prefix: 'emq', autorun: false,
           stalledInterval: args.stalledInterval, maxStalledCount: args.maxStalledCount,
         });
         const recovered = [];
@@ -116,7 +143,7 @@ async function main() {
         // Runs a real BullMQ Worker for args.ms and returns the ids it processed,
         // with the time each one started.
         const seen = [];
-        const workerConnection = new IORedis(url, { maxRetriesPerRequest: null });
+        const workerConnection = connect(url);
         const worker = new Worker(queueName, async (job) => {
           seen.push({ id: job.id, at: Date.now() });
         }, { connection: workerConnection, prefix: 'emq', concurrency: 1 });
@@ -161,7 +188,7 @@ async function runOp(queue, op, p) {
       // data says), then closes it.
       const { behave } = require('./behave');
       const { UnrecoverableError } = require('bullmq');
-      const wconn = new IORedis(url, { maxRetriesPerRequest: null });
+      const wconn = connect(url);
       const w = new Worker(queue.name, async (j) => behave(j.data, j.attemptsMade, (x) => j.updateProgress(x), UnrecoverableError), {
         connection: wconn, prefix: 'emq', drainDelay: 1,
       });

@@ -1,5 +1,7 @@
 //! Command-line arguments.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Inspect, feed and operate EchoMQ queues (BullMQ-compatible, prefix `emq`).
@@ -17,8 +19,61 @@ pub struct Cli {
     /// Key prefix of the queues.
     #[arg(long, default_value = "emq", global = true)]
     pub prefix: String,
+    /// PEM file of the CA that signs the server's TLS certificate (with a
+    /// rediss:// URL). Default: the system's root certificates.
+    #[arg(long, env = "ECHOMQ_TLS_CA_FILE", global = true, value_name = "PEM")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM file of the client certificate, for servers that require mutual TLS.
+    #[arg(
+        long,
+        env = "ECHOMQ_TLS_CERT_FILE",
+        global = true,
+        value_name = "PEM",
+        requires = "tls_key_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM file of the client certificate's private key.
+    #[arg(
+        long,
+        env = "ECHOMQ_TLS_KEY_FILE",
+        global = true,
+        value_name = "PEM",
+        requires = "tls_cert_file"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+    /// DANGEROUS: accept any server certificate. The traffic is encrypted but
+    /// the server is not authenticated, so anyone on the path can read every
+    /// password and job. Only for a throwaway test server.
+    #[arg(long, env = "ECHOMQ_TLS_INSECURE", global = true)]
+    pub tls_insecure: bool,
+    /// Durability mode: after every write, wait (up to 500 ms) until this many
+    /// replicas have it, else report an error, so an acknowledged write
+    /// survives the loss of its primary. Default: off.
+    #[arg(long, env = "ECHOMQ_WAIT_REPLICAS", global = true, value_name = "N")]
+    pub wait_replicas: Option<u32>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The connection settings of the global flags.
+    pub fn connection_config(&self) -> echomq::ConnectionConfig {
+        let mut c = echomq::ConnectionConfig::with_url(&self.url);
+        c.prefix = self.prefix.clone();
+        c.tls = echomq::config::TlsOptions {
+            ca_file: self.tls_ca_file.clone(),
+            cert_file: self.tls_cert_file.clone(),
+            key_file: self.tls_key_file.clone(),
+            insecure: self.tls_insecure,
+        };
+        c.durability = self
+            .wait_replicas
+            .map(|replicas| echomq::config::Durability {
+                replicas,
+                ..Default::default()
+            });
+        c
+    }
 }
 
 /// A job state as named on the command line.

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use echomq::protocol::{Event, QueueKeys};
 use echomq::{
-    Backoff, Connection, ConnectionConfig, Delivery, JobOptions, NewJob, Queue, QueueEvents,
-    QueueEventsArgs, QueueEventsMsg, QueueOptions, StartFrom,
+    Backoff, Connection, Delivery, JobOptions, NewJob, Queue, QueueEvents, QueueEventsArgs,
+    QueueEventsMsg, QueueOptions, StartFrom,
 };
 use fred::prelude::{ClientInterface, SortedSetsInterface, StreamsInterface, Value};
 use serde_json::json;
@@ -18,12 +18,7 @@ type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 pub async fn run(cli: Cli) -> Res {
     if matches!(cli.command, Command::Demo) {
-        let conn = Connection::connect(ConnectionConfig {
-            url: cli.url.clone(),
-            prefix: cli.prefix.clone(),
-            ..Default::default()
-        })
-        .await?;
+        let conn = Connection::connect(cli.connection_config()).await?;
         let r = crate::demo::demo(conn.clone(), &cli.url).await;
         conn.close().await;
         return r;
@@ -32,12 +27,7 @@ pub async fn run(cli: Cli) -> Res {
     let queue_name = queue_of(&cli.command);
     QueueKeys::new(&cli.prefix, queue_name)?;
     let plan = Plan::build(&cli.command)?;
-    let conn = Connection::connect(ConnectionConfig {
-        url: cli.url.clone(),
-        prefix: cli.prefix.clone(),
-        ..Default::default()
-    })
-    .await?;
+    let conn = Connection::connect(cli.connection_config()).await?;
     // Read-only commands must not write the meta hash.
     let read_only = matches!(
         cli.command,

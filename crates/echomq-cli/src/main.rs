@@ -14,6 +14,13 @@ use clap::Parser;
 #[tokio::main]
 async fn main() {
     let cli = cli::Cli::parse();
+    if cli.tls_insecure {
+        anstream::eprintln!(
+            "{}warning:{} --tls-insecure: the server's TLS certificate is NOT verified",
+            style::ERR.render(),
+            style::ERR.render_reset()
+        );
+    }
     if let Err(e) = commands::run(cli).await {
         anstream::eprintln!(
             "{}error:{} {e}",

@@ -1,5 +1,6 @@
 //! Connection configuration: a plain struct with documented defaults.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How to reach Redis and how many connections to share.
@@ -21,6 +22,71 @@ pub struct ConnectionConfig {
     pub connect_timeout: Duration,
     /// Delay between reconnection attempts (retried forever). Default 500 ms.
     pub reconnect_delay: Duration,
+    /// How a `rediss://` connection authenticates the server and itself.
+    /// Default: verify against the system's root certificates, no client
+    /// certificate. Only a `rediss…://` URL encrypts; TLS options with any
+    /// other URL are refused.
+    pub tls: TlsOptions,
+    /// Opt-in durability: after every script call, `WAIT` until this many
+    /// replicas have the write. Redis replicates asynchronously, so without
+    /// it a write acknowledged by a primary that dies (or is demoted) before
+    /// a replica got it is lost after the failover; with it, such a call
+    /// fails instead (an I/O-kind error the caller retries). Costs one round
+    /// trip per call. Default `None`.
+    pub durability: Option<Durability>,
+}
+
+/// How many replicas must acknowledge each write, and how long to wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Durability {
+    /// Replicas that must have the write. Default 1.
+    pub replicas: u32,
+    /// Longest wait for them; the call fails when they did not answer in
+    /// time. Default 500 ms.
+    pub timeout: Duration,
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+/// TLS settings of a `rediss://`, `rediss-cluster://` or `rediss-sentinel://`
+/// URL. Such a connection is always encrypted and the server certificate is
+/// always verified (chain and host name), unless [`insecure`](Self::insecure)
+/// says otherwise; there is no fallback to plaintext.
+#[derive(Clone, Debug, Default)]
+pub struct TlsOptions {
+    /// PEM file of the certificate authorities that sign the server's
+    /// certificate (a private CA, as managed Redis services hand out).
+    /// Default `None`: the system's root certificates.
+    pub ca_file: Option<PathBuf>,
+    /// PEM file of this client's certificate chain, for servers that require
+    /// mutual TLS (`tls-auth-clients yes`). Needs [`key_file`](Self::key_file).
+    /// Default `None`.
+    pub cert_file: Option<PathBuf>,
+    /// PEM file of the private key of [`cert_file`](Self::cert_file).
+    /// Default `None`.
+    pub key_file: Option<PathBuf>,
+    /// **Dangerous.** Accept any server certificate: traffic is still
+    /// encrypted, but anyone on the path can impersonate the server and read
+    /// every password and job. For a throwaway test server only; a warning is
+    /// logged on every connection made with it. Default `false`.
+    pub insecure: bool,
+}
+
+impl TlsOptions {
+    /// True when any option differs from the default.
+    pub fn is_set(&self) -> bool {
+        self.ca_file.is_some()
+            || self.cert_file.is_some()
+            || self.key_file.is_some()
+            || self.insecure
+    }
 }
 
 impl Default for ConnectionConfig {
@@ -32,6 +98,8 @@ impl Default for ConnectionConfig {
             command_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             reconnect_delay: Duration::from_millis(500),
+            tls: TlsOptions::default(),
+            durability: None,
         }
     }
 }
@@ -55,6 +123,8 @@ impl std::fmt::Debug for ConnectionConfig {
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("reconnect_delay", &self.reconnect_delay)
+            .field("tls", &self.tls)
+            .field("durability", &self.durability)
             .finish()
     }
 }

@@ -18,6 +18,8 @@ use tracing::{debug, warn};
 use crate::config::ConnectionConfig;
 use crate::error::{Error, Result};
 
+mod tls;
+
 /// A cheap-to-clone handle on the shared pool. Every Queue, Worker and actor of
 /// one process holds a clone of the same `Connection`.
 #[derive(Clone)]
@@ -48,9 +50,13 @@ impl Connection {
         if config.pool_size == 0 {
             return Err(Error::Config("pool_size must be at least 1".into()));
         }
-        let fred_config = Config::from_url(&config.url)?;
+        let mut fred_config = Config::from_url(&config.url)?;
+        tls::apply(&mut fred_config, &config.url, &config.tls)?;
         let pool = builder(&fred_config, &config).build_pool(config.pool_size)?;
-        pool.init().await?;
+        if let Err(e) = pool.init().await {
+            let _ = pool.quit().await;
+            return Err(explain_connect_error(&config, e));
+        }
         let conn = Connection {
             inner: Arc::new(Inner {
                 pool,
@@ -84,19 +90,45 @@ impl Connection {
 
     /// A new dedicated client for one blocking loop (BZPOPMIN, XREAD BLOCK):
     /// never shared, never replaying a command after a reconnect, optionally
-    /// named with `CLIENT SETNAME`.
+    /// named with `CLIENT SETNAME` (see [`Connection::name_client`]).
     pub async fn dedicated_client(&self, name: Option<&str>) -> Result<Client> {
         // The shared builder already forbids replaying commands after a
         // reconnect, which a blocking read must never be.
         let client = builder(&self.inner.fred_config, &self.inner.config).build()?;
         client.init().await?;
         if let Some(name) = name {
-            if let Err(e) = client.client_setname(name).await {
-                // Servers that refuse CLIENT are tolerated, as BullMQ does.
-                warn!(error = %e, "CLIENT SETNAME refused");
-            }
+            self.name_client(&client, name).await;
         }
         Ok(client)
+    }
+
+    /// `CLIENT SETNAME name` on `client`'s connections. A clustered client
+    /// has one connection per primary and a keyless command goes to any one
+    /// of them, so the name is set on every primary: whichever node serves
+    /// the queue's slot (now or after a failover) lists the worker, as
+    /// BullMQ's `getWorkers` expects. Servers that refuse CLIENT are
+    /// tolerated, as BullMQ does.
+    pub async fn name_client(&self, client: &Client, name: &str) {
+        use fred::interfaces::ClusterInterface;
+        let primaries = if client.is_clustered() {
+            client
+                .cached_cluster_state()
+                .map(|state| state.unique_primary_nodes())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if primaries.is_empty() {
+            if let Err(e) = client.client_setname(name).await {
+                warn!(error = %e, "CLIENT SETNAME refused");
+            }
+            return;
+        }
+        for node in primaries {
+            if let Err(e) = client.with_cluster_node(&node).client_setname(name).await {
+                warn!(error = %e, node = %node, "CLIENT SETNAME refused");
+            }
+        }
     }
 
     /// `SCRIPT LOAD`s every script of the catalogue, on every primary in a cluster.
@@ -126,25 +158,95 @@ impl Connection {
 
     /// Runs one script call: EVALSHA, pipelined with the other calls on the
     /// same connection; on NOSCRIPT the script is loaded again and the call
-    /// retried once (the first attempt did nothing, so this is safe).
+    /// retried once (the first attempt did nothing, so this is safe). In a
+    /// cluster, a call redirected away from a node that no longer owns its
+    /// slot (MOVED/ASK during a failover or a resharding) is resent, a few
+    /// times with a growing pause: a redirected call was not run.
     pub async fn call<C: ScriptCall>(&self, call: &C) -> Result<C::Output> {
         let script = call.script();
         let def = script.def().ok_or(Error::MissingScript(script.name()))?;
-        let args = evalsha_args(def.sha1, call);
+        let encoded = evalsha(def.sha1, call);
         let client = self.inner.pool.next();
-        let reply = match client.custom(evalsha_command(), args.clone()).await {
-            Err(e) if is_noscript(&e) => {
-                self.reload(client, script).await?;
-                client.custom(evalsha_command(), args).await?
+        let mut reloaded = false;
+        let mut redirects = 0;
+        let reply = loop {
+            match client.custom(encoded.0.clone(), encoded.1.clone()).await {
+                Err(e) if is_noscript(&e) && !reloaded => {
+                    reloaded = true;
+                    self.reload(client, script).await?;
+                }
+                Err(e) if was_redirected(&e) && redirects < MAX_REDIRECT_RESENDS => {
+                    redirects += 1;
+                    tokio::time::sleep(redirect_pause(redirects)).await;
+                }
+                other => break other?,
             }
-            other => other?,
         };
+        self.wait_for_replicas(client, &[&encoded.0]).await?;
         Ok(call.decode(to_reply(reply))?)
     }
 
+    /// The durability mode's `WAIT`, on the connection (and cluster node) that
+    /// ran the calls, once per distinct route.
+    async fn wait_for_replicas(
+        &self,
+        client: &Client,
+        routes: &[&fred::types::CustomCommand],
+    ) -> Result<()> {
+        let Some(d) = self.inner.config.durability else {
+            return Ok(());
+        };
+        let timeout_ms = i64::try_from(d.timeout.as_millis()).unwrap_or(i64::MAX);
+        let mut seen: Vec<&fred::types::ClusterHash> = Vec::new();
+        for route in routes {
+            if seen.contains(&&route.cluster_hash) {
+                continue;
+            }
+            seen.push(&route.cluster_hash);
+            let wait = fred::types::CustomCommand::new_static(
+                "WAIT",
+                route.cluster_hash.clone(),
+                // Not marked blocking: its own timeout is far below the
+                // command timeout, and the other calls pipelined behind it
+                // may wait those few milliseconds.
+                false,
+            );
+            let acked: i64 = client
+                .custom(
+                    wait,
+                    vec![Value::from(d.replicas as i64), Value::from(timeout_ms)],
+                )
+                .await?;
+            if acked < i64::from(d.replicas) {
+                if matches!(
+                    self.inner.fred_config.server,
+                    fred::types::config::ServerConfig::Sentinel { .. }
+                ) {
+                    // A primary whose replicas left was most likely demoted
+                    // by the sentinels; they are asked again now rather than
+                    // when it starts refusing writes (up to 10 s later).
+                    let stale = client.clone();
+                    tokio::spawn(async move {
+                        let _ = stale.force_reconnection().await;
+                    });
+                }
+                return Err(Error::Redis(fred::error::Error::new(
+                    fred::error::ErrorKind::IO,
+                    format!(
+                        "WAIT: {acked} of {} replicas acknowledged the write within {:?}; \
+                         it may not survive a failover",
+                        d.replicas, d.timeout
+                    ),
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Runs many calls of one type in one pipelined round trip and returns
-    /// each one's result in order. Calls refused with NOSCRIPT did nothing:
-    /// exactly those are resent once after the scripts are loaded again.
+    /// each one's result in order. Calls refused with NOSCRIPT, or redirected
+    /// to another cluster node, did nothing: exactly those are resent (after
+    /// the scripts are loaded again, for NOSCRIPT).
     pub async fn call_batch<C: ScriptCall>(&self, calls: &[C]) -> Vec<Result<C::Output>> {
         if calls.is_empty() {
             return Vec::new();
@@ -152,7 +254,7 @@ impl Connection {
         let mut encoded = Vec::with_capacity(calls.len());
         for c in calls {
             match c.script().def() {
-                Some(def) => encoded.push(evalsha_args(def.sha1, c)),
+                Some(def) => encoded.push(evalsha(def.sha1, c)),
                 None => {
                     return calls
                         .iter()
@@ -163,17 +265,48 @@ impl Connection {
         }
         let client = self.inner.pool.next();
         let mut raw = pipeline(client, &encoded).await;
-        let noscript: Vec<usize> = (0..raw.len())
-            .filter(|&i| matches!(&raw[i], Err(e) if is_noscript(e)))
-            .collect();
-        if !noscript.is_empty() {
-            if let Err(e) = self.load_scripts().await {
-                return vec_of_errors(calls.len(), &e);
+        let mut reloaded = false;
+        for round in 1..=MAX_REDIRECT_RESENDS {
+            let noscript = raw.iter().any(|r| matches!(r, Err(e) if is_noscript(e)));
+            if noscript && !reloaded {
+                reloaded = true;
+                if let Err(e) = self.load_scripts().await {
+                    return vec_of_errors(calls.len(), &e);
+                }
             }
-            let again: Vec<Vec<Value>> = noscript.iter().map(|&i| encoded[i].clone()).collect();
-            for (i, r) in noscript.into_iter().zip(pipeline(client, &again).await) {
+            let again: Vec<usize> = (0..raw.len())
+                .filter(|&i| match &raw[i] {
+                    Err(e) => (is_noscript(e) && round == 1) || was_redirected(e),
+                    Ok(_) => false,
+                })
+                .collect();
+            if again.is_empty() {
+                break;
+            }
+            if again
+                .iter()
+                .any(|&i| matches!(&raw[i], Err(e) if was_redirected(e)))
+            {
+                tokio::time::sleep(redirect_pause(round)).await;
+            }
+            let resend: Vec<_> = again.iter().map(|&i| encoded[i].clone()).collect();
+            for (i, r) in again.into_iter().zip(pipeline(client, &resend).await) {
                 raw[i] = r;
             }
+        }
+        let routes: Vec<&fred::types::CustomCommand> = encoded.iter().map(|(c, _)| c).collect();
+        if let Err(e) = self.wait_for_replicas(client, &routes).await {
+            // Every write of the batch is as uncertain as the WAIT.
+            let msg = e.to_string();
+            return calls
+                .iter()
+                .map(|_| {
+                    Err(Error::Redis(fred::error::Error::new(
+                        fred::error::ErrorKind::IO,
+                        msg.clone(),
+                    )))
+                })
+                .collect();
         }
         raw.into_iter()
             .zip(calls)
@@ -198,19 +331,46 @@ impl Connection {
     }
 }
 
+/// How often a call redirected by the cluster is resent before its error is
+/// returned; with [`redirect_pause`] this covers about 5 s of a slot moving.
+const MAX_REDIRECT_RESENDS: u32 = 8;
+
+fn redirect_pause(round: u32) -> Duration {
+    Duration::from_millis((25u64 << round.min(5)).min(1000))
+}
+
+/// True when fred gave up on a command because it was redirected (MOVED or
+/// ASK): every connection is built with one write attempt, so fred's retry
+/// after a redirection is refused with this error — and a redirected
+/// command was never run by Redis, so resending it is safe. (A command lost
+/// with a broken connection fails with an I/O error instead, and is not
+/// resent: it may have run.)
+fn was_redirected(e: &fred::error::Error) -> bool {
+    matches!(e.kind(), fred::error::ErrorKind::Unknown)
+        && e.details().starts_with("Too many failed write attempts")
+}
+
 /// EVALSHA goes out as a raw command. fred's typed `evalsha` is never
 /// pipelined: it waits for each reply before the next command goes out on that
 /// connection, because a NOSCRIPT inside a pipeline cannot be retried in place.
 /// Every call here is retried on its own after a NOSCRIPT (it did nothing), so
 /// pipelining is safe — and it lets concurrent jobs share a connection and a
 /// Redis read, which is most of the Redis CPU per job at high concurrency.
-fn evalsha_command() -> fred::types::CustomCommand {
-    // Routed by the first key (after the hash and numkeys).
-    fred::types::CustomCommand::new_static("EVALSHA", fred::types::ClusterHash::Offset(2), false)
+///
+/// The command carries the hash slot of the call's first key: fred 10 routes
+/// a custom command by its own hasher unless the slot is given explicitly,
+/// and its default hashes the first argument — the script's SHA — which
+/// sends the call to a random primary in a cluster (answered with MOVED).
+fn evalsha_command(keys: &[String]) -> fred::types::CustomCommand {
+    let route = match keys.first() {
+        Some(k) => fred::types::ClusterHash::Custom(fred::util::redis_keyslot(k.as_bytes())),
+        None => fred::types::ClusterHash::Random,
+    };
+    fred::types::CustomCommand::new_static("EVALSHA", route, false)
 }
 
-/// `sha numkeys keys… args…`.
-fn evalsha_args<C: ScriptCall>(sha: &str, call: &C) -> Vec<Value> {
+/// The routed command and `sha numkeys keys… args…`.
+fn evalsha<C: ScriptCall>(sha: &str, call: &C) -> (fred::types::CustomCommand, Vec<Value>) {
     let keys = call.keys();
     debug_assert_eq!(
         keys.len(),
@@ -219,13 +379,14 @@ fn evalsha_args<C: ScriptCall>(sha: &str, call: &C) -> Vec<Value> {
         call.script().name(),
         call.script().num_keys()
     );
+    let command = evalsha_command(&keys);
     let args = call.args();
     let mut all: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
     all.push(Value::String(sha.into()));
     all.push(Value::Integer(keys.len() as i64));
     all.extend(keys.into_iter().map(|k| Value::String(k.into())));
     all.extend(args.into_iter().map(|a| Value::Bytes(a.into_bytes())));
-    all
+    (command, all)
 }
 
 fn vec_of_errors<T>(n: usize, e: &Error) -> Vec<Result<T>> {
@@ -237,11 +398,11 @@ fn vec_of_errors<T>(n: usize, e: &Error) -> Vec<Result<T>> {
 
 async fn pipeline(
     client: &Client,
-    encoded: &[Vec<Value>],
+    encoded: &[(fred::types::CustomCommand, Vec<Value>)],
 ) -> Vec<std::result::Result<Value, fred::error::Error>> {
     let pipe = client.pipeline();
-    for args in encoded {
-        if let Err(e) = pipe.custom::<(), _>(evalsha_command(), args.clone()).await {
+    for (command, args) in encoded {
+        if let Err(e) = pipe.custom::<(), _>(command.clone(), args.clone()).await {
             return encoded.iter().map(|_| Err(e.clone())).collect();
         }
     }
@@ -285,6 +446,35 @@ fn builder(fred_config: &Config, config: &ConnectionConfig) -> Builder {
     })
     .set_policy(ReconnectPolicy::new_constant(0, delay));
     b
+}
+
+/// The first connection failed: say what the usual cause is when TLS is
+/// involved, since fred's own message ("connection reset", "invalid peer
+/// certificate") does not say which side is misconfigured.
+fn explain_connect_error(config: &ConnectionConfig, e: fred::error::Error) -> Error {
+    let url = crate::config::redacted_url(&config.url);
+    if e.details().to_ascii_lowercase().contains("refused") {
+        // Nothing listens there: no TLS hint would help.
+        return Error::Redis(e);
+    }
+    let hint = if tls::url_wants_tls(&config.url) {
+        let d = e.details().to_ascii_lowercase();
+        if d.contains("certificate") || d.contains("unknownissuer") || d.contains("invalid peer") {
+            "the server's TLS certificate was not accepted: give the CA that signed it (CA file), \
+             or check the host name it was issued for"
+        } else {
+            "TLS handshake failed: is the server listening for TLS on this port? \
+             (use redis:// for a plaintext server)"
+        }
+    } else if matches!(
+        e.kind(),
+        fred::error::ErrorKind::IO | fred::error::ErrorKind::Timeout
+    ) {
+        "the server hung up: if it speaks TLS only, use rediss://"
+    } else {
+        return Error::Redis(e);
+    };
+    Error::Config(format!("cannot connect to {url}: {e} ({hint})"))
 }
 
 /// Per-call options of a blocking command: a client-side timeout just above the

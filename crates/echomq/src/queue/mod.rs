@@ -246,7 +246,7 @@ impl Queue {
 }
 
 /// Scripts build job keys from the prefix, so on Redis Cluster every key of a
-/// queue must hash to one slot (docs/decisions.md §Key layout). Refuse a
+/// queue must hash to one slot (docs/decisions.md §4 Key layout). Refuse a
 /// layout that would cross slots, saying how to fix it.
 fn check_single_slot(keys: &QueueKeys) -> Result<()> {
     let slot = |k: &str| fred::util::redis_keyslot(k.as_bytes());

@@ -1,0 +1,298 @@
+//! A real Redis Cluster for the cluster tests: 3 primaries and 3 replicas of
+//! `redis-server --cluster-enabled yes` on free loopback ports, joined with
+//! `redis-cli --cluster create … --cluster-replicas 1`, with a short
+//! `cluster-node-timeout` so that a failover takes a few seconds. Every node
+//! is killed when the cluster is dropped.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Milliseconds without an answer before a node is marked failed.
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+
+struct Node {
+    child: Option<Child>,
+    port: u16,
+}
+
+/// A six-node cluster (3 primaries + 3 replicas).
+pub struct RedisCluster {
+    nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    /// Starts the six nodes, creates the cluster and waits until every node
+    /// says `cluster_state:ok`.
+    ///
+    /// Panics with a clear line when `redis-server` or `redis-cli` is missing.
+    pub fn start() -> RedisCluster {
+        let binary = crate::redis_server_binary();
+        let dir = tempfile::tempdir().expect("temp dir for the cluster");
+        let mut nodes = Vec::new();
+        while nodes.len() < 6 {
+            let (port, bus) = (crate::free_port(), crate::free_port());
+            if port == bus || nodes.iter().any(|n: &Node| n.port == port || n.port == bus) {
+                continue;
+            }
+            let node_dir: PathBuf = dir.path().join(port.to_string());
+            std::fs::create_dir_all(&node_dir).expect("node dir");
+            let mut child = Command::new(&binary)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--cluster-port",
+                    &bus.to_string(),
+                ])
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--dir", node_dir.to_str().expect("utf-8 temp path")])
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ])
+                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+                // A replica can take over only once it has synced; Redis
+                // waits 5 s by default before the first full sync.
+                .args(["--repl-diskless-sync-delay", "0"])
+                .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            if crate::wait_until_listening(port, &mut child) {
+                nodes.push(Node {
+                    child: Some(child),
+                    port,
+                });
+            } else {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let cluster = RedisCluster { nodes, _dir: dir };
+        let addrs: Vec<String> = cluster
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run redis-cli ({e}): install it (Debian/Ubuntu: `apt-get install redis-tools`)")
+            });
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        cluster.wait_healthy(Duration::from_secs(30));
+        cluster.wait_replicas_synced(Duration::from_secs(30));
+        cluster
+    }
+
+    /// Waits until every replica's link to its primary is up (a replica
+    /// that never synced cannot be promoted).
+    pub fn wait_replicas_synced(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let synced = self.ports().iter().all(|&p| {
+                let info = self.cli(p, &["INFO", "replication"]);
+                info.contains("role:master") || info.contains("master_link_status:up")
+            });
+            if synced {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replicas not synced after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `redis-cluster://127.0.0.1:<first port>?node=127.0.0.1:<port>&…`
+    /// with every node as a seed, so a client that connects after one node
+    /// died still finds the cluster (fred and the interop driver read it).
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .skip(1)
+            .map(|n| format!("node=127.0.0.1:{}", n.port))
+            .collect();
+        format!(
+            "redis-cluster://127.0.0.1:{}?{}",
+            self.nodes[0].port,
+            seeds.join("&")
+        )
+    }
+
+    /// `redis-cluster://127.0.0.1:<port>` with the first node as the only seed.
+    pub fn single_seed_url(&self) -> String {
+        format!("redis-cluster://127.0.0.1:{}", self.nodes[0].port)
+    }
+
+    /// The ports of the live nodes.
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.port)
+            .collect()
+    }
+
+    /// Runs `redis-cli -p <port> args…` and returns its output.
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The port of the primary that serves `key`'s slot, as a live node sees it.
+    pub fn primary_of(&self, key: &str) -> u16 {
+        let any = self.ports()[0];
+        let slot = self.cli(any, &["CLUSTER", "KEYSLOT", key]);
+        let slot: u16 = slot
+            .trim()
+            .parse()
+            .expect("CLUSTER KEYSLOT answers a number");
+        for line in self.cli(any, &["CLUSTER", "NODES"]).lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 9 || !f[2].contains("master") || f[2].contains("fail") {
+                continue;
+            }
+            let owns = f[8..].iter().any(|range| match range.split_once('-') {
+                Some((a, b)) => {
+                    (a.parse().unwrap_or(u16::MAX)..=b.parse().unwrap_or(0)).contains(&slot)
+                }
+                None => range.parse::<u16>().ok() == Some(slot),
+            });
+            if owns {
+                let addr = f[1].split('@').next().unwrap_or_default();
+                return addr
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .expect("node port");
+            }
+        }
+        panic!("no primary owns the slot of {key}");
+    }
+
+    /// The primaries' ports, as a live node sees them.
+    pub fn primaries(&self) -> Vec<u16> {
+        let any = self.ports()[0];
+        self.cli(any, &["CLUSTER", "NODES"])
+            .lines()
+            .filter_map(|line| {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 8 || !f[2].contains("master") || f[2].contains("fail") {
+                    return None;
+                }
+                let addr = f[1].split('@').next()?;
+                addr.rsplit(':').next()?.parse().ok()
+            })
+            .collect()
+    }
+
+    /// Migrates the slot of `key` to the primary on `to`, live, as
+    /// `redis-cli --cluster reshard` does: IMPORTING/MIGRATING, `MIGRATE` of
+    /// its keys in batches of 10, then `SETSLOT … NODE` on every primary.
+    /// Returns how many keys moved.
+    pub fn move_slot_of(&self, key: &str, to: u16) -> usize {
+        let from = self.primary_of(key);
+        let slot = self
+            .cli(from, &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .to_owned();
+        let from_id = self.cli(from, &["CLUSTER", "MYID"]).trim().to_owned();
+        let to_id = self.cli(to, &["CLUSTER", "MYID"]).trim().to_owned();
+        let ok = |out: String, what: &str| assert!(out.trim() == "OK", "{what}: {out}");
+        ok(
+            self.cli(to, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]),
+            "IMPORTING",
+        );
+        ok(
+            self.cli(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
+            "MIGRATING",
+        );
+        let mut moved = 0;
+        loop {
+            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "10"]);
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let port = to.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(keys.iter().copied());
+            let out = self.cli(from, &args);
+            assert!(
+                out.trim() == "OK" || out.trim() == "NOKEY",
+                "MIGRATE: {out}"
+            );
+            moved += keys.len();
+        }
+        for p in self.primaries() {
+            ok(
+                self.cli(p, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
+                "SETSLOT NODE",
+            );
+        }
+        moved
+    }
+
+    /// SIGKILLs the node on `port` (a crash; its replica takes over after
+    /// the node timeout).
+    pub fn kill(&mut self, port: u16) {
+        for n in &mut self.nodes {
+            if n.port == port {
+                if let Some(mut c) = n.child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+        }
+    }
+
+    /// Waits until every live node reports `cluster_state:ok` and knows the
+    /// same set of primaries serving all slots.
+    pub fn wait_healthy(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ok = self.ports().iter().all(|&p| {
+                let info = self.cli(p, &["CLUSTER", "INFO"]);
+                info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cluster not healthy after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}

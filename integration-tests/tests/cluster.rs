@@ -1,0 +1,182 @@
+//! EchoMQ on a real Redis Cluster (3 primaries + 3 replicas): the four
+//! actors' lifecycle on hash-tagged queues spread over the three primaries
+//! and worked by one process, BullMQ Node (ioredis Cluster) and EchoMQ on one
+//! queue both ways (jobs, and the worker listed by Node's getWorkers), and a
+//! SIGKILLed primary under load: its replica takes over and work carries on.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use echomq::worker::processor_fn;
+use echomq::{
+    Connection, ConnectionConfig, JobOptions, JobState, Queue, WorkerArgs, WorkerSetSpec,
+};
+use echomq_integration_tests::cluster::RedisCluster;
+use echomq_integration_tests::{bullmq, topology, NullSupervisor};
+use ractor::Actor;
+use serde_json::json;
+
+async fn connect(cluster: &RedisCluster) -> Connection {
+    Connection::connect(ConnectionConfig::with_url(cluster.url()))
+        .await
+        .expect("connect to the cluster")
+}
+
+/// Hash-tagged queue names whose slots are served by `n` different primaries.
+fn queues_on_distinct_primaries(cluster: &RedisCluster, n: usize) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    let mut names = Vec::new();
+    for i in 0.. {
+        let name = format!("{{q{i}}}");
+        if seen.insert(cluster.primary_of(&format!("emq:{name}:wait"))) {
+            names.push(name);
+        }
+        if names.len() == n {
+            return names;
+        }
+    }
+    unreachable!()
+}
+
+async fn wait_states(q: &Queue, ids: &[String], want: JobState, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut pending = Vec::new();
+        for id in ids {
+            if q.get_state(id).await.unwrap() != want {
+                pending.push(id.clone());
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not {want:?} after {limit:?}: {pending:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_on_three_primaries_and_bullmq_node_on_one_cluster() {
+    let cluster = RedisCluster::start();
+    let conn = connect(&cluster).await;
+
+    // A name that would spread a queue over slots is refused, saying how to fix it.
+    let err = Queue::new(&conn, "orders").await.unwrap_err().to_string();
+    assert!(
+        err.contains("hash tag") && err.contains("{orders}"),
+        "{err}"
+    );
+    // A single seed is enough to start (the shape of the issue's command).
+    let single = Connection::connect_url(&cluster.single_seed_url())
+        .await
+        .unwrap();
+    single.close().await;
+
+    // Three queues, each on its own primary, worked at once by this process.
+    let names = queues_on_distinct_primaries(&cluster, 3);
+    let started = Instant::now();
+    let (a, b, c) = tokio::join!(
+        topology::four_actors(&conn, &names[0]),
+        topology::four_actors(&conn, &names[1]),
+        topology::four_actors(&conn, &names[2]),
+    );
+    for run in [&a, &b, &c] {
+        assert_eq!(run.completed.len(), 23, "{run:?}");
+        assert_eq!(run.failed.len(), 1, "{run:?}");
+        assert!(run.scheduled_completed >= 2, "{run:?}");
+        assert!(run.completed.is_subset(&run.completed_events), "{run:?}");
+    }
+    eprintln!(
+        "cluster: 3 queues x 26 jobs on 3 primaries ({names:?}) in {:?}",
+        started.elapsed()
+    );
+
+    // BullMQ Node adds, EchoMQ's worker tree (the issue's `echomq work '{mix}'`) takes them.
+    let url = cluster.url();
+    let jobs: Vec<_> = (0..5)
+        .map(|i| json!({ "name": "n", "data": { "i": i } }))
+        .collect();
+    let node_ids: Vec<String> =
+        serde_json::from_value(bullmq("add-jobs", &url, "{mix}", json!({ "jobs": jobs }))).unwrap();
+    let q = Queue::new(&conn, "{mix}").await.unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let mut args = WorkerArgs::new(
+        q.clone(),
+        processor_fn(|ctx: echomq::JobContext| async move { Ok(ctx.data().clone()) }),
+    );
+    args.options.name = Some("rust-on-cluster".into());
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    wait_states(&q, &node_ids, JobState::Completed, Duration::from_secs(10)).await;
+    let workers = bullmq("workers", &url, "{mix}", json!({}));
+    assert!(
+        workers.as_array().unwrap().iter().any(|w| w["rawname"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(":w:rust-on-cluster"))),
+        "Node's getWorkers lists the EchoMQ worker: {workers}"
+    );
+    set.worker.stop(None);
+    set.lock_manager.stop(None);
+    if let Some(sc) = &set.stalled_checker {
+        sc.stop(None);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // EchoMQ adds, BullMQ Node's worker (ioredis Cluster) takes them.
+    let mut rust_ids = Vec::new();
+    for i in 0..3 {
+        rust_ids.push(
+            q.add("r", &json!({ "i": i }), JobOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    let seen = bullmq("work-for", &url, "{mix}", json!({ "ms": 2000 }));
+    let by_node: BTreeSet<String> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    for id in &rust_ids {
+        assert!(by_node.contains(id), "Node processed {id}: {seen}");
+    }
+    wait_states(&q, &rust_ids, JobState::Completed, Duration::from_secs(5)).await;
+    host.stop(None);
+    conn.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_is_replaced_and_work_carries_on() {
+    let mut cluster = RedisCluster::start();
+    let conn = connect(&cluster).await;
+    let queue = "{failover}";
+    let load = topology::Load::start(&conn, queue).await;
+    load.wait_for_adds(100, Duration::from_secs(10)).await;
+    let victim = cluster.primary_of(&format!("emq:{queue}:wait"));
+    let before = load.acked();
+    cluster.kill(victim);
+    // The replica is promoted after the node timeout; adds succeed again.
+    let recovered = load.wait_for_adds(10, Duration::from_secs(30)).await;
+    cluster.wait_healthy(Duration::from_secs(30));
+    assert_ne!(cluster.primary_of(&format!("emq:{queue}:wait")), victim);
+    load.wait_for_adds(100, Duration::from_secs(10)).await;
+    let report = load.finish().await;
+    eprintln!(
+        "cluster failover: {report:?}; {before} adds before the SIGKILL, \
+         adds flowing again {recovered:?} after it"
+    );
+    // Every acknowledged job that survived is completed; the ones Redis's
+    // asynchronous replication lost are counted above, not hidden.
+    assert_eq!(report.completed + report.lost.len(), report.acked);
+    assert!(
+        report.completed > before,
+        "work carried on after the failover"
+    );
+    conn.close().await;
+}
