@@ -452,12 +452,19 @@ async fn stats(conn: &Connection, q: &Queue) -> Res {
     }
     let schedulers: u64 = conn.pool().zcard(q.keys().repeat()).await?;
     anstream::println!("  {:<17}{schedulers}", "schedulers");
-    let list: String = conn
-        .pool()
-        .next()
-        .client_list::<String, String>(None, None)
-        .await
-        .unwrap_or_default();
+    // On a cluster the worker connections are listed by the node that serves
+    // the queue's slot (blocking reads go there).
+    let client = conn.pool().next();
+    let list: String = match echomq::Connection::node_for_key(client, &q.keys().marker()) {
+        Some(node) => {
+            client
+                .with_cluster_node(&node)
+                .client_list::<String, String>(None, None)
+                .await
+        }
+        None => client.client_list::<String, String>(None, None).await,
+    }
+    .unwrap_or_default();
     let base = q.keys().worker_client_name(None);
     let workers: Vec<String> = list
         .lines()

@@ -131,6 +131,18 @@ impl Connection {
         }
     }
 
+    /// The primary serving `key`'s slot on a clustered client (`None` on a
+    /// single server): where keyless commands about a connection that blocks
+    /// on `key` must go (`CLIENT ID`, `CLIENT UNBLOCK`).
+    pub fn node_for_key(client: &Client, key: &str) -> Option<fred::types::config::Server> {
+        use fred::interfaces::ClusterInterface;
+        if !client.is_clustered() {
+            return None;
+        }
+        let slot = fred::util::redis_keyslot(key.as_bytes());
+        client.cached_cluster_state()?.get_server(slot).cloned()
+    }
+
     /// `SCRIPT LOAD`s every script of the catalogue, on every primary in a cluster.
     pub async fn load_scripts(&self) -> Result<()> {
         let clustered = self.inner.pool.next().is_clustered();

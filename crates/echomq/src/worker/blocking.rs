@@ -28,6 +28,9 @@ pub(crate) const WATCHDOG_MARGIN: Duration = Duration::from_millis(2000);
 /// The dedicated client and the liveness of the read it runs.
 pub(crate) struct BlockingConn {
     conn: Connection,
+    /// The key the reads block on (the marker): on a cluster, the node that
+    /// serves it is the one that knows this connection's id.
+    route_key: String,
     client: Mutex<Option<(Client, Option<i64>)>>,
     /// ms after which a pending BZPOPMIN is overdue; 0 when none is pending.
     deadline: AtomicU64,
@@ -36,9 +39,10 @@ pub(crate) struct BlockingConn {
 }
 
 impl BlockingConn {
-    pub fn new(conn: Connection) -> Self {
+    pub fn new(conn: Connection, route_key: String) -> Self {
         BlockingConn {
             conn,
+            route_key,
             client: Mutex::new(None),
             deadline: AtomicU64::new(0),
             heartbeat: AtomicU64::new(0),
@@ -69,8 +73,8 @@ impl BlockingConn {
         let current = lock(&self.client).as_ref().map(|(c, _)| c.clone());
         if let Some(client) = current {
             if drain_reconnects(reconnects) {
-                let _ = client.client_setname(name).await;
-                let id: Option<i64> = client.client_id().await.ok();
+                self.conn.name_client(&client, name).await;
+                let id = self.client_id(&client).await;
                 if let Some(entry) = lock(&self.client).as_mut() {
                     entry.1 = id;
                 }
@@ -80,25 +84,42 @@ impl BlockingConn {
         }
         let client = self.conn.dedicated_client(Some(name)).await?;
         *reconnects = Some(client.reconnect_rx());
-        let id: Option<i64> = client.client_id().await.ok();
+        let id = self.client_id(&client).await;
         info!(client_id = ?id, name, "blocking connection opened");
         *lock(&self.client) = Some((client.clone(), id));
         Ok(client)
     }
 
+    /// The server-side id of the connection that blocks on the route key.
+    async fn client_id(&self, client: &Client) -> Option<i64> {
+        match Connection::node_for_key(client, &self.route_key) {
+            Some(node) => client.with_cluster_node(&node).client_id().await.ok(),
+            None => client.client_id().await.ok(),
+        }
+    }
+
     /// Drops the client: unblocks it server-side (through the pool, since the
-    /// connection itself may be stuck) and quits it in the background.
+    /// connection itself may be stuck, and on a cluster through the node that
+    /// serves the route key, the only one that knows the id) and quits it in
+    /// the background.
     pub fn discard(&self) {
         let Some((client, id)) = lock(&self.client).take() else {
             return;
         };
         let pool = self.conn.pool().clone();
+        let route_key = self.route_key.clone();
         tokio::spawn(async move {
             if let Some(id) = id {
-                let _ = pool
-                    .next()
-                    .client_unblock::<Value, _>(id, Some(ClientUnblockFlag::Timeout))
-                    .await;
+                let next = pool.next();
+                let flag = Some(ClientUnblockFlag::Timeout);
+                let _ = match Connection::node_for_key(next, &route_key) {
+                    Some(node) => {
+                        next.with_cluster_node(&node)
+                            .client_unblock::<Value, _>(id, flag)
+                            .await
+                    }
+                    None => next.client_unblock::<Value, _>(id, flag).await,
+                };
             }
             let _ = tokio::time::timeout(Duration::from_secs(2), client.quit()).await;
         });

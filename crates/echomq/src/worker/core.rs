@@ -95,7 +95,7 @@ impl WorkerCore {
         WorkerCore {
             name: opts.name.as_deref().map(Arc::from),
             gate: Arc::new(SlotGate::new(opts.concurrency)),
-            blocking: BlockingConn::new(queue.connection().clone()),
+            blocking: BlockingConn::new(queue.connection().clone(), queue.keys().marker()),
             queue,
             processor,
             opts,
