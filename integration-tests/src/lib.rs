@@ -115,7 +115,7 @@ impl Drop for RedisServer {
     }
 }
 
-fn redis_server_binary() -> PathBuf {
+pub(crate) fn redis_server_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("REDIS_SERVER") {
         return PathBuf::from(p);
     }
@@ -132,14 +132,14 @@ fn redis_server_binary() -> PathBuf {
     panic!("redis-server not found: install it (Debian/Ubuntu: `apt-get install redis-server`, macOS: `brew install redis`) or set REDIS_SERVER");
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
 }
 
-fn wait_until_listening(port: u16, child: &mut Child) -> bool {
+pub(crate) fn wait_until_listening(port: u16, child: &mut Child) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
@@ -450,6 +450,7 @@ pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() ->
     panic!("timed out after {limit:?} waiting for {what}");
 }
 
+pub mod restartable;
 pub mod simulated;
 
 /// Reading and driving Redis state directly in tests, with panics on error

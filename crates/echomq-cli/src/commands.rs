@@ -17,6 +17,10 @@ use crate::style::{self, paint};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 pub async fn run(cli: Cli) -> Res {
+    if matches!(cli.command, Command::Work(_)) {
+        // main hands `work` to crate::service, which has its own exit codes.
+        return Err("`echomq work` is run by the service module".into());
+    }
     if matches!(cli.command, Command::Demo) {
         let conn = Connection::connect(ConnectionConfig {
             url: cli.url.clone(),
@@ -77,8 +81,8 @@ fn queue_of(c: &Command) -> &str {
         | Command::Clean { queue, .. }
         | Command::Events { queue, .. }
         | Command::Audit { queue }
-        | Command::Work { queue, .. }
         | Command::Schedulers { queue, .. } => queue,
+        Command::Work(_) => "work",
         Command::Demo => "demo",
     }
 }
@@ -88,7 +92,6 @@ enum Plan {
     None,
     Add(Box<(serde_json::Value, JobOptions)>),
     Bulk(Vec<NewJob>),
-    Work(crate::work::Synthetic),
     Scheduler(Box<echomq::SchedulerSpec>),
 }
 
@@ -168,22 +171,6 @@ impl Plan {
                 // "bad arguments never write" independent of the order there.
                 spec.validate(echomq::clock::now_ms())?;
                 Plan::Scheduler(Box::new(spec))
-            }
-            Command::Work {
-                processor,
-                concurrency,
-                lock_duration,
-                stalled_interval,
-                ..
-            } => {
-                let p: crate::work::Synthetic = processor.parse()?;
-                if *concurrency == 0 {
-                    return Err("--concurrency must be at least 1".into());
-                }
-                if *lock_duration == 0 || *stalled_interval == 0 {
-                    return Err("--lock-duration and --stalled-interval must be positive".into());
-                }
-                Plan::Work(p)
             }
             Command::Retry {
                 id: None,
@@ -315,32 +302,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             Ok(())
         }
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
-        Command::Work {
-            concurrency,
-            lock_duration,
-            stalled_interval,
-            max_jobs,
-            name,
-            quiet,
-            ..
-        } => {
-            let Plan::Work(processor) = plan else {
-                unreachable!()
-            };
-            crate::work::work(
-                q.clone(),
-                crate::work::WorkSettings {
-                    concurrency,
-                    processor,
-                    lock_duration: Duration::from_millis(lock_duration),
-                    stalled_interval: Duration::from_millis(stalled_interval),
-                    max_jobs,
-                    name,
-                    quiet,
-                },
-            )
-            .await
-        }
+        Command::Work(_) => Ok(()),
         Command::Demo => unreachable!("handled before connecting"),
         Command::Schedulers { action, .. } => {
             let schedulers = echomq::JobSchedulers::new(conn, q.name())?;
