@@ -401,6 +401,15 @@ mod tests {
         .unwrap();
         assert_eq!(r.url, "redis://flag:2", "flag over env");
         assert_eq!(r.queue, "q");
+        let (cli, src, args) = parse(&["echomq", "work", "q", "--url", "redis://flag:2"]);
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "ECHOMQ_URL").then(|| "redis://env:3".into())
+        })
+        .unwrap();
+        assert_eq!(
+            r.url, "redis://flag:2",
+            "a global flag after the subcommand counts as a flag"
+        );
         let (cli, src, args) = parse(&["echomq", "work", "q", "--config", cfg]);
         let r = resolve(&cli, src, &args, |k| {
             (k == "ECHOMQ_URL").then(|| "redis://env:3".into())

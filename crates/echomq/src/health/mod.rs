@@ -10,7 +10,7 @@
 //!   counts as ready; closing, or running without its LockManager, does not).
 //!
 //! [`HealthCheck`] is the library call, for hosts that serve their own
-//! endpoints; with the `health-server` feature, [`serve`] exposes it as
+//! endpoints; with the `health-server` feature, `health::serve` exposes it as
 //! `GET /livez` and `GET /readyz` (200 or 503, one line per check).
 //!
 //! [`HostSupervisor`]: crate::HostSupervisor
