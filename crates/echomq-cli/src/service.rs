@@ -22,7 +22,7 @@ use crate::work::{Synthetic, WorkSettings};
 /// default named in its help.
 #[derive(Clone, Debug, Default, Args)]
 pub struct WorkArgs {
-    /// The queue to work on [env: ECHOMQ_QUEUE] [file: queue].
+    /// The queue to work on (file key: `queue`).
     #[arg(env = "ECHOMQ_QUEUE")]
     pub queue: Option<String>,
     /// A TOML file with any of these options (snake_case keys, and `url`, `prefix`).
