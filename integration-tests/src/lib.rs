@@ -455,6 +455,7 @@ pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() ->
     panic!("timed out after {limit:?} waiting for {what}");
 }
 
+pub mod restartable;
 pub mod simulated;
 
 /// Reading and driving Redis state directly in tests, with panics on error

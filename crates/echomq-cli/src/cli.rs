@@ -231,31 +231,11 @@ pub enum Command {
         action: SchedulerAction,
     },
     /// Run a worker tree (Worker + LockManager + StalledChecker) with a synthetic
-    /// processor; prints a line per second; SIGINT/SIGTERM close it in order.
-    Work {
-        queue: String,
-        /// Jobs run at the same time.
-        #[arg(long, default_value_t = 1)]
-        concurrency: usize,
-        /// sleep:MS | echo | fail | fail-rate:P | cpu:MS
-        #[arg(long, default_value = "echo")]
-        processor: String,
-        /// Lock TTL in ms.
-        #[arg(long, default_value_t = 30_000)]
-        lock_duration: u64,
-        /// Stalled-check interval in ms.
-        #[arg(long, default_value_t = 30_000)]
-        stalled_interval: u64,
-        /// Stop after this many processed jobs.
-        #[arg(long)]
-        max_jobs: Option<u64>,
-        /// Worker name (listed by BullMQ's getWorkers).
-        #[arg(long)]
-        name: Option<String>,
-        /// No per-second lines.
-        #[arg(long)]
-        quiet: bool,
-    },
+    /// processor, as a service: waits for Redis, rides out outages, serves
+    /// health endpoints; prints a line per second; SIGINT/SIGTERM close it in
+    /// order. Every option also comes from `ECHOMQ_*` and `--config FILE`
+    /// (precedence: flag > env > file > default; docs/deployment.md §Running as a service).
+    Work(crate::service::WorkArgs),
 }
 
 /// `schedulers <queue> …`

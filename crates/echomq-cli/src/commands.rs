@@ -17,6 +17,10 @@ use crate::style::{self, paint};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 pub async fn run(cli: Cli) -> Res {
+    if matches!(cli.command, Command::Work(_)) {
+        // main hands `work` to crate::service, which has its own exit codes.
+        return Err("`echomq work` is run by the service module".into());
+    }
     if matches!(cli.command, Command::Demo) {
         let conn = Connection::connect(cli.connection_config()).await?;
         let r = crate::demo::demo(conn.clone(), &cli.url).await;
@@ -67,8 +71,8 @@ fn queue_of(c: &Command) -> &str {
         | Command::Clean { queue, .. }
         | Command::Events { queue, .. }
         | Command::Audit { queue }
-        | Command::Work { queue, .. }
         | Command::Schedulers { queue, .. } => queue,
+        Command::Work(_) => "work",
         Command::Demo => "demo",
     }
 }
@@ -78,7 +82,6 @@ enum Plan {
     None,
     Add(Box<(serde_json::Value, JobOptions)>),
     Bulk(Vec<NewJob>),
-    Work(crate::work::WorkSettings),
     Scheduler(Box<echomq::SchedulerSpec>),
 }
 
@@ -88,7 +91,6 @@ impl Plan {
             Command::Add { data, opts, .. } => Plan::Add(Box::new(add_plan(data, opts)?)),
             Command::AddBulk { file, .. } => Plan::Bulk(read_bulk_file(file)?),
             Command::Schedulers { action, .. } => scheduler_plan(action)?,
-            Command::Work { .. } => work_plan(c)?,
             Command::Retry {
                 id: None,
                 all: false,
@@ -175,38 +177,6 @@ fn scheduler_plan(action: &SchedulerAction) -> Res<Plan> {
     Ok(Plan::Scheduler(Box::new(spec)))
 }
 
-fn work_plan(c: &Command) -> Res<Plan> {
-    let Command::Work {
-        processor,
-        concurrency,
-        lock_duration,
-        stalled_interval,
-        max_jobs,
-        name,
-        quiet,
-        ..
-    } = c
-    else {
-        return Ok(Plan::None);
-    };
-    let processor: crate::work::Synthetic = processor.parse()?;
-    if *concurrency == 0 {
-        return Err("--concurrency must be at least 1".into());
-    }
-    if *lock_duration == 0 || *stalled_interval == 0 {
-        return Err("--lock-duration and --stalled-interval must be positive".into());
-    }
-    Ok(Plan::Work(crate::work::WorkSettings {
-        concurrency: *concurrency,
-        processor,
-        lock_duration: Duration::from_millis(*lock_duration),
-        stalled_interval: Duration::from_millis(*stalled_interval),
-        max_jobs: *max_jobs,
-        name: name.clone(),
-        quiet: *quiet,
-    }))
-}
-
 fn add_options(o: &AddOpts) -> Res<JobOptions> {
     let mut opts = JobOptions {
         delay: o.delay,
@@ -268,12 +238,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             ..
         } => clean(q, state, grace, limit).await,
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
-        Command::Work { .. } => {
-            let Plan::Work(settings) = plan else {
-                unreachable!()
-            };
-            crate::work::work(q.clone(), settings).await
-        }
+        Command::Work(_) => Ok(()),
         Command::Demo => unreachable!("handled before connecting"),
         Command::Schedulers { action, .. } => schedulers(conn, q, action, plan).await,
         Command::Audit { .. } => audit(conn, q).await,

@@ -1,32 +1,63 @@
 //! `echomq`: the operator's command for EchoMQ queues.
 //!
 //! Every command validates its arguments before connecting, so a bad argument
-//! never writes anything. Errors are one line on stderr and a non-zero exit.
+//! never writes anything. Errors are one line on stderr and a non-zero exit:
+//! 2 for a configuration error, 3 when Redis cannot be reached, 4 when it
+//! refuses us or does not suit a queue, 1 for anything else
+//! (`docs/deployment.md §Running as a service`).
 
 mod cli;
 mod commands;
 mod demo;
+mod service;
 mod style;
 mod work;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 #[tokio::main]
 async fn main() {
-    let cli = cli::Cli::parse();
+    let matches = cli::Cli::command().get_matches();
+    let cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if cli.tls_insecure {
-        anstream::eprintln!(
-            "{}warning:{} --tls-insecure: the server's TLS certificate is NOT verified",
-            style::ERR.render(),
-            style::ERR.render_reset()
-        );
+        print_warning("--tls-insecure: the server's TLS certificate is NOT verified");
     }
+    if let cli::Command::Work(args) = &cli.command {
+        let sources = service::GlobalSources::of(&matches);
+        std::process::exit(service::main(&cli, sources, args).await);
+    }
+    let url = cli.url.clone();
     if let Err(e) = commands::run(cli).await {
-        anstream::eprintln!(
-            "{}error:{} {e}",
-            style::ERR.render(),
-            style::ERR.render_reset()
-        );
-        std::process::exit(1);
+        // Errors of the runtime get their readable line and exit code.
+        let code = match e.downcast_ref::<echomq::Error>() {
+            Some(err) => {
+                let d = echomq::diagnose::diagnose(err, Some(&url));
+                print_error(&d.message);
+                d.class.exit_code()
+            }
+            None => {
+                print_error(&e.to_string());
+                1
+            }
+        };
+        std::process::exit(code);
     }
+}
+
+/// One `warning: …` line on stderr.
+pub(crate) fn print_warning(message: &str) {
+    anstream::eprintln!(
+        "{}warning:{} {message}",
+        style::ERR.render(),
+        style::ERR.render_reset()
+    );
+}
+
+/// One `error: …` line on stderr.
+pub(crate) fn print_error(message: &str) {
+    anstream::eprintln!(
+        "{}error:{} {message}",
+        style::ERR.render(),
+        style::ERR.render_reset()
+    );
 }

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use echomq::health::{HealthCheck, HealthServer};
 use echomq::worker::{processor_fn, JobContext, ProcessError};
 use echomq::{
-    HostSupervisor, HostSupervisorMsg, LockManagerMsg, Queue, RestartIntensity, WorkerArgs,
-    WorkerMsg, WorkerOptions, WorkerSetSpec,
+    Connection, HostSupervisor, HostSupervisorMsg, LockManagerMsg, Queue, RestartIntensity,
+    WorkerArgs, WorkerMsg, WorkerOptions, WorkerSetSpec,
 };
 use ractor::{call_t, Actor};
 use serde_json::{json, Value};
@@ -91,6 +92,7 @@ fn rand_unit() -> f64 {
 }
 
 /// Settings of `echomq work`.
+#[derive(Debug)]
 pub struct WorkSettings {
     pub concurrency: usize,
     pub processor: Synthetic,
@@ -99,11 +101,15 @@ pub struct WorkSettings {
     pub max_jobs: Option<u64>,
     pub name: Option<String>,
     pub quiet: bool,
+    /// How long running jobs may finish at shutdown.
+    pub close_timeout: Duration,
 }
 
 pub async fn work(
+    conn: Connection,
     queue: Queue,
     settings: WorkSettings,
+    health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let kind = settings.processor.clone();
     let processor = processor_fn(move |ctx| run_synthetic(kind.clone(), ctx));
@@ -125,6 +131,9 @@ pub async fn work(
         Box::new(WorkerSetSpec::new(args))
     )
     .map_err(|e| e.to_string())??;
+    if let Some(server) = health {
+        server.attach(HealthCheck::new(conn, host.clone()).worker_set(set_id));
+    }
     let started = Instant::now();
     let mut last_processed = 0u64;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -156,13 +165,13 @@ pub async fn work(
         }
     };
     // The ordered shutdown (HostSupervisor's Close): stop fetching, let running
-    // jobs finish (10 s) while their locks are renewed, move the rest back to
+    // jobs finish (--close-timeout) while their locks are renewed, move the rest back to
     // wait; then the LockManager and StalledChecker; then the supervisor.
     let report = call_t!(
         host,
         HostSupervisorMsg::Close,
-        20_000,
-        Duration::from_secs(10)
+        settings.close_timeout.as_millis() as u64 + 10_000,
+        settings.close_timeout
     )
     .map_err(|e| e.to_string())?;
     for (_, closed) in report.worker_sets {

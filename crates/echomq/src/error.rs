@@ -52,6 +52,10 @@ pub enum Error {
     /// A job scheduler definition was refused before anything was written.
     #[error(transparent)]
     Scheduler(#[from] crate::schedule::SchedulerError),
+    /// The server does not suit a queue (version, eviction policy, cluster
+    /// slots): see [`crate::diagnose::check_server`].
+    #[error(transparent)]
+    Server(#[from] crate::diagnose::ServerProblem),
 }
 
 impl From<echomq_protocol::ReplyError> for Error {

@@ -26,8 +26,11 @@
 pub mod audit;
 pub mod clock;
 pub mod config;
+pub mod connect;
 pub mod connection;
+pub mod diagnose;
 pub mod error;
+pub mod health;
 pub mod host_supervisor;
 pub mod job_scheduler;
 pub mod lock_manager;
@@ -41,7 +44,9 @@ pub mod supervision;
 pub mod worker;
 
 pub use config::ConnectionConfig;
+pub use connect::RetryPolicy;
 pub use connection::Connection;
+pub use diagnose::{Diagnosis, FailureClass};
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};

@@ -1,0 +1,447 @@
+//! `echomq work` as a service: its settings from flags, `ECHOMQ_*`
+//! variables and a TOML file (in that precedence, then the defaults), its
+//! logs (text or JSON), the start-up that waits for Redis, and the exit
+//! codes of `docs/deployment.md §Running as a service`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, ValueEnum};
+use echomq::diagnose::{self, FailureClass};
+use echomq::{Connection, Queue, RetryPolicy};
+use serde::Deserialize;
+use tracing::warn;
+
+use crate::cli::Cli;
+use crate::work::{Synthetic, WorkSettings};
+
+/// Options of `echomq work`. Each is optional here: a value missing from
+/// the command line and the environment comes from the file, then from the
+/// default named in its help.
+#[derive(Clone, Debug, Default, Args)]
+pub struct WorkArgs {
+    /// The queue to work on (file key: `queue`).
+    #[arg(env = "ECHOMQ_QUEUE")]
+    pub queue: Option<String>,
+    /// A TOML file with any of these options (snake_case keys, and `url`, `prefix`).
+    #[arg(long, env = "ECHOMQ_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Jobs run at the same time [default: 1].
+    #[arg(long, env = "ECHOMQ_CONCURRENCY")]
+    pub concurrency: Option<usize>,
+    /// sleep:MS | echo | fail | fail-rate:P | cpu:MS [default: echo].
+    #[arg(long, env = "ECHOMQ_PROCESSOR")]
+    pub processor: Option<String>,
+    /// Lock TTL in ms [default: 30000].
+    #[arg(long, env = "ECHOMQ_LOCK_DURATION")]
+    pub lock_duration: Option<u64>,
+    /// Stalled-check interval in ms [default: 30000].
+    #[arg(long, env = "ECHOMQ_STALLED_INTERVAL")]
+    pub stalled_interval: Option<u64>,
+    /// Stop after this many processed jobs.
+    #[arg(long, env = "ECHOMQ_MAX_JOBS")]
+    pub max_jobs: Option<u64>,
+    /// Worker name (listed by BullMQ's getWorkers).
+    #[arg(long, env = "ECHOMQ_NAME")]
+    pub name: Option<String>,
+    /// No per-second lines (`--quiet` or `--quiet=false`).
+    #[arg(long, env = "ECHOMQ_QUIET", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub quiet: Option<bool>,
+    /// Give up connecting at start-up after this many ms [default: wait for Redis forever].
+    #[arg(long, env = "ECHOMQ_CONNECT_TIMEOUT")]
+    pub connect_timeout: Option<u64>,
+    /// Serve /livez and /readyz on this address, e.g. 127.0.0.1:8080.
+    #[arg(long, env = "ECHOMQ_HEALTH_ADDR")]
+    pub health_addr: Option<SocketAddr>,
+    /// How long running jobs may finish at SIGTERM before they go back to wait, ms [default: 10000].
+    #[arg(long, env = "ECHOMQ_CLOSE_TIMEOUT")]
+    pub close_timeout: Option<u64>,
+    /// Log lines as text or JSON [default: text].
+    #[arg(long, env = "ECHOMQ_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Log filter: a level (`info`) or EnvFilter directives (`echomq=debug,warn`);
+    /// without it RUST_LOG is read [default: info].
+    #[arg(long, env = "ECHOMQ_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// Run on a server whose maxmemory-policy is not noeviction (a warning instead of exit 4).
+    #[arg(long, env = "ECHOMQ_ALLOW_EVICTION", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_eviction: Option<bool>,
+}
+
+/// How log lines are written (to stderr).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// The `--config` file: the same options, snake_case.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    url: Option<String>,
+    prefix: Option<String>,
+    queue: Option<String>,
+    concurrency: Option<usize>,
+    processor: Option<String>,
+    lock_duration: Option<u64>,
+    stalled_interval: Option<u64>,
+    max_jobs: Option<u64>,
+    name: Option<String>,
+    quiet: Option<bool>,
+    connect_timeout: Option<u64>,
+    health_addr: Option<SocketAddr>,
+    close_timeout: Option<u64>,
+    log_format: Option<LogFormat>,
+    log_level: Option<String>,
+    allow_eviction: Option<bool>,
+}
+
+/// Everything `echomq work` runs with, resolved and validated.
+#[derive(Debug)]
+pub struct Resolved {
+    pub url: String,
+    pub prefix: String,
+    pub queue: String,
+    pub connect_timeout: Option<Duration>,
+    pub health_addr: Option<SocketAddr>,
+    pub log_format: LogFormat,
+    pub log_level: Option<String>,
+    pub allow_eviction: bool,
+    pub settings: WorkSettings,
+}
+
+/// Where the global `--url`/`--prefix` values came from.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobalSources {
+    /// `--url` was on the command line.
+    pub url_flag: bool,
+    /// `--url` came from `REDIS_URL`.
+    pub url_env: bool,
+    /// `--prefix` was on the command line.
+    pub prefix_flag: bool,
+}
+
+impl GlobalSources {
+    pub fn of(m: &ArgMatches) -> Self {
+        let src = |id: &str| m.value_source(id);
+        Self {
+            url_flag: src("url") == Some(ValueSource::CommandLine),
+            url_env: src("url") == Some(ValueSource::EnvVariable),
+            prefix_flag: src("prefix") == Some(ValueSource::CommandLine),
+        }
+    }
+}
+
+/// Flag > env > file > default, for every option; a config error is one
+/// line.
+pub fn resolve(
+    cli: &Cli,
+    sources: GlobalSources,
+    args: &WorkArgs,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Resolved, String> {
+    let file = match &args.config {
+        Some(path) => read_file(path)?,
+        None => FileConfig::default(),
+    };
+    // The global flags have clap defaults, so their source decides.
+    let url = if sources.url_flag {
+        cli.url.clone()
+    } else if let Some(u) = env("ECHOMQ_URL") {
+        u
+    } else if sources.url_env {
+        cli.url.clone()
+    } else {
+        file.url.clone().unwrap_or_else(|| cli.url.clone())
+    };
+    let prefix = if sources.prefix_flag {
+        cli.prefix.clone()
+    } else {
+        env("ECHOMQ_PREFIX")
+            .or(file.prefix.clone())
+            .unwrap_or_else(|| cli.prefix.clone())
+    };
+    let queue =
+        args.queue.clone().or(file.queue).ok_or(
+            "no queue: give it as an argument, ECHOMQ_QUEUE or `queue` in the config file",
+        )?;
+    echomq::protocol::QueueKeys::new(&prefix, &queue).map_err(|e| e.to_string())?;
+    let processor: Synthetic = args
+        .processor
+        .clone()
+        .or(file.processor)
+        .unwrap_or_else(|| "echo".into())
+        .parse()?;
+    let concurrency = args.concurrency.or(file.concurrency).unwrap_or(1);
+    if concurrency == 0 {
+        return Err("concurrency must be at least 1".into());
+    }
+    let lock_duration = args.lock_duration.or(file.lock_duration).unwrap_or(30_000);
+    let stalled_interval = args
+        .stalled_interval
+        .or(file.stalled_interval)
+        .unwrap_or(30_000);
+    if lock_duration == 0 || stalled_interval == 0 {
+        return Err("lock_duration and stalled_interval must be positive".into());
+    }
+    let ms = Duration::from_millis;
+    Ok(Resolved {
+        url,
+        prefix,
+        queue,
+        connect_timeout: args.connect_timeout.or(file.connect_timeout).map(ms),
+        health_addr: args.health_addr.or(file.health_addr),
+        log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+        log_level: args.log_level.clone().or(file.log_level),
+        allow_eviction: args.allow_eviction.or(file.allow_eviction).unwrap_or(false),
+        settings: WorkSettings {
+            concurrency,
+            processor,
+            lock_duration: ms(lock_duration),
+            stalled_interval: ms(stalled_interval),
+            max_jobs: args.max_jobs.or(file.max_jobs),
+            name: args.name.clone().or(file.name),
+            quiet: args.quiet.or(file.quiet).unwrap_or(false),
+            close_timeout: ms(args.close_timeout.or(file.close_timeout).unwrap_or(10_000)),
+        },
+    })
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("config file {}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| {
+        let first = e.message().lines().next().unwrap_or_default().to_owned();
+        match e.span() {
+            Some(span) => {
+                let line = text[..span.start].matches('\n').count() + 1;
+                format!("config file {} line {line}: {first}", path.display())
+            }
+            None => format!("config file {}: {first}", path.display()),
+        }
+    })
+}
+
+/// Installs the tracing subscriber: `log_level` when given, else RUST_LOG,
+/// else `info`; text or JSON lines on stderr.
+fn init_logging(format: LogFormat, level: Option<&str>) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::try_new(l).map_err(|e| format!("log level {l:?}: {e}"))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let installed = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    installed.map_err(|e| format!("logging: {e}"))
+}
+
+/// Prints one error line and gives the exit code of its class.
+fn fail(class: FailureClass, message: &str) -> i32 {
+    crate::print_error(message);
+    class.exit_code()
+}
+
+/// `echomq work`, start to exit; answers the exit code.
+pub async fn main(cli: &Cli, sources: GlobalSources, args: &WorkArgs) -> i32 {
+    let r = match resolve(cli, sources, args, |k| std::env::var(k).ok()) {
+        Ok(r) => r,
+        Err(e) => return fail(FailureClass::Config, &e),
+    };
+    if let Err(e) = init_logging(r.log_format, r.log_level.as_deref()) {
+        return fail(FailureClass::Config, &e);
+    }
+    // Up before connecting, so that a liveness probe does not kill a
+    // process that is only waiting for its Redis.
+    let health = match r.health_addr {
+        Some(addr) => match echomq::health::serve(addr, None).await {
+            Ok(server) => Some(server),
+            Err(e) => {
+                return fail(
+                    FailureClass::Config,
+                    &format!("health endpoints on {addr}: {e}"),
+                )
+            }
+        },
+        None => None,
+    };
+    // TLS and durability come from the global flags (and their env vars);
+    // URL and prefix from the resolved flag > env > file > default layers.
+    let mut config = cli.connection_config();
+    config.url = r.url.clone();
+    config.prefix = r.prefix.clone();
+    let policy = match r.connect_timeout {
+        Some(t) => {
+            // One attempt must not outlast the whole budget.
+            config.connect_timeout = config
+                .connect_timeout
+                .min(t.max(Duration::from_millis(100)));
+            RetryPolicy::with_deadline(t)
+        }
+        None => RetryPolicy::default(),
+    };
+    let conn = match Connection::connect_with_retry(config, &policy).await {
+        Ok(c) => c,
+        Err(e) => {
+            let d = diagnose::diagnose(&e, Some(&r.url));
+            return fail(d.class, &d.message);
+        }
+    };
+    let code = run_connected(&conn, r, health.as_ref()).await;
+    conn.close().await;
+    code
+}
+
+async fn run_connected(
+    conn: &Connection,
+    r: Resolved,
+    health: Option<&echomq::health::HealthServer>,
+) -> i32 {
+    let facts = match diagnose::server_facts(conn).await {
+        Ok(f) => f,
+        Err(e) => {
+            let d = diagnose::diagnose(&e, Some(&r.url));
+            return fail(d.class, &d.message);
+        }
+    };
+    let at = diagnose::host_port(&r.url);
+    for problem in facts.problems(&at, &r.prefix, &[&r.queue]) {
+        if r.allow_eviction && matches!(problem, diagnose::ServerProblem::Eviction { .. }) {
+            warn!("{problem} (allowed by allow_eviction)");
+            continue;
+        }
+        return fail(FailureClass::Server, &problem.to_string());
+    }
+    let queue = match Queue::new(conn, &r.queue).await {
+        Ok(q) => q,
+        Err(e) => {
+            let d = diagnose::diagnose(&e, Some(&r.url));
+            return fail(d.class, &d.message);
+        }
+    };
+    match crate::work::work(conn.clone(), queue, r.settings, health).await {
+        Ok(()) => 0,
+        Err(e) => fail(FailureClass::Runtime, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches};
+
+    fn parse(argv: &[&str]) -> (Cli, GlobalSources, WorkArgs) {
+        let m = Cli::command().try_get_matches_from(argv).unwrap();
+        let cli = Cli::from_arg_matches(&m).unwrap();
+        let crate::cli::Command::Work(args) = &cli.command else {
+            panic!("not work")
+        };
+        let args = args.clone();
+        (cli, GlobalSources::of(&m), args)
+    }
+
+    #[test]
+    fn flag_beats_env_beats_file_beats_default() {
+        let dir = std::env::temp_dir().join(format!("echomq-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("echomq.toml");
+        std::fs::write(
+            &path,
+            "url = \"redis://file:1\"\nqueue = \"fromfile\"\nconcurrency = 3\nlock_duration = 7000\nprefix = \"{f}\"\n",
+        )
+        .unwrap();
+        let cfg = path.to_str().unwrap();
+        // Env comes in through clap for the work options; ECHOMQ_URL/PREFIX through `env`.
+        let (cli, src, mut args) =
+            parse(&["echomq", "work", "--config", cfg, "--concurrency", "5"]);
+        args.lock_duration = args.lock_duration.or(Some(9000)); // as if ECHOMQ_LOCK_DURATION=9000
+        let env = |k: &str| (k == "ECHOMQ_PREFIX").then(|| "{e}".to_owned());
+        let r = resolve(&cli, src, &args, env).unwrap();
+        assert_eq!(r.settings.concurrency, 5, "flag over file");
+        assert_eq!(
+            r.settings.lock_duration,
+            Duration::from_millis(9000),
+            "env over file"
+        );
+        assert_eq!(r.prefix, "{e}", "env over file");
+        assert_eq!(r.url, "redis://file:1", "file over default");
+        assert_eq!(r.queue, "fromfile");
+        assert_eq!(
+            r.settings.stalled_interval,
+            Duration::from_secs(30),
+            "default"
+        );
+        let (cli, src, args) = parse(&[
+            "echomq",
+            "--url",
+            "redis://flag:2",
+            "work",
+            "q",
+            "--config",
+            cfg,
+        ]);
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "ECHOMQ_URL").then(|| "redis://env:3".into())
+        })
+        .unwrap();
+        assert_eq!(r.url, "redis://flag:2", "flag over env");
+        assert_eq!(r.queue, "q");
+        let (cli, src, args) = parse(&["echomq", "work", "q", "--url", "redis://flag:2"]);
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "ECHOMQ_URL").then(|| "redis://env:3".into())
+        })
+        .unwrap();
+        assert_eq!(
+            r.url, "redis://flag:2",
+            "a global flag after the subcommand counts as a flag"
+        );
+        let (cli, src, args) = parse(&["echomq", "work", "q", "--config", cfg]);
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "ECHOMQ_URL").then(|| "redis://env:3".into())
+        })
+        .unwrap();
+        assert_eq!(r.url, "redis://env:3", "env over file");
+        std::fs::write(&path, "concurency = 3\n").unwrap();
+        let e = resolve(&cli, src, &args, |_| None).unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "config file {cfg} line 1: unknown field `concurency`"
+            )),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bool_options_take_an_optional_value() {
+        let (_, _, a) = parse(&["echomq", "work", "--quiet", "q"]);
+        assert_eq!((a.quiet, a.queue.as_deref()), (Some(true), Some("q")));
+        let (_, _, a) = parse(&[
+            "echomq",
+            "work",
+            "q",
+            "--quiet=false",
+            "--log-format",
+            "json",
+        ]);
+        assert_eq!(
+            (a.quiet, a.log_format),
+            (Some(false), Some(LogFormat::Json))
+        );
+    }
+}
