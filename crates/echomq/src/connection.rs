@@ -478,15 +478,24 @@ fn explain_connect_error(config: &ConnectionConfig, e: fred::error::Error) -> Er
             "TLS handshake failed: is the server listening for TLS on this port? \
              (use redis:// for a plaintext server)"
         }
-    } else if matches!(
-        e.kind(),
-        fred::error::ErrorKind::IO | fred::error::ErrorKind::Timeout
-    ) {
+    } else if hung_up(&e) {
         "the server hung up: if it speaks TLS only, use rediss://"
     } else {
+        // Unknown host, timeout, …: a connection error the caller may retry
+        // and `diagnose` explains.
         return Error::Redis(e);
     };
     Error::Config(format!("cannot connect to {url}: {e} ({hint})"))
+}
+
+/// The server closed or reset the connection during the greeting: what a
+/// TLS-only server does to a plaintext client.
+fn hung_up(e: &fred::error::Error) -> bool {
+    let d = e.details().to_ascii_lowercase();
+    matches!(e.kind(), fred::error::ErrorKind::IO)
+        && ["reset", "end of file", "eof", "broken pipe", "closed"]
+            .iter()
+            .any(|s| d.contains(s))
 }
 
 /// Per-call options of a blocking command: a client-side timeout just above the
