@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
 use echomq::{KeepJobs, NewJob, Queue, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};
-use echomq_integration_tests::{NullSupervisor, RedisServer};
+use echomq_integration_tests::{state, NullSupervisor, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
@@ -19,7 +19,7 @@ use serde_json::{json, Value as Json};
 /// SREM, HMGET job, LREM, HMGET meta, ZADD, HSET, XADD) and the fetch-next part
 /// (ZRANGEBYSCORE, RPOPLPUSH, SET, XADD, HGETALL, HMSET, ZADD marker).
 /// BullMQ 6.2.0's scripts run 24 for the same job; the scripts before the
-/// rewrite described in docs/protocol.md §What changed in the worker scripts ran 25.
+/// rewrite described in docs/protocol.md §What changed in the worker scripts and why ran 25.
 const KEPT: u64 = 20;
 /// With removeOnComplete: DEL of the job's keys instead of ZADD + HSET.
 const REMOVED: u64 = 19;
@@ -59,7 +59,7 @@ async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
         })
         .collect();
     q.add_bulk(jobs).await.unwrap();
-    let _: () = c.config_resetstat().await.unwrap();
+    let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
 
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
