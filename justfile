@@ -14,9 +14,20 @@ demo: _ensure-redis
 test: _ensure-redis _ensure-node-packages
     cargo test --workspace
 
-# Benchmarks: EchoMQ and BullMQ Node on the same fresh redis-server, one table
-# with ratios (BENCH_SCALE=0.1 for a quick run).
+# Benchmarks: EchoMQ, BullMQ Node and bullmq-official (BullMQ's Rust port, a
+# crate outside the workspace built here) on the same fresh redis-server, one
+# table with ratios (BENCH_SCALE=0.1 for a quick run; BENCH_ONLY / BENCH_PEERS
+# pick sections and peers, see integration-tests/src/bin/bench.rs).
 bench: _ensure-redis _ensure-node-packages
+    #!/usr/bin/env bash
+    set -euo pipefail
+    peer=integration-tests/peer-bullmq-official
+    if cargo build --release -q --manifest-path "$peer/Cargo.toml"; then
+        export BENCH_OFFICIAL="$PWD/$peer/target/release/peer-bullmq-official"
+    else
+        echo "bullmq-official could not be built: the bench runs without that peer" >&2
+        export BENCH_OFFICIAL=/nonexistent
+    fi
     cargo run --release -q -p echomq-integration-tests --bin bench
 
 # Formatting and lints, as CI checks them.

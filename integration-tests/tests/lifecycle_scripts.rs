@@ -1442,7 +1442,12 @@ async fn trimming_with_the_completion_event_keeps_what_a_separate_trim_kept() {
             let _: i64 = cmd(
                 &c,
                 "XTRIM",
-                vec![reference.into(), "MAXLEN".into(), "~".into(), max.to_string()],
+                vec![
+                    reference.into(),
+                    "MAXLEN".into(),
+                    "~".into(),
+                    max.to_string(),
+                ],
             )
             .await;
             let args = vec![

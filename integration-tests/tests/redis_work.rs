@@ -110,7 +110,10 @@ async fn per_job(keep: bool) -> u64 {
         .map(|(k, v)| (k, *v as i64 - a.get(k).copied().unwrap_or(0) as i64))
         .filter(|(_, d)| *d != 0)
         .collect();
-    eprintln!("keep={keep}: per-command difference over {} jobs: {diff:?}", large - small);
+    eprintln!(
+        "keep={keep}: per-command difference over {} jobs: {diff:?}",
+        large - small
+    );
     let extra = total(&b) - total(&a);
     assert_eq!(
         extra % (large - small),

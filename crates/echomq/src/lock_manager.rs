@@ -218,11 +218,7 @@ fn tracked(state: &LockManagerState) -> Vec<TrackedLock> {
 
 /// The locks of the shared sets; sets whose owner is gone are dropped first.
 fn shared_locks(state: &LockManagerState) -> Vec<HeldLock> {
-    state
-        .shared
-        .iter()
-        .flat_map(|set| set.snapshot())
-        .collect()
+    state.shared.iter().flat_map(|set| set.snapshot()).collect()
 }
 
 /// Re-arms the one timer; an older pending tick is ignored by generation, so

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bullmq::options::RedisConnectionOptions;
 use bullmq::queue::BulkJob;
 use bullmq::worker::{CancellationToken, WorkerEvent};
-use bullmq::options::RedisConnectionOptions;
 use bullmq::{Job, Queue, QueueOptions, Worker, WorkerOptions};
 use serde_json::{json, Value};
 
@@ -75,8 +75,8 @@ async fn completions(worker: &Worker, n: u64, mut each: impl FnMut()) {
 async fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let (mode, url, name) = (&argv[1], &argv[2], &argv[3]);
-    let args: Value = serde_json::from_str(argv.get(4).map(String::as_str).unwrap_or("{}"))
-        .expect("json args");
+    let args: Value =
+        serde_json::from_str(argv.get(4).map(String::as_str).unwrap_or("{}")).expect("json args");
     let n = args["n"].as_u64().unwrap_or(1000);
     let out = match mode.as_str() {
         "add-single" => {

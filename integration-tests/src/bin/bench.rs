@@ -260,7 +260,12 @@ async fn peer_measured(
     let (cpu1, cmd1) = (redis_cpu(c).await, commands(c).await);
     // The peer's own start-up commands (script loads, client names) are a
     // handful against thousands of jobs.
-    Some(from_peer(&out, n, cpu1 - cpu0, cmd1.saturating_sub(cmd0 + 1)))
+    Some(from_peer(
+        &out,
+        n,
+        cpu1 - cpu0,
+        cmd1.saturating_sub(cmd0 + 1),
+    ))
 }
 
 #[tokio::main]
@@ -400,12 +405,7 @@ async fn main() {
                 flush(&c).await;
                 let tag = format!("c{concurrency}, {kept} ({n} jobs)");
                 let mut rows4 = [
-                    Row::new(
-                        format!("processing {tag}"),
-                        "jobs/s",
-                        true,
-                        ours.rate,
-                    ),
+                    Row::new(format!("processing {tag}"), "jobs/s", true, ours.rate),
                     Row::new(
                         format!("client CPU per job, {tag}"),
                         "µs",
@@ -460,12 +460,28 @@ async fn main() {
         let n = scale(2_000);
         let (p50, p99) = latency_with_echomq(&conn, n).await;
         flush(&c).await;
-        let mut r50 = Row::new("latency add → completed p50, c1, 500 jobs/s".into(), "ms", false, p50);
-        let mut r99 = Row::new("latency add → completed p99, c1, 500 jobs/s".into(), "ms", false, p99);
+        let mut r50 = Row::new(
+            "latency add → completed p50, c1, 500 jobs/s".into(),
+            "ms",
+            false,
+            p50,
+        );
+        let mut r99 = Row::new(
+            "latency add → completed p99, c1, 500 jobs/s".into(),
+            "ms",
+            false,
+            p99,
+        );
         for p in PEERS {
             let url = url.clone();
             let out = tokio::task::spawn_blocking(move || {
-                peer(p, "latency", &url, "lat", json!({"n": n, "concurrency": 1, "rate": 500}))
+                peer(
+                    p,
+                    "latency",
+                    &url,
+                    "lat",
+                    json!({"n": n, "concurrency": 1, "rate": 500}),
+                )
             })
             .await
             .unwrap();
@@ -479,14 +495,20 @@ async fn main() {
 
     // Lock renewal cost against held jobs: one extendLocks call vs one call per job.
     let mut renew_rows = Vec::new();
-    for held in [1u64, 10, 100, 1_000, 10_000].into_iter().filter(|_| section("renew")) {
+    for held in [1u64, 10, 100, 1_000, 10_000]
+        .into_iter()
+        .filter(|_| section("renew"))
+    {
         renew_rows.push(renewal_cost(&conn, &c, held).await);
         flush(&c).await;
     }
 
     // 3. Stalled sweep cost against the number of active jobs.
     let mut sweep_rows = Vec::new();
-    for active in [100u64, 1_000, 10_000, 100_000].into_iter().filter(|_| section("sweep")) {
+    for active in [100u64, 1_000, 10_000, 100_000]
+        .into_iter()
+        .filter(|_| section("sweep"))
+    {
         let active = scale(active);
         let q = Queue::new(&conn, "sweep").await.unwrap();
         let k = q.keys().clone();
@@ -644,28 +666,30 @@ async fn main() {
         );
     }
     if !renew_rows.is_empty() {
-    println!("\n### Lock renewal per window against held jobs (LockManager: one extendLocks-1 call; naive: one extendLock-2 call per job)\n");
-    println!("| held jobs | LockManager calls | LockManager Redis time | naive calls | naive Redis time | naive wall time (sequential) |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
-    for r in renew_rows {
-        println!(
-            "| {} | {} | {:.2} ms | {} | {:.2} ms | {:.1} ms |",
-            r.held,
-            r.calls,
-            r.usec as f64 / 1000.0,
-            r.naive_calls,
-            r.naive_usec as f64 / 1000.0,
-            r.naive_wall_ms
-        );
-    }
+        println!("\n### Lock renewal per window against held jobs (LockManager: one extendLocks-1 call; naive: one extendLock-2 call per job)\n");
+        println!("| held jobs | LockManager calls | LockManager Redis time | naive calls | naive Redis time | naive wall time (sequential) |");
+        println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
+        for r in renew_rows {
+            println!(
+                "| {} | {} | {:.2} ms | {} | {:.2} ms | {:.1} ms |",
+                r.held,
+                r.calls,
+                r.usec as f64 / 1000.0,
+                r.naive_calls,
+                r.naive_usec as f64 / 1000.0,
+                r.naive_wall_ms
+            );
+        }
     }
     if !sweep_rows.is_empty() {
-    println!("\n### Stalled sweep cost (probe + moveStalledJobsToWait-8) against active jobs\n");
-    println!("| active jobs | sweep wall time | script time (Redis) | Redis CPU |");
-    println!("| ---: | ---: | ---: | ---: |");
-    for (a, wall, script, cpu) in sweep_rows {
-        println!("| {a} | {wall:.1} ms | {script:.1} ms | {cpu:.1} ms |");
-    }
+        println!(
+            "\n### Stalled sweep cost (probe + moveStalledJobsToWait-8) against active jobs\n"
+        );
+        println!("| active jobs | sweep wall time | script time (Redis) | Redis CPU |");
+        println!("| ---: | ---: | ---: | ---: |");
+        for (a, wall, script, cpu) in sweep_rows {
+            println!("| {a} | {wall:.1} ms | {script:.1} ms | {cpu:.1} ms |");
+        }
     }
     if let Some((want, rate, lags)) = events_row {
         println!("\n### Events\n");
@@ -781,11 +805,12 @@ async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
         }
     }
     producer.await.unwrap();
-    let sent = sent.lock().unwrap();
-    let v: Vec<f64> = done
-        .iter()
-        .filter_map(|(id, at)| Some(at.duration_since(*sent.get(id)?).as_secs_f64() * 1e3))
-        .collect();
+    let v: Vec<f64> = {
+        let sent = sent.lock().unwrap();
+        done.iter()
+            .filter_map(|(id, at)| Some(at.duration_since(*sent.get(id)?).as_secs_f64() * 1e3))
+            .collect()
+    };
     let _ = ractor::call_t!(
         set.worker,
         echomq::WorkerMsg::Close,
