@@ -14,10 +14,9 @@ demo: _ensure-redis
 test: _ensure-redis _ensure-node-packages
     cargo test --workspace
 
-# Benchmarks: EchoMQ, BullMQ Node and bullmq-official (BullMQ's Rust port, a
-# crate outside the workspace built here) on the same fresh redis-server, one
-# table with ratios (BENCH_SCALE=0.1 for a quick run; BENCH_ONLY / BENCH_PEERS
-# pick sections and peers, see integration-tests/src/bin/bench.rs).
+# bullmq-official (BullMQ's Rust port) is a crate outside the workspace, built here;
+# BENCH_ONLY / BENCH_PEERS pick sections and peers (integration-tests/src/bin/bench.rs).
+# Benchmarks: EchoMQ vs BullMQ Node and bullmq-official on one fresh redis-server (BENCH_SCALE=0.1: quick).
 bench: _ensure-redis _ensure-node-packages
     #!/usr/bin/env bash
     set -euo pipefail
