@@ -115,7 +115,7 @@ impl Actor for LockManager {
         );
         arm(&myself, state, state.renew_time);
         if let Some(w) = &state.args.worker {
-            // The Worker answers with Track for every job it holds.
+            // The Worker answers by sharing its held set.
             w.attach(myself.clone());
         }
         Ok(())
@@ -216,7 +216,7 @@ fn tracked(state: &LockManagerState) -> Vec<TrackedLock> {
     v
 }
 
-/// The locks of the shared sets; sets whose owner is gone are dropped first.
+/// The locks of the shared sets, as they are now.
 fn shared_locks(state: &LockManagerState) -> Vec<HeldLock> {
     state.shared.iter().flat_map(|set| set.snapshot()).collect()
 }

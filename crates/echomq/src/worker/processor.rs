@@ -32,7 +32,8 @@ pub type ProcessFuture =
 /// ```
 ///
 /// The future is polled by the slot running the job, with its panics caught:
-/// a panic fails the job (it does not bring the worker down). When the job is cancelled ([`JobContext::cancelled`]
+/// a panic fails the job (it does not bring the worker down). When the job is
+/// cancelled ([`JobContext::cancelled`]
 /// fires) the processor has [`WorkerOptions::cancel_grace`](super::WorkerOptions::cancel_grace)
 /// to return; then its future is dropped. Its result is ignored either way.
 pub trait Processor: Send + Sync + 'static {
