@@ -14,9 +14,19 @@ demo: _ensure-redis
 test: _ensure-redis _ensure-node-packages
     cargo test --workspace
 
-# Benchmarks: EchoMQ and BullMQ Node on the same fresh redis-server, one table
-# with ratios (BENCH_SCALE=0.1 for a quick run).
+# bullmq-official (BullMQ's Rust port) is a crate outside the workspace, built here;
+# BENCH_ONLY / BENCH_PEERS pick sections and peers (integration-tests/src/bin/bench.rs).
+# Benchmarks: EchoMQ vs BullMQ Node and bullmq-official on one fresh redis-server (BENCH_SCALE=0.1: quick).
 bench: _ensure-redis _ensure-node-packages
+    #!/usr/bin/env bash
+    set -euo pipefail
+    peer=integration-tests/peer-bullmq-official
+    if cargo build --release -q --manifest-path "$peer/Cargo.toml"; then
+        export BENCH_OFFICIAL="$PWD/$peer/target/release/peer-bullmq-official"
+    else
+        echo "bullmq-official could not be built: the bench runs without that peer" >&2
+        export BENCH_OFFICIAL=/nonexistent
+    fi
     cargo run --release -q -p echomq-integration-tests --bin bench
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
 

@@ -34,7 +34,6 @@
 --- @include "includes/removeJobsByRetention"
 --- @include "includes/removeLock"
 --- @include "includes/removeParentDependencyKey"
---- @include "includes/trimEvents"
 --- @include "includes/updateJobFields"
 --- @include "includes/updateParentOnChildFinish"
 
@@ -69,7 +68,7 @@ end
 
 updateJobFields(jobKey, ARGV[9])
 
-local attributes = redis.call("HMGET", jobKey, "parentKey", "parent", "deid")
+local attributes = redis.call("HMGET", jobKey, "parentKey", "parent", "deid", "atm")
 local parentKey = attributes[1] or nil
 local parent = nil
 if attributes[2] then
@@ -90,8 +89,33 @@ if redis.call("LREM", KEYS[2], -1, jobId) == 0 then
   return -3
 end
 
-trimEvents(KEYS[9], KEYS[4])
-local maxEvents = getOrSetMaxEvents(KEYS[9])
+-- meta is read once for the whole call: the events bound here, and what
+-- fetch-next needs (pause, concurrency, global rate limit), which nothing
+-- below writes.
+local meta = redis.call("HMGET", KEYS[9], "paused", "concurrency", "max", "duration", "opts.maxLenEvents")
+-- getOrSetMaxEvents on the value just read.
+local maxEvents = meta[5]
+if not maxEvents then
+  maxEvents = 10000
+  redis.call("HSET", KEYS[9], "opts.maxLenEvents", maxEvents)
+end
+maxEvents = tonumber(maxEvents)
+
+local keepJobs = opts["keepJobs"] or {}
+local maxCount = tonumber(keepJobs["count"])
+
+-- The stream is trimmed before this call's events (BullMQ's order). When the
+-- final event is the first entry this call appends, that XADD trims instead,
+-- with MAXLEN ~ maxEvents + 1: Redis drops the same whole nodes from a stream
+-- one entry longer as XTRIM MAXLEN ~ maxEvents did before the append. Flows,
+-- deduplication and retention by age or count may append first (a parent's or
+-- a requeued job's events), so they keep the separate XTRIM.
+local retentionRemoves = maxCount ~= 0 and (keepJobs["age"] ~= nil or (maxCount ~= nil and maxCount > 0))
+local trimOnEvent = deduplicationId == nil and parentKey == nil and not retentionRemoves
+  and maxEvents ~= nil and maxEvents >= 1 and maxEvents == math.floor(maxEvents)
+if not trimOnEvent then
+  redis.call("XTRIM", KEYS[4], "MAXLEN", "~", maxEvents)
+end
 
 if deduplicationId ~= nil then
   local deduplicationKey = prefix .. "de:" .. deduplicationId
@@ -107,10 +131,11 @@ if parentKey ~= nil then
   end
 end
 
-local attemptsMade = redis.call("HINCRBY", jobKey, "atm", 1)
+-- attempts made, counted here rather than by HINCRBY: the HSET below writes
+-- it with the other fields (first, where HINCRBY created it), and a removed
+-- job needs no write at all.
+local attemptsMade = (tonumber(attributes[4]) or 0) + 1
 
-local keepJobs = opts["keepJobs"] or {}
-local maxCount = tonumber(keepJobs["count"])
 if maxCount == 0 then
   removeJobKeys(jobKey)
   if parentKey ~= nil then
@@ -118,7 +143,7 @@ if maxCount == 0 then
   end
 else
   redis.call("ZADD", KEYS[11], timestamp, jobId)
-  redis.call("HSET", jobKey, field, value, "finishedOn", timestamp)
+  redis.call("HSET", jobKey, "atm", attemptsMade, field, value, "finishedOn", timestamp)
   if target == "failed" then
     -- The deferred failure has now happened.
     redis.call("HDEL", jobKey, "defa")
@@ -131,7 +156,12 @@ else
   end
 end
 
-redis.call("XADD", KEYS[4], "*", "event", target, "jobId", jobId, field, value, "prev", "active")
+if trimOnEvent then
+  redis.call("XADD", KEYS[4], "MAXLEN", "~", maxEvents + 1, "*", "event", target, "jobId", jobId, field, value,
+    "prev", "active")
+else
+  redis.call("XADD", KEYS[4], "*", "event", target, "jobId", jobId, field, value, "prev", "active")
+end
 
 if target == "failed" then
   if attemptsMade >= (tonumber(opts["attempts"]) or 0) then
@@ -146,7 +176,7 @@ end
 
 if ARGV[6] == "1" then
   local reply = fetchNextJob(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[9], KEYS[10], KEYS[14],
-    prefix, timestamp, opts, false)
+    prefix, timestamp, opts, false, meta)
   if reply ~= nil then
     return reply
   end

@@ -1405,3 +1405,70 @@ async fn finishing_and_stalled_checks_trim_the_events_stream() {
     let len: u64 = c.xlen(k.events()).await.unwrap();
     assert!(len < 200, "approximately trimmed to 10, got {len}");
 }
+
+/// moveToFinished trims the events stream with the completion event itself
+/// (`XADD MAXLEN ~ max+1`) instead of a separate `XTRIM MAXLEN ~ max` before
+/// it: the stream must keep exactly the entries the separate trim kept, for
+/// bounds and lengths on both sides of Redis' node edges (100 entries).
+#[tokio::test]
+async fn trimming_with_the_completion_event_keeps_what_a_separate_trim_kept() {
+    let (_redis, conn, c, q, k) = setup("tw").await;
+    let reference = "emq:tw:reference";
+    let custom = |key: &str, i: usize| {
+        vec![
+            key.to_owned(),
+            "*".into(),
+            "event".into(),
+            "custom".into(),
+            "i".into(),
+            i.to_string(),
+        ]
+    };
+    for max in [1u64, 7, 100, 250] {
+        let _: () = c
+            .hset(k.meta(), ("opts.maxLenEvents", max.to_string()))
+            .await
+            .unwrap();
+        for pre in [0usize, 1, 50, 99, 100, 101, 150, 199, 200, 201, 350, 1000] {
+            add(&q, "a", JobOptions::new()).await;
+            let id = take(&conn, &k, T0).await;
+            let _: i64 = c.del(vec![k.events(), reference.to_owned()]).await.unwrap();
+            for i in 0..pre {
+                let _: String = cmd(&c, "XADD", custom(&k.events(), i)).await;
+                let _: String = cmd(&c, "XADD", custom(reference, i)).await;
+            }
+            Finish::new(&id, true, "1", T0 + 1).run(&conn, &k).await;
+            // What BullMQ's order leaves: trim, then the event.
+            let _: i64 = cmd(
+                &c,
+                "XTRIM",
+                vec![
+                    reference.into(),
+                    "MAXLEN".into(),
+                    "~".into(),
+                    max.to_string(),
+                ],
+            )
+            .await;
+            let args = vec![
+                reference.to_owned(),
+                "*".into(),
+                "event".into(),
+                "completed".into(),
+                "jobId".into(),
+                id.clone(),
+                "returnvalue".into(),
+                "1".into(),
+                "prev".into(),
+                "active".into(),
+            ];
+            let _: String = cmd(&c, "XADD", args).await;
+            let mut ours = events(&c, &k.events()).await;
+            if ours.last().is_some_and(|e| e.0 == "drained") {
+                ours.pop();
+            }
+            let theirs = events(&c, reference).await;
+            assert_eq!(ours, theirs, "maxLenEvents {max}, {pre} entries before");
+        }
+    }
+}

@@ -3,12 +3,14 @@
   concurrency, then take the tail of wait, else the lowest prioritized job.
   fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limiterKey,
                delayedKey, metaKey, priorityCounterKey, markerKey, prefix,
-               timestamp, opts, isMoveToActive) -> reply or nil
+               timestamp, opts, isMoveToActive, meta) -> reply or nil
     opts            FetchOpts
     isMoveToActive  true: moveToActive flavour (retry the pop once after a
                     legacy marker, [0,0,0,0] when idle); false: fetch-next
                     flavour of the finishing scripts (nil when idle, so the
                     caller goes on with its own ending)
+    meta            optional: the caller's HMGET of meta starting with paused,
+                    concurrency, max, duration (nil: read here)
 ]]
 --- @include "includes/addDelayMarkerIfNeeded"
 --- @include "includes/isQueuePausedOrMaxed"
@@ -20,8 +22,19 @@ local function isLegacyMarker(jobId)
 end
 
 local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limiterKey, delayedKey, metaKey,
-                            priorityCounterKey, markerKey, prefix, timestamp, opts, isMoveToActive)
-  local isPausedOrMaxed, metaMax, metaDuration = getQueueMeta(metaKey, activeKey)
+                            priorityCounterKey, markerKey, prefix, timestamp, opts, isMoveToActive, meta)
+  -- getQueueMeta, from a read the caller may have made with other fields.
+  meta = meta or redis.call("HMGET", metaKey, "paused", "concurrency", "max", "duration")
+  local isPausedOrMaxed = false
+  if meta[1] then
+    isPausedOrMaxed = true
+  else
+    local concurrency = tonumber(meta[2])
+    if concurrency then
+      isPausedOrMaxed = redis.call("LLEN", activeKey) >= concurrency
+    end
+  end
+  local metaMax, metaDuration = tonumber(meta[3]), tonumber(meta[4])
 
   promoteDelayedJobs(delayedKey, markerKey, waitKey, prioritizedKey, eventsKey, prefix, timestamp,
     priorityCounterKey, isPausedOrMaxed)

@@ -24,15 +24,36 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
   -- prev is "waiting" even for prioritized jobs: consumers only know that state.
   redis.call("XADD", eventsKey, "*", "event", "active", "jobId", jobId, "prev", "waiting")
 
+  -- One read and one write instead of HMSET, HINCRBY and HGETALL: the hash is
+  -- read first and the reply patched to what it holds after the write. The
+  -- fields written, their values and (for new fields) their order are those
+  -- of HMSET processedOn [pb] + HINCRBY ats.
+  local hash = redis.call("HGETALL", jobKey)
+  local writes = { "processedOn", timestamp }
   if opts["name"] then
-    redis.call("HMSET", jobKey, "processedOn", timestamp, "pb", opts["name"])
-  else
-    redis.call("HMSET", jobKey, "processedOn", timestamp)
+    writes[3] = "pb"
+    writes[4] = tostring(opts["name"])
   end
-  redis.call("HINCRBY", jobKey, "ats", 1)
+  local at = {}
+  for i = 1, #hash, 2 do
+    at[hash[i]] = i + 1
+  end
+  local ats = tostring((tonumber(at["ats"] and hash[at["ats"]]) or 0) + 1)
+  writes[#writes + 1] = "ats"
+  writes[#writes + 1] = ats
+  redis.call("HMSET", jobKey, unpack(writes))
+  for i = 1, #writes, 2 do
+    local slot = at[writes[i]]
+    if slot then
+      hash[slot] = writes[i + 1]
+    else
+      hash[#hash + 1] = writes[i]
+      hash[#hash + 1] = writes[i + 1]
+    end
+  end
 
   -- Re-arm unconditionally: another idle worker wakes up and tries the next job.
   redis.call("ZADD", markerKey, 0, "0")
 
-  return { redis.call("HGETALL", jobKey), jobId, 0, 0 }
+  return { hash, jobId, 0, 0 }
 end

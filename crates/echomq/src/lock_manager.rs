@@ -1,10 +1,13 @@
-//! The [`LockManager`] actor: one timer per worker, and every lock due for
-//! renewal extended in one `extendLocks` call, whatever the number of held
+//! The [`LockManager`] actor: one timer per worker, ticking once per renew
+//! window (`lockDuration / 2` by default, as BullMQ), and every held lock
+//! extended in one `extendLocks` call per tick, whatever the number of held
 //! jobs. The contract is in `docs/lock-manager.md`.
 //!
-//! N held jobs cost one timer and at most one Redis round trip per tick, not
-//! N. A lock that cannot be renewed is reported to the Worker at once, which
-//! cancels that job's processor and does not finish the job.
+//! N held jobs cost one timer and one Redis round trip per window, not N. The
+//! Worker shares its held set ([`LockManagerMsg::Share`]) rather than sending
+//! a message per job taken and let go. A lock that cannot be renewed is
+//! reported to the Worker at once, which cancels that job's processor and does
+//! not finish the job.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -16,7 +19,10 @@ use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::connection::Connection;
 use crate::lock_protocol::Tick;
-pub use crate::lock_protocol::{LockManagerMsg, LockOwner, LockOwnerRef, LockStats, TrackedLock};
+pub use crate::lock_protocol::{
+    HeldLock, HeldLocks, HeldLocksRef, LockManagerMsg, LockOwner, LockOwnerRef, LockStats,
+    TrackedLock,
+};
 
 /// Start-up arguments of a [`LockManager`].
 #[derive(Clone, Debug)]
@@ -27,9 +33,9 @@ pub struct LockManagerArgs {
     pub keys: QueueKeys,
     /// TTL each renewal gives a lock. BullMQ default 30 s.
     pub lock_duration: Duration,
-    /// Renewal window; `None` = `lock_duration / 2`. The timer ticks every
-    /// half window and renews the locks last renewed more than half a window
-    /// ago.
+    /// Renewal window; `None` = `lock_duration / 2`. The timer ticks once per
+    /// window and renews every held lock, so a lock is never older than one
+    /// window (plus a call) when renewed.
     pub lock_renew_time: Option<Duration>,
     /// The Worker to report lost locks to. When set, the LockManager attaches
     /// itself to that Worker on start ([`LockOwner::attach`]), so a restarted
@@ -55,6 +61,9 @@ pub struct LockManagerState {
     args: LockManagerArgs,
     renew_time: Duration,
     tracked: HashMap<String, Entry>,
+    shared: Vec<HeldLocksRef>,
+    /// When each lock of the shared sets was last renewed.
+    renewed_at: HashMap<String, Instant>,
     stats: LockStats,
     timer_gen: u64,
     failing_since: Option<Instant>,
@@ -85,6 +94,8 @@ impl Actor for LockManager {
             args,
             renew_time,
             tracked: HashMap::new(),
+            shared: Vec::new(),
+            renewed_at: HashMap::new(),
             stats: LockStats::default(),
             timer_gen: 0,
             failing_since: None,
@@ -99,12 +110,12 @@ impl Actor for LockManager {
     ) -> Result<(), ActorProcessingErr> {
         let _enter = state.span.clone().entered();
         info!(
-            renew_every_ms = (state.renew_time / 2).as_millis() as u64,
+            renew_every_ms = state.renew_time.as_millis() as u64,
             "lock manager started"
         );
-        arm(&myself, state, state.renew_time / 2);
+        arm(&myself, state, state.renew_time);
         if let Some(w) = &state.args.worker {
-            // The Worker answers with Track for every job it holds.
+            // The Worker answers by sharing its held set.
             w.attach(myself.clone());
         }
         Ok(())
@@ -139,8 +150,13 @@ async fn handle(
         LockManagerMsg::Untrack { id } => {
             state.tracked.remove(&id);
         }
+        LockManagerMsg::Share(set) => {
+            if !state.shared.iter().any(|s| s.same(&set)) {
+                state.shared.push(set);
+            }
+        }
         LockManagerMsg::RenewNow => {
-            if let Err(e) = renew(state, true).await {
+            if let Err(e) = renew(state).await {
                 return on_error(state, e);
             }
         }
@@ -162,13 +178,13 @@ async fn tick(
     state: &mut LockManagerState,
 ) -> Result<(), ActorProcessingErr> {
     state.stats.ticks += 1;
-    let period = state.renew_time / 2;
-    match renew(state, false).await {
+    let period = state.renew_time;
+    match renew(state).await {
         Ok(()) => arm(myself, state, period),
         Err(e) => {
             on_error(state, e)?;
-            // Retry soon, still inside the window.
-            arm(myself, state, (period / 4).max(Duration::from_millis(10)));
+            // Retry soon: the locks still have half their life left.
+            arm(myself, state, (period / 8).max(Duration::from_millis(10)));
         }
     }
     Ok(())
@@ -185,8 +201,24 @@ fn tracked(state: &LockManagerState) -> Vec<TrackedLock> {
             since_renewal: now.saturating_duration_since(e.last),
         })
         .collect();
+    for lock in shared_locks(state) {
+        let last = match state.renewed_at.get(&lock.id) {
+            Some(at) if *at > lock.since => *at,
+            _ => lock.since,
+        };
+        v.push(TrackedLock {
+            id: lock.id,
+            token: lock.token,
+            since_renewal: now.saturating_duration_since(last),
+        });
+    }
     v.sort_by(|a, b| a.id.cmp(&b.id));
     v
+}
+
+/// The locks of the shared sets, as they are now.
+fn shared_locks(state: &LockManagerState) -> Vec<HeldLock> {
+    state.shared.iter().flat_map(|set| set.snapshot()).collect()
 }
 
 /// Re-arms the one timer; an older pending tick is ignored by generation, so
@@ -214,11 +246,22 @@ fn on_error(state: &mut LockManagerState, e: crate::Error) -> Result<(), ActorPr
     Ok(())
 }
 
-/// One `extendLocks` call for every lock due (all of them with `force`).
-async fn renew(state: &mut LockManagerState, force: bool) -> Result<(), crate::Error> {
+/// One `extendLocks` call for every held lock: the tracked ones and those of
+/// the shared sets.
+async fn renew(state: &mut LockManagerState) -> Result<(), crate::Error> {
     let now = Instant::now();
-    let locks = due(state, now, force);
+    // A set nobody else holds belongs to a Worker instance whose tasks all
+    // ended: nothing of it is held any more.
+    state.shared.retain(|set| !set.orphaned());
+    let mut locks: Vec<(String, String)> = state
+        .tracked
+        .iter()
+        .map(|(id, e)| (id.clone(), e.token.clone()))
+        .collect();
+    let own = locks.len();
+    locks.extend(shared_locks(state).into_iter().map(|l| (l.id, l.token)));
     if locks.is_empty() {
+        state.renewed_at.clear();
         return Ok(());
     }
     let call = ExtendLocks {
@@ -232,33 +275,33 @@ async fn renew(state: &mut LockManagerState, force: bool) -> Result<(), crate::E
     state.failing_since = None;
     let lost: HashSet<&str> = failed.iter().map(String::as_str).collect();
     let mut renewed = 0u64;
-    for (id, token) in locks {
+    let mut renewed_at = HashMap::with_capacity(locks.len() - own);
+    for (i, (id, token)) in locks.into_iter().enumerate() {
         if lost.contains(id.as_str()) {
-            // Track/Untrack wait behind this handler, so the entry is still
-            // the one that was sent.
-            state.tracked.remove(&id);
+            // Track/Untrack wait behind this handler, so a tracked entry is
+            // still the one that was sent; a shared one may have been let go
+            // meanwhile, which the owner tells apart by its token.
+            if i < own {
+                state.tracked.remove(&id);
+            }
             state.stats.lost += 1;
             warn!(job_id = %id, "lock lost: reporting to the worker");
             if let Some(w) = &state.args.worker {
                 w.lock_lost(id, token);
             }
-        } else if let Some(e) = state.tracked.get_mut(&id) {
-            e.last = now;
+        } else {
             renewed += 1;
+            if i < own {
+                if let Some(e) = state.tracked.get_mut(&id) {
+                    e.last = now;
+                }
+            } else {
+                renewed_at.insert(id, now);
+            }
         }
     }
+    state.renewed_at = renewed_at;
     state.stats.renewed += renewed;
     debug!(renewed, lost = failed.len(), "locks renewed");
     Ok(())
-}
-
-/// The `(id, token)` of every lock due for renewal (all of them with `force`).
-fn due(state: &LockManagerState, now: Instant, force: bool) -> Vec<(String, String)> {
-    let threshold = state.renew_time / 2;
-    state
-        .tracked
-        .iter()
-        .filter(|(_, e)| force || now.saturating_duration_since(e.last) >= threshold)
-        .map(|(id, e)| (id.clone(), e.token.clone()))
-        .collect()
 }

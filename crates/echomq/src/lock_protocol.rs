@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{ActorRef, RpcReplyPort};
 
@@ -44,6 +44,60 @@ pub trait LockOwner: Send + Sync + 'static {
     /// This LockManager renews the owner's locks from now on: the owner
     /// answers with a `Track` for every job it holds.
     fn attach(&self, lock_manager: ActorRef<LockManagerMsg>);
+}
+
+/// One lock in a [`HeldLocks`] set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLock {
+    /// Job id.
+    pub id: String,
+    /// The token the lock holds.
+    pub token: String,
+    /// When the job was taken (or put back under renewal).
+    pub since: Instant,
+}
+
+/// The locks an owner holds, shared with its LockManager instead of reported
+/// one message per job: taking and letting go of a job then cost a map update
+/// in the owner, and the LockManager reads the set once per tick.
+pub trait HeldLocks: Send + Sync + 'static {
+    /// Every lock held now.
+    fn snapshot(&self) -> Vec<HeldLock>;
+}
+
+/// A shared handle on a [`HeldLocks`] set.
+#[derive(Clone)]
+pub struct HeldLocksRef(Arc<dyn HeldLocks>);
+
+impl HeldLocksRef {
+    /// Shares `set`; the LockManager keeps it while anyone else does.
+    pub fn new(set: Arc<dyn HeldLocks>) -> Self {
+        HeldLocksRef(set)
+    }
+
+    /// Whether both handles are on the same set.
+    pub fn same(&self, other: &HeldLocksRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Whether the LockManager is the set's last holder (its owner is gone).
+    pub fn orphaned(&self) -> bool {
+        Arc::strong_count(&self.0) == 1
+    }
+}
+
+impl std::ops::Deref for HeldLocksRef {
+    type Target = dyn HeldLocks;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for HeldLocksRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HeldLocksRef")
+    }
 }
 
 /// A shared handle on a [`LockOwner`].
@@ -86,6 +140,9 @@ pub enum LockManagerMsg {
         /// Job id.
         id: String,
     },
+    /// Renew every lock of this set at each tick, from now on, without a
+    /// Track or Untrack per job (a Worker shares its held jobs this way).
+    Share(HeldLocksRef),
     /// Renew every tracked lock now, due or not (one call); the timer is
     /// not affected.
     RenewNow,

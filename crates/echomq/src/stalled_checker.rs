@@ -1,9 +1,9 @@
 //! The StalledChecker: recovers jobs whose worker died, in the two-phase
 //! mark-then-recover sweep of `moveStalledJobsToWait-8.lua` (seed E2.03.2).
 //!
-//! Every sweep: (1) `LRANGE active`, then ONE pipelined round trip of `EXISTS`
-//! on each active job's lock — the probe, reported as the jobs that have no
-//! lock right now; (2) the script, which recovers the jobs the *previous* sweep
+//! Every sweep: (1) the probe, page by page ([`PROBE_PAGE`] ids): `LRANGE` of
+//! a page of `active`, then one pipelined round trip of `EXISTS` on each of
+//! its jobs' locks — reported as the jobs that have no lock right now; (2) the script, which recovers the jobs the *previous* sweep
 //! marked and whose lock is still missing (back to `wait`, `stc` + 1, `defa`
 //! once past `maxStalledCount`, never for scheduler iterations), then marks
 //! every active job for the next sweep. The `stalled-check` key throttles the
@@ -223,8 +223,7 @@ impl StalledCheckerState {
     async fn sweep_inner(&self) -> Result<SweepReport> {
         let conn = &self.args.connection;
         let k = &self.keys;
-        let active: Vec<String> = conn.pool().lrange(k.active(), 0, -1).await?;
-        let without_lock = probe_locks(conn, k, &active).await?;
+        let (active, without_lock) = probe(conn, k).await?;
         let recovered = conn
             .call(&MoveStalledJobsToWait {
                 keys: k,
@@ -234,14 +233,47 @@ impl StalledCheckerState {
             })
             .await?;
         Ok(SweepReport {
-            active: active.len(),
+            active,
             without_lock,
             recovered,
         })
     }
 }
 
-/// One pipelined round trip of `EXISTS <lock>` for every id.
+/// Ids per page of the probe. One pipeline for 100 000 active jobs took
+/// 1.4 s and held as many replies in memory; pages of this size keep each
+/// round trip short, so other clients' commands interleave between them.
+pub const PROBE_PAGE: i64 = 1000;
+
+/// The active jobs counted and those without a lock, page by page. `active`
+/// may move while the pages are read (jobs taken at its head, finished jobs
+/// removed): the probe is a report, the script decides on its own, so an id
+/// seen twice is reported once and one shifted past a page edge is missed
+/// until the next sweep.
+async fn probe(conn: &Connection, keys: &QueueKeys) -> Result<(usize, Vec<String>)> {
+    let mut seen = 0usize;
+    let mut without_lock: Vec<String> = Vec::new();
+    let mut reported = std::collections::HashSet::new();
+    let mut start = 0i64;
+    loop {
+        let page: Vec<String> = conn
+            .pool()
+            .lrange(keys.active(), start, start + PROBE_PAGE - 1)
+            .await?;
+        seen += page.len();
+        for id in probe_locks(conn, keys, &page).await? {
+            if reported.insert(id.clone()) {
+                without_lock.push(id);
+            }
+        }
+        if (page.len() as i64) < PROBE_PAGE {
+            return Ok((seen, without_lock));
+        }
+        start += PROBE_PAGE;
+    }
+}
+
+/// One pipelined round trip of `EXISTS <lock>` for every id of a page.
 async fn probe_locks(conn: &Connection, keys: &QueueKeys, ids: &[String]) -> Result<Vec<String>> {
     if ids.is_empty() {
         return Ok(Vec::new());

@@ -1,31 +1,87 @@
-//! `just bench`: EchoMQ and BullMQ Node measured in the same run, on the same
-//! fresh redis-server, doing the same work; one table with ratios. Results are
-//! printed as Markdown so they can be pasted into docs/benchmarks.md.
+//! `just bench`: EchoMQ, BullMQ Node and bullmq-official (BullMQ's own Rust
+//! port) measured in the same run, on the same fresh redis-server, doing the
+//! same work by the same method; one table with each peer's figure and
+//! EchoMQ's ratio to the best peer. Printed as Markdown for docs/benchmarks.md.
 //!
-//! Speed lives here, never in tests. Sizes are modest (2-core machines): set
-//! `BENCH_SCALE=<f>` to scale the job counts.
+//! Every client times its own section in its own process and reports its CPU
+//! over that section (getrusage: user + system); Redis CPU is read from
+//! `INFO cpu` around the same section. Speed lives here, never in tests.
+//!
+//! Environment: `BENCH_SCALE=<f>` scales the job counts; `BENCH_ONLY=<list>`
+//! runs some sections only (`add`, `process`, `latency`, `renew`, `sweep`,
+//! `events`; for profiling); `BENCH_PEERS=none|node|official|all` (default
+//! all) picks the peers; `BENCH_OFFICIAL=<path>` is the bullmq-official peer
+//! binary (`integration-tests/peer-bullmq-official`, built by the recipe).
 
 use std::collections::HashMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use echomq::protocol::ScriptId;
 use echomq::{
     Connection, Delivery, JobOptions, NewJob, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg,
     StalledChecker, StalledCheckerArgs, StalledCheckerMsg,
 };
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value as Json};
 
+/// One line of the comparison table.
 struct Row {
     metric: String,
-    echomq: f64,
-    bullmq: Option<f64>,
     unit: &'static str,
     higher_is_better: bool,
+    echomq: f64,
+    node: Option<f64>,
+    official: Option<f64>,
 }
+
+impl Row {
+    fn new(metric: String, unit: &'static str, higher_is_better: bool, echomq: f64) -> Self {
+        Row {
+            metric,
+            unit,
+            higher_is_better,
+            echomq,
+            node: None,
+            official: None,
+        }
+    }
+
+    fn set(&mut self, peer: Peer, v: Option<f64>) {
+        match peer {
+            Peer::Node => self.node = v,
+            Peer::Official => self.official = v,
+        }
+    }
+
+    /// EchoMQ against the best peer (>1 is better for EchoMQ).
+    fn ratio(&self) -> Option<f64> {
+        let peers = [self.node, self.official];
+        let valid = peers.iter().flatten().copied().filter(|v| *v > 0.0);
+        let best = if self.higher_is_better {
+            valid.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+        } else {
+            valid.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
+        }?;
+        (self.echomq > 0.0).then(|| {
+            if self.higher_is_better {
+                self.echomq / best
+            } else {
+                best / self.echomq
+            }
+        })
+    }
+}
+
+/// The two peers; each runs as its own process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    Node,
+    Official,
+}
+
+const PEERS: [Peer; 2] = [Peer::Node, Peer::Official];
 
 fn scale(n: u64) -> u64 {
     let f: f64 = std::env::var("BENCH_SCALE")
@@ -35,19 +91,73 @@ fn scale(n: u64) -> u64 {
     ((n as f64) * f).max(1.0) as u64
 }
 
-fn node(mode: &str, url: &str, queue: &str, args: serde_json::Value) -> serde_json::Value {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-    let out = Command::new("node")
-        .current_dir(&dir)
-        .args(["bench.js", mode, url, queue, &args.to_string()])
+fn section(name: &str) -> bool {
+    match std::env::var("BENCH_ONLY") {
+        Ok(list) if !list.is_empty() => list.split(',').any(|s| s.trim() == name),
+        _ => true,
+    }
+}
+
+fn official_binary() -> std::path::PathBuf {
+    std::env::var_os("BENCH_OFFICIAL")
+        .map(Into::into)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("peer-bullmq-official/target/release/peer-bullmq-official")
+        })
+}
+
+fn peer_enabled(p: Peer) -> bool {
+    let want = std::env::var("BENCH_PEERS").unwrap_or_else(|_| "all".into());
+    let named = match p {
+        Peer::Node => "node",
+        Peer::Official => "official",
+    };
+    let listed = want == "all" || want.split(',').any(|s| s.trim() == named);
+    listed
+        && match p {
+            Peer::Node => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("interop/node_modules/bullmq")
+                .exists(),
+            Peer::Official => official_binary().exists(),
+        }
+}
+
+/// Runs one mode of a peer; `None` when the peer is not available.
+fn peer(p: Peer, mode: &str, url: &str, queue: &str, args: Json) -> Option<Json> {
+    if !peer_enabled(p) {
+        return None;
+    }
+    let mut cmd = match p {
+        Peer::Node => {
+            let mut c = Command::new("node");
+            c.current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop"))
+                .arg("bench.js");
+            c
+        }
+        Peer::Official => Command::new(official_binary()),
+    };
+    let out = cmd
+        .args([mode, url, queue, &args.to_string()])
         .output()
-        .expect("node is installed (npm ci in integration-tests/interop)");
+        .expect("peer starts");
     assert!(
         out.status.success(),
-        "node bench.js {mode}: {}",
+        "{p:?} {mode}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("bench.js prints JSON")
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find(|l| l.starts_with('{'))?;
+    Some(serde_json::from_str(line).expect("peer prints JSON"))
+}
+
+/// This process's CPU time (user + system), in µs.
+fn cpu_us() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 * 1e6 + tv.tv_usec as f64;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 async fn info_map(c: &Client, section: &str) -> HashMap<String, String> {
@@ -83,8 +193,79 @@ async fn evalsha_usec(c: &Client) -> (u64, u64) {
     (get("calls"), get("usec"))
 }
 
+/// Every command the server ran (scripts' commands included).
+async fn commands(c: &Client) -> u64 {
+    let m = info_map(c, "commandstats").await;
+    m.iter()
+        .filter(|(k, _)| k.starts_with("cmdstat_") && k.as_str() != "cmdstat_info")
+        .filter_map(|(_, v)| {
+            v.split(',')
+                .find_map(|p| p.strip_prefix("calls="))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
 async fn flush(c: &Client) {
     c.flushall::<()>(false).await.unwrap();
+}
+
+/// One client's figures for one section.
+#[derive(Clone, Copy, Default)]
+struct Measured {
+    /// Jobs per second.
+    rate: f64,
+    /// Client CPU per job (µs).
+    client_us: f64,
+    /// Redis CPU per job (µs).
+    redis_us: f64,
+    /// Redis commands per job (scripts' included).
+    commands: f64,
+}
+
+/// A peer's JSON (`ms`, `cpu_us`) as figures, with Redis' side measured here.
+fn from_peer(out: &Json, n: u64, redis_s: f64, cmds: u64) -> Measured {
+    let ms = out["ms"].as_f64().unwrap_or(f64::NAN);
+    let cpu = out["cpu_us"]
+        .as_f64()
+        .or_else(|| out["cpuUs"].as_f64())
+        .unwrap_or(f64::NAN);
+    Measured {
+        rate: n as f64 / (ms / 1000.0),
+        client_us: cpu / n as f64,
+        redis_us: redis_s * 1e6 / n as f64,
+        commands: cmds as f64 / n as f64,
+    }
+}
+
+/// Runs a peer's mode between two readings of Redis' CPU and command counts.
+async fn peer_measured(
+    c: &Client,
+    p: Peer,
+    mode: &str,
+    url: &str,
+    queue: &str,
+    n: u64,
+    args: Json,
+) -> Option<Measured> {
+    if !peer_enabled(p) {
+        return None;
+    }
+    let (cpu0, cmd0) = (redis_cpu(c).await, commands(c).await);
+    let url = url.to_owned();
+    let (mode, queue) = (mode.to_owned(), queue.to_owned());
+    let out = tokio::task::spawn_blocking(move || peer(p, &mode, &url, &queue, args))
+        .await
+        .unwrap()?;
+    let (cpu1, cmd1) = (redis_cpu(c).await, commands(c).await);
+    // The peer's own start-up commands (script loads, client names) are a
+    // handful against thousands of jobs.
+    Some(from_peer(
+        &out,
+        n,
+        cpu1 - cpu0,
+        cmd1.saturating_sub(cmd0 + 1),
+    ))
 }
 
 #[tokio::main]
@@ -110,135 +291,224 @@ async fn main() {
         .unwrap_or("?")
         .trim()
         .to_owned();
-    eprintln!("bench: redis {redis_version} on {url}");
+    eprintln!(
+        "bench: redis {redis_version} on {url}; peers: node {}, bullmq-official {}",
+        peer_enabled(Peer::Node),
+        peer_enabled(Peer::Official)
+    );
 
-    // 1. add, one job per call, 100 in flight.
-    let n = scale(20_000);
-    let q = Queue::new(&conn, "add1").await.unwrap();
-    let t = Instant::now();
-    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let lanes: Vec<_> = (0..100)
-        .map(|_| {
-            let q = q.clone();
-            let next = next.clone();
-            tokio::spawn(async move {
-                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
-                    q.add("bench", &json!({"i": 1}), JobOptions::new())
-                        .await
-                        .unwrap();
-                }
+    if section("add") {
+        // 1. add, one job per call, 100 in flight.
+        let n = scale(20_000);
+        let q = Queue::new(&conn, "add1").await.unwrap();
+        let (t, cpu0) = (Instant::now(), cpu_us());
+        let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let lanes: Vec<_> = (0..100)
+            .map(|_| {
+                let q = q.clone();
+                let next = next.clone();
+                tokio::spawn(async move {
+                    while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                        q.add("bench", &json!({"i": 1}), JobOptions::new())
+                            .await
+                            .unwrap();
+                    }
+                })
             })
-        })
-        .collect();
-    for l in lanes {
-        l.await.unwrap();
-    }
-    let rust = n as f64 / t.elapsed().as_secs_f64();
-    flush(&c).await;
-    let node_ms = node("add-single", &url, "add1", json!({"n": n, "inFlight": 100}))["ms"]
-        .as_f64()
-        .unwrap();
-    rows.push(Row {
-        metric: format!("add, 1 per call, 100 in flight ({n} jobs)"),
-        echomq: rust,
-        bullmq: Some(n as f64 / (node_ms / 1000.0)),
-        unit: "jobs/s",
-        higher_is_better: true,
-    });
-    flush(&c).await;
-
-    // 2. add_bulk, 1000 per call.
-    let n = scale(100_000);
-    let q = Queue::new(&conn, "bulk").await.unwrap();
-    let t = Instant::now();
-    fill(&q, n).await;
-    let rust = n as f64 / t.elapsed().as_secs_f64();
-    flush(&c).await;
-    let node_ms = node("add-bulk", &url, "bulk", json!({"n": n, "batch": 1000}))["ms"]
-        .as_f64()
-        .unwrap();
-    rows.push(Row {
-        metric: format!("add_bulk, 1000 per call ({n} jobs)"),
-        echomq: rust,
-        bullmq: Some(n as f64 / (node_ms / 1000.0)),
-        unit: "jobs/s",
-        higher_is_better: true,
-    });
-    flush(&c).await;
-
-    // Processing throughput with a no-op processor, and Redis CPU per job.
-    let n = scale(20_000);
-    let mut cpu_rows = Vec::new();
-    for concurrency in [1usize, 16, 100] {
-        let n = if concurrency == 1 { n / 4 } else { n };
-        let q = Queue::new(&conn, "proc").await.unwrap();
-        fill(&q, n).await;
-        let cpu0 = redis_cpu(&c).await;
-        let secs = process_with_echomq(&q, n, concurrency).await;
-        let rust_cpu = (redis_cpu(&c).await - cpu0) / n as f64;
+            .collect();
+        for l in lanes {
+            l.await.unwrap();
+        }
+        let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu0);
         flush(&c).await;
-        let q = Queue::new(&conn, "proc").await.unwrap();
-        fill(&q, n).await;
-        let cpu0 = redis_cpu(&c).await;
-        let out = node(
-            "process",
-            &url,
-            "proc",
-            json!({"n": n, "concurrency": concurrency}),
+        let metric = format!("add, 1 per call, 100 in flight ({n} jobs)");
+        let mut rate = Row::new(metric.clone(), "jobs/s", true, n as f64 / secs);
+        let mut client = Row::new(
+            format!("client CPU per job: {metric}"),
+            "µs",
+            false,
+            cpu / n as f64,
         );
-        let node_cpu = (redis_cpu(&c).await - cpu0) / n as f64;
-        let node_secs = out["ms"].as_f64().unwrap() / 1000.0;
-        rows.push(Row {
-            metric: format!("processing, concurrency {concurrency}, no-op ({n} jobs)"),
-            echomq: n as f64 / secs,
-            bullmq: Some(n as f64 / node_secs),
-            unit: "jobs/s",
-            higher_is_better: true,
-        });
-        cpu_rows.push((concurrency, rust_cpu * 1e6, node_cpu * 1e6));
+        for p in PEERS {
+            let m = peer_measured(
+                &c,
+                p,
+                "add-single",
+                &url,
+                "add1",
+                n,
+                json!({"n": n, "inFlight": 100}),
+            )
+            .await;
+            rate.set(p, m.map(|m| m.rate));
+            client.set(p, m.map(|m| m.client_us));
+            flush(&c).await;
+        }
+        rows.push(rate);
+        rows.push(client);
+
+        // 2. add_bulk, 1000 per call.
+        let n = scale(100_000);
+        let q = Queue::new(&conn, "bulk").await.unwrap();
+        let (t, cpu0) = (Instant::now(), cpu_us());
+        fill(&q, n).await;
+        let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu0);
         flush(&c).await;
-    }
-    for (concurrency, rust, node) in cpu_rows {
-        rows.push(Row {
-            metric: format!("Redis CPU per processed job, concurrency {concurrency}"),
-            echomq: rust,
-            bullmq: Some(node),
-            unit: "µs",
-            higher_is_better: false,
-        });
+        let metric = format!("add_bulk, 1000 per call ({n} jobs)");
+        let mut rate = Row::new(metric.clone(), "jobs/s", true, n as f64 / secs);
+        let mut client = Row::new(
+            format!("client CPU per job: {metric}"),
+            "µs",
+            false,
+            cpu / n as f64,
+        );
+        for p in PEERS {
+            let m = peer_measured(
+                &c,
+                p,
+                "add-bulk",
+                &url,
+                "bulk",
+                n,
+                json!({"n": n, "batch": 1000}),
+            )
+            .await;
+            rate.set(p, m.map(|m| m.rate));
+            client.set(p, m.map(|m| m.client_us));
+            flush(&c).await;
+        }
+        rows.push(rate);
+        rows.push(client);
     }
 
-    // End-to-end latency (add → processor start) at a steady 500 jobs/s.
-    let n = scale(2_000);
-    let (p50, p99) = latency_with_echomq(&conn, n).await;
-    flush(&c).await;
-    let (np50, np99) = latency_with_node(&conn, &url, n).await;
-    rows.push(Row {
-        metric: "latency add → start, p50 (500 jobs/s)".into(),
-        echomq: p50,
-        bullmq: Some(np50),
-        unit: "ms",
-        higher_is_better: false,
-    });
-    rows.push(Row {
-        metric: "latency add → start, p99 (500 jobs/s)".into(),
-        echomq: p99,
-        bullmq: Some(np99),
-        unit: "ms",
-        higher_is_better: false,
-    });
-    flush(&c).await;
+    // Processing with a no-op processor: throughput, client and Redis CPU per
+    // job, Redis commands per job; completed jobs kept, then removed.
+    let mut ceiling = Vec::new();
+    if section("process") {
+        let n = scale(20_000);
+        for keep in [true, false] {
+            let kept = if keep { "kept" } else { "removeOnComplete" };
+            let mut group: Vec<Row> = Vec::new();
+            for concurrency in [1usize, 16, 100] {
+                let n = if concurrency == 1 { n / 4 } else { n };
+                let q = Queue::new(&conn, "proc").await.unwrap();
+                fill(&q, n).await;
+                let (cpu0, cmd0) = (redis_cpu(&c).await, commands(&c).await);
+                let (secs, client) = process_with_echomq(&q, n, concurrency, keep).await;
+                let (cpu1, cmd1) = (redis_cpu(&c).await, commands(&c).await);
+                let ours = Measured {
+                    rate: n as f64 / secs,
+                    client_us: client / n as f64,
+                    redis_us: (cpu1 - cpu0) * 1e6 / n as f64,
+                    commands: cmd1.saturating_sub(cmd0 + 1) as f64 / n as f64,
+                };
+                flush(&c).await;
+                let tag = format!("c{concurrency}, {kept} ({n} jobs)");
+                let mut rows4 = [
+                    Row::new(format!("processing {tag}"), "jobs/s", true, ours.rate),
+                    Row::new(
+                        format!("client CPU per job, {tag}"),
+                        "µs",
+                        false,
+                        ours.client_us,
+                    ),
+                    Row::new(
+                        format!("Redis CPU per job, {tag}"),
+                        "µs",
+                        false,
+                        ours.redis_us,
+                    ),
+                    Row::new(
+                        format!("Redis commands per job, {tag}"),
+                        "",
+                        false,
+                        ours.commands,
+                    ),
+                ];
+                for p in PEERS {
+                    let q = Queue::new(&conn, "proc").await.unwrap();
+                    fill(&q, n).await;
+                    let m = peer_measured(
+                        &c,
+                        p,
+                        "process",
+                        &url,
+                        "proc",
+                        n,
+                        json!({"n": n, "concurrency": concurrency, "keep": keep}),
+                    )
+                    .await;
+                    rows4[0].set(p, m.map(|m| m.rate));
+                    rows4[1].set(p, m.map(|m| m.client_us));
+                    rows4[2].set(p, m.map(|m| m.redis_us));
+                    rows4[3].set(p, m.map(|m| m.commands));
+                    flush(&c).await;
+                }
+                if concurrency == 100 {
+                    // One core's worth of Redis at EchoMQ's own cost per job.
+                    ceiling.push((kept, ours.rate, 1e6 / ours.redis_us));
+                }
+                group.extend(rows4);
+            }
+            rows.extend(group);
+        }
+    }
+
+    if section("latency") {
+        // add → completed at concurrency 1, 500 jobs/s, each client adding
+        // its own jobs and timing them in-process.
+        let n = scale(2_000);
+        let (p50, p99) = latency_with_echomq(&conn, n).await;
+        flush(&c).await;
+        let mut r50 = Row::new(
+            "latency add → completed p50, c1, 500 jobs/s".into(),
+            "ms",
+            false,
+            p50,
+        );
+        let mut r99 = Row::new(
+            "latency add → completed p99, c1, 500 jobs/s".into(),
+            "ms",
+            false,
+            p99,
+        );
+        for p in PEERS {
+            let url = url.clone();
+            let out = tokio::task::spawn_blocking(move || {
+                peer(
+                    p,
+                    "latency",
+                    &url,
+                    "lat",
+                    json!({"n": n, "concurrency": 1, "rate": 500}),
+                )
+            })
+            .await
+            .unwrap();
+            r50.set(p, out.as_ref().and_then(|o| o["p50"].as_f64()));
+            r99.set(p, out.as_ref().and_then(|o| o["p99"].as_f64()));
+            flush(&c).await;
+        }
+        rows.push(r50);
+        rows.push(r99);
+    }
 
     // Lock renewal cost against held jobs: one extendLocks call vs one call per job.
     let mut renew_rows = Vec::new();
-    for held in [1u64, 10, 100, 1_000, 10_000] {
+    for held in [1u64, 10, 100, 1_000, 10_000]
+        .into_iter()
+        .filter(|_| section("renew"))
+    {
         renew_rows.push(renewal_cost(&conn, &c, held).await);
         flush(&c).await;
     }
 
     // 3. Stalled sweep cost against the number of active jobs.
     let mut sweep_rows = Vec::new();
-    for active in [100u64, 1_000, 10_000, 100_000] {
+    for active in [100u64, 1_000, 10_000, 100_000]
+        .into_iter()
+        .filter(|_| section("sweep"))
+    {
         let active = scale(active);
         let q = Queue::new(&conn, "sweep").await.unwrap();
         let k = q.keys().clone();
@@ -287,55 +557,60 @@ async fn main() {
     }
 
     // 4. Events consumed per second, and end-to-end lag.
-    let n = scale(20_000);
-    let q = Queue::new(&conn, "events").await.unwrap();
-    let mut args = QueueEventsArgs::new(conn.clone(), "events");
-    args.block = Duration::from_millis(500);
-    let (qe, _) = ractor::Actor::spawn(None, QueueEvents, args).await.unwrap();
-    let mut sub = ractor::call_t!(qe, QueueEventsMsg::Subscribe, 5000, 100_000).unwrap();
-    let producer = {
-        let q = q.clone();
-        tokio::spawn(async move {
-            for start in (0..n).step_by(500) {
-                let batch: Vec<NewJob> = (start..(start + 500).min(n))
-                    .map(|i| NewJob {
-                        name: "e".into(),
-                        data: json!({"i": i}),
-                        options: JobOptions::new(),
-                    })
-                    .collect();
-                q.add_bulk(batch).await.unwrap();
+    let events_row = if section("events") {
+        let n = scale(20_000);
+        let q = Queue::new(&conn, "events").await.unwrap();
+        let mut args = QueueEventsArgs::new(conn.clone(), "events");
+        args.block = Duration::from_millis(500);
+        let (qe, _) = ractor::Actor::spawn(None, QueueEvents, args).await.unwrap();
+        let mut sub = ractor::call_t!(qe, QueueEventsMsg::Subscribe, 5000, 100_000).unwrap();
+        let producer = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                for start in (0..n).step_by(500) {
+                    let batch: Vec<NewJob> = (start..(start + 500).min(n))
+                        .map(|i| NewJob {
+                            name: "e".into(),
+                            data: json!({"i": i}),
+                            options: JobOptions::new(),
+                        })
+                        .collect();
+                    q.add_bulk(batch).await.unwrap();
+                }
+            })
+        };
+        let want = n * 2; // added + waiting per job
+        let mut got = 0u64;
+        let mut lags = Vec::with_capacity(want as usize);
+        let mut first: Option<Instant> = None;
+        while got < want {
+            match tokio::time::timeout(Duration::from_secs(30), sub.recv())
+                .await
+                .expect("events keep coming")
+            {
+                Some(Delivery::Event(e)) => {
+                    first.get_or_insert_with(Instant::now);
+                    got += 1;
+                    let id_ms: u64 = e.id.split('-').next().unwrap().parse().unwrap();
+                    lags.push(echomq::clock::now_ms().saturating_sub(id_ms));
+                }
+                Some(other) => panic!("unexpected {other:?}"),
+                None => panic!("QueueEvents stopped"),
             }
-        })
-    };
-    let want = n * 2; // added + waiting per job
-    let mut got = 0u64;
-    let mut lags = Vec::with_capacity(want as usize);
-    let mut first: Option<Instant> = None;
-    while got < want {
-        match tokio::time::timeout(Duration::from_secs(30), sub.recv())
-            .await
-            .expect("events keep coming")
-        {
-            Some(Delivery::Event(e)) => {
-                first.get_or_insert_with(Instant::now);
-                got += 1;
-                let id_ms: u64 = e.id.split('-').next().unwrap().parse().unwrap();
-                lags.push(echomq::clock::now_ms().saturating_sub(id_ms));
-            }
-            Some(other) => panic!("unexpected {other:?}"),
-            None => panic!("QueueEvents stopped"),
         }
-    }
-    producer.await.unwrap();
-    let rate = got as f64 / first.unwrap().elapsed().as_secs_f64();
-    lags.sort_unstable();
-    qe.cast(QueueEventsMsg::Close).ok();
-    flush(&c).await;
+        producer.await.unwrap();
+        let rate = got as f64 / first.unwrap().elapsed().as_secs_f64();
+        lags.sort_unstable();
+        qe.cast(QueueEventsMsg::Close).ok();
+        flush(&c).await;
+        Some((want, rate, lags))
+    } else {
+        None
+    };
 
     // 5. The Redis ceiling: a trivial script through redis-benchmark.
     let sha: String = c.script_load("return 1").await.unwrap();
-    let ceiling = Command::new("redis-benchmark")
+    let trivial = Command::new("redis-benchmark")
         .args([
             "-p",
             &redis.port().to_string(),
@@ -356,66 +631,79 @@ async fn main() {
         .and_then(|s| s.split_whitespace().find_map(|w| w.parse::<f64>().ok()))
         .unwrap_or(f64::NAN);
 
-    // The table.
-    let _ = ScriptId::ExtendLocks;
     println!(
-        "\n### EchoMQ vs BullMQ Node 6.2.0 — same machine, same redis-server {redis_version}\n"
+        "\n### EchoMQ vs BullMQ Node 6.2.0 and bullmq-official 1.4.4 — same machine, same redis-server {redis_version}\n"
     );
-    println!("| metric | EchoMQ | BullMQ Node | ratio |");
-    println!("| --- | ---: | ---: | ---: |");
+    println!("| metric | EchoMQ | BullMQ Node | bullmq-official | EchoMQ vs best peer |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let show = |v: f64, unit: &str| {
+        if unit.is_empty() || v < 10.0 {
+            format!("{v:.2} {unit}")
+        } else {
+            format!("{v:.0} {unit}")
+        }
+    };
     for r in &rows {
-        // A 0 (below the ms resolution of job timestamps) has no meaningful ratio.
-        let ratio = r.bullmq.filter(|b| *b > 0.0 && r.echomq > 0.0).map(|b| {
-            if r.higher_is_better {
-                r.echomq / b
-            } else {
-                b / r.echomq
-            }
-        });
         println!(
-            "| {} | {:.0} {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |",
             r.metric,
-            r.echomq,
-            r.unit,
-            r.bullmq
-                .map(|b| format!("{b:.0} {}", r.unit))
+            show(r.echomq, r.unit),
+            r.node
+                .map(|v| show(v, r.unit))
                 .unwrap_or_else(|| "—".into()),
-            ratio
+            r.official
+                .map(|v| show(v, r.unit))
+                .unwrap_or_else(|| "—".into()),
+            r.ratio()
                 .map(|x| format!("{x:.2}×"))
                 .unwrap_or_else(|| "—".into())
         );
     }
-    println!("\n### Lock renewal per window against held jobs (LockManager: one extendLocks-1 call; naive: one extendLock-2 call per job)\n");
-    println!("| held jobs | LockManager calls | LockManager Redis time | naive calls | naive Redis time | naive wall time (sequential) |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
-    for r in renew_rows {
+    for (kept, rate, at_core) in ceiling {
         println!(
-            "| {} | {} | {:.2} ms | {} | {:.2} ms | {:.1} ms |",
-            r.held,
-            r.calls,
-            r.usec as f64 / 1000.0,
-            r.naive_calls,
-            r.naive_usec as f64 / 1000.0,
-            r.naive_wall_ms
+            "\nc100, {kept}: EchoMQ {rate:.0} jobs/s = {:.2}× the Redis ceiling of one core at EchoMQ's Redis CPU per job ({at_core:.0} jobs/s)",
+            rate / at_core
         );
     }
-    println!("\n### Stalled sweep cost (probe + moveStalledJobsToWait-8) against active jobs\n");
-    println!("| active jobs | sweep wall time | script time (Redis) | Redis CPU |");
-    println!("| ---: | ---: | ---: | ---: |");
-    for (a, wall, script, cpu) in sweep_rows {
-        println!("| {a} | {wall:.1} ms | {script:.1} ms | {cpu:.1} ms |");
+    if !renew_rows.is_empty() {
+        println!("\n### Lock renewal per window against held jobs (LockManager: one extendLocks-1 call; naive: one extendLock-2 call per job)\n");
+        println!("| held jobs | LockManager calls | LockManager Redis time | naive calls | naive Redis time | naive wall time (sequential) |");
+        println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
+        for r in renew_rows {
+            println!(
+                "| {} | {} | {:.2} ms | {} | {:.2} ms | {:.1} ms |",
+                r.held,
+                r.calls,
+                r.usec as f64 / 1000.0,
+                r.naive_calls,
+                r.naive_usec as f64 / 1000.0,
+                r.naive_wall_ms
+            );
+        }
     }
-    println!("\n### Events\n");
-    println!("| metric | value |");
-    println!("| --- | ---: |");
-    println!("| events consumed per second ({want} events, QueueEvents → bounded subscriber) | {rate:.0} |");
+    if !sweep_rows.is_empty() {
+        println!(
+            "\n### Stalled sweep cost (probe + moveStalledJobsToWait-8) against active jobs\n"
+        );
+        println!("| active jobs | sweep wall time | script time (Redis) | Redis CPU |");
+        println!("| ---: | ---: | ---: | ---: |");
+        for (a, wall, script, cpu) in sweep_rows {
+            println!("| {a} | {wall:.1} ms | {script:.1} ms | {cpu:.1} ms |");
+        }
+    }
+    if let Some((want, rate, lags)) = events_row {
+        println!("\n### Events\n");
+        println!("| metric | value |");
+        println!("| --- | ---: |");
+        println!("| events consumed per second ({want} events, QueueEvents → bounded subscriber) | {rate:.0} |");
+        println!(
+            "| end-to-end lag p50 / p99 (XADD → subscriber) | {} / {} ms |",
+            lags[lags.len() / 2],
+            lags[lags.len() * 99 / 100]
+        );
+    }
     println!(
-        "| end-to-end lag p50 / p99 (XADD → subscriber) | {} / {} ms |",
-        lags[lags.len() / 2],
-        lags[lags.len() * 99 / 100]
-    );
-    println!(
-        "\nRedis ceiling (redis-benchmark EVALSHA of `return 1`, 50 clients): {ceiling:.0} calls/s"
+        "\nRedis ceiling (redis-benchmark EVALSHA of `return 1`, 50 clients): {trivial:.0} calls/s"
     );
 }
 
@@ -432,9 +720,9 @@ async fn fill(q: &Queue, n: u64) {
     }
 }
 
-/// Time from worker start to the n-th completion, no-op processor, jobs
-/// removed on completion (as the Node side does).
-async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize) -> f64 {
+/// Time from worker start to the n-th completion and this process's CPU over
+/// it, no-op processor, completed jobs kept or removed.
+async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize, keep: bool) -> (f64, f64) {
     use echomq::worker::processor_fn;
     let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
     let mut args = echomq::WorkerArgs::new(
@@ -442,11 +730,13 @@ async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize) -> f64 {
         processor_fn(|_| async { Ok(serde_json::Value::Null) }),
     );
     args.options.concurrency = concurrency;
-    args.options.remove_on_complete = Some(echomq::KeepJobs::Remove(true));
+    if !keep {
+        args.options.remove_on_complete = Some(echomq::KeepJobs::Remove(true));
+    }
     args.events = Some(tx);
     let mut spec = echomq::WorkerSetSpec::new(args);
     spec.stalled_checker = None;
-    let t = Instant::now();
+    let (t, cpu0) = (Instant::now(), cpu_us());
     let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
         .await
         .unwrap();
@@ -457,7 +747,7 @@ async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize) -> f64 {
             done += 1;
         }
     }
-    let secs = t.elapsed().as_secs_f64();
+    let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu0);
     let _ = ractor::call_t!(
         set.worker,
         echomq::WorkerMsg::Close,
@@ -465,17 +755,7 @@ async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize) -> f64 {
         Duration::from_secs(5)
     );
     host.stop(None);
-    secs
-}
-
-async fn produce_steadily(q: &Queue, n: u64) {
-    let mut tick = tokio::time::interval(Duration::from_millis(2));
-    for i in 0..n {
-        tick.tick().await;
-        q.add("lat", &json!({"i": i}), JobOptions::new())
-            .await
-            .unwrap();
-    }
+    (secs, cpu)
 }
 
 fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
@@ -483,24 +763,18 @@ fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
     (v[v.len() / 2], v[(v.len() * 99 / 100).min(v.len() - 1)])
 }
 
+/// add → completed at concurrency 1: one add every 2 ms, each timed from the
+/// add call to the worker's `Completed` event for it, in this process.
 async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
     use echomq::worker::processor_fn;
     let q = Queue::new(conn, "lat").await.unwrap();
-    let lat = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let l2 = lat.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
     let mut args = echomq::WorkerArgs::new(
         q.clone(),
-        processor_fn(move |ctx| {
-            let l = l2.clone();
-            async move {
-                l.lock()
-                    .unwrap()
-                    .push(echomq::clock::now_ms().saturating_sub(ctx.job().timestamp) as f64);
-                Ok(serde_json::Value::Null)
-            }
-        }),
+        processor_fn(|_| async { Ok(serde_json::Value::Null) }),
     );
-    args.options.concurrency = 16;
+    args.options.concurrency = 1;
+    args.events = Some(tx);
     let mut spec = echomq::WorkerSetSpec::new(args);
     spec.stalled_checker = None;
     let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
@@ -508,10 +782,35 @@ async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
         .unwrap();
     let set = spec.spawn_linked(host.get_cell()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    produce_steadily(&q, n).await;
-    while (lat.lock().unwrap().len() as u64) < n {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let sent: Arc<std::sync::Mutex<HashMap<String, Instant>>> = Arc::default();
+    let producer = {
+        let sent = sent.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(2));
+            for i in 0..n {
+                tick.tick().await;
+                let at = Instant::now();
+                let id = q
+                    .add("lat", &json!({"i": i}), JobOptions::new())
+                    .await
+                    .unwrap();
+                sent.lock().unwrap().insert(id.to_string(), at);
+            }
+        })
+    };
+    let mut done = Vec::with_capacity(n as usize);
+    while (done.len() as u64) < n {
+        if let Some(echomq::WorkerEvent::Completed { job_id }) = rx.recv().await {
+            done.push((job_id, Instant::now()));
+        }
     }
+    producer.await.unwrap();
+    let v: Vec<f64> = {
+        let sent = sent.lock().unwrap();
+        done.iter()
+            .filter_map(|(id, at)| Some(at.duration_since(*sent.get(id)?).as_secs_f64() * 1e3))
+            .collect()
+    };
     let _ = ractor::call_t!(
         set.worker,
         echomq::WorkerMsg::Close,
@@ -519,33 +818,7 @@ async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
         Duration::from_secs(5)
     );
     host.stop(None);
-    let v = lat.lock().unwrap().clone();
     percentiles(v)
-}
-
-async fn latency_with_node(conn: &Connection, url: &str, n: u64) -> (f64, f64) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-    let child = tokio::process::Command::new("node")
-        .current_dir(&dir)
-        .args([
-            "bench.js",
-            "process",
-            url,
-            "lat",
-            &json!({"n": n, "concurrency": 16, "latency": true}).to_string(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("node");
-    tokio::time::sleep(Duration::from_millis(1500)).await; // Node start-up
-    let q = Queue::new(conn, "lat").await.unwrap();
-    produce_steadily(&q, n).await;
-    let out = child.wait_with_output().await.unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    (
-        v["p50"].as_f64().unwrap_or(f64::NAN),
-        v["p99"].as_f64().unwrap_or(f64::NAN),
-    )
 }
 
 struct Renewal {

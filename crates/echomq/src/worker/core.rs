@@ -71,12 +71,12 @@ impl Counters {
 }
 
 pub(crate) struct WorkerCore {
-    queue: Queue,
+    queue: Arc<Queue>,
     processor: Arc<dyn Processor>,
     opts: WorkerOptions,
     name: Option<Arc<str>>,
     gate: Arc<SlotGate>,
-    seam: LockSeam,
+    seam: Arc<LockSeam>,
     hints: FetchHints,
     blocking: BlockingConn,
     counters: Counters,
@@ -96,10 +96,10 @@ impl WorkerCore {
             name: opts.name.as_deref().map(Arc::from),
             gate: Arc::new(SlotGate::new(opts.concurrency)),
             blocking: BlockingConn::new(queue.connection().clone(), queue.keys().marker()),
-            queue,
+            queue: Arc::new(queue),
             processor,
             opts,
-            seam: LockSeam::default(),
+            seam: Arc::default(),
             hints: FetchHints::default(),
             counters: Counters::default(),
             myself,
@@ -107,8 +107,9 @@ impl WorkerCore {
         }
     }
 
-    pub fn queue(&self) -> &Queue {
-        &self.queue
+    /// The queue, shared with each job's context without a copy.
+    pub fn queue_arc(&self) -> Arc<Queue> {
+        self.queue.clone()
     }
 
     pub fn keys(&self) -> &QueueKeys {
@@ -135,7 +136,7 @@ impl WorkerCore {
         &self.gate
     }
 
-    pub fn seam(&self) -> &LockSeam {
+    pub fn seam(&self) -> &Arc<LockSeam> {
         &self.seam
     }
 

@@ -31,8 +31,9 @@ pub type ProcessFuture =
 /// # let _ = p;
 /// ```
 ///
-/// The future runs in its own task: a panic fails the job (it does not bring
-/// the worker down). When the job is cancelled ([`JobContext::cancelled`]
+/// The future is polled by the slot running the job, with its panics caught:
+/// a panic fails the job (it does not bring the worker down). When the job is
+/// cancelled ([`JobContext::cancelled`]
 /// fires) the processor has [`WorkerOptions::cancel_grace`](super::WorkerOptions::cancel_grace)
 /// to return; then its future is dropped. Its result is ignored either way.
 pub trait Processor: Send + Sync + 'static {
@@ -153,7 +154,7 @@ pub(crate) fn attempt_number(job: &Job) -> u64 {
 #[derive(Clone)]
 pub struct JobContext {
     pub(crate) job: Arc<Job>,
-    pub(crate) queue: Queue,
+    pub(crate) queue: Arc<Queue>,
     pub(crate) token: Arc<str>,
     pub(crate) cancel: CancellationToken,
     pub(crate) worker: Option<Arc<str>>,

@@ -1,7 +1,12 @@
 //! One slot's life: run a job, finish it (taking the next one in the same call
 //! when allowed), and go on until no job comes back.
 
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::DelayKind;
@@ -129,15 +134,18 @@ enum Ran {
 async fn run_processor(core: &WorkerCore, job: &ActiveJob) -> Ran {
     let ctx = JobContext {
         job: job.job_arc(),
-        queue: core.queue().clone(),
+        queue: core.queue_arc(),
         token: job.token_arc(),
         cancel: job.cancellation_token(),
         worker: core.name().cloned(),
     };
-    let cancel = job.cancellation_token();
-    let mut task = tokio::spawn(core.processor().process(ctx));
+    let cancel = ctx.cancel.clone();
+    // Polled inside the slot's own task rather than a task of its own: one
+    // spawn and one cross-task wake-up less per job, with a panic still caught
+    // (and the job failed) as a spawned task's would be.
+    let mut run = CatchPanic(core.processor().process(ctx));
     let result = tokio::select! {
-        r = &mut task => Some(r),
+        r = &mut run => Some(r),
         _ = cancel.cancelled() => None,
     };
     // A processor that saw the cancellation may return before the select
@@ -145,35 +153,43 @@ async fn run_processor(core: &WorkerCore, job: &ActiveJob) -> Ran {
     // same, so the job is never finished with a value it produced then.
     if cancel.is_cancelled() {
         // Still running: a grace period to see the cancellation and stop
-        // cleanly. The slot stays taken meanwhile, since the code still runs.
-        if result.is_none()
-            && tokio::time::timeout(core.opts().cancel_grace, &mut task)
-                .await
-                .is_err()
-        {
-            task.abort();
+        // cleanly. The slot stays taken meanwhile, since the code still runs;
+        // past it the future is dropped.
+        if result.is_none() {
+            let _ = tokio::time::timeout(core.opts().cancel_grace, &mut run).await;
         }
         return Ran::Cancelled;
     }
     match result {
         None => Ran::Cancelled,
         Some(Ok(r)) => Ran::Returned(r),
-        Some(Err(join)) => Ran::Returned(Err(abnormal_end(join))),
+        Some(Err(panic)) => Ran::Returned(Err(abnormal_end(panic))),
     }
 }
 
-fn abnormal_end(join: tokio::task::JoinError) -> ProcessError {
-    let message = if join.is_panic() {
-        let p = join.into_panic();
-        let text = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        format!("processor panicked: {text}")
-    } else {
-        "processor task was cancelled".to_string()
-    };
+/// The processor's future with its panics caught, as a task boundary would.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+fn abnormal_end(panic: Box<dyn Any + Send>) -> ProcessError {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    let message = format!("processor panicked: {text}");
     error!(%message, "processor failed abnormally");
     ProcessError::failed(message)
 }

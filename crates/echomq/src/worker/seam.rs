@@ -1,15 +1,17 @@
-//! The lock seam: the jobs this worker instance holds a lock for, and the
-//! LockManager they are reported to. [`LockSeam`] is the only place that
-//! tells the LockManager to track or untrack a job.
+//! The lock seam: the jobs this worker instance holds a lock for, shared with
+//! the LockManager that renews them. [`LockSeam`] is the only place that
+//! registers or drops a held job; the LockManager reads the set at each tick
+//! ([`HeldLocks`]), so taking and letting go of a job send no message.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
-use crate::lock_protocol::LockManagerMsg;
+use crate::lock_protocol::{HeldLock, HeldLocks, HeldLocksRef, LockManagerMsg};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short critical sections leaves plain
@@ -52,6 +54,7 @@ pub(crate) struct Held {
     token: Arc<str>,
     cancel: CancellationToken,
     reason: Arc<AtomicU8>,
+    since: Instant,
 }
 
 impl Held {
@@ -60,6 +63,7 @@ impl Held {
             token,
             cancel: CancellationToken::new(),
             reason: Arc::new(AtomicU8::new(CancelReason::None.as_u8())),
+            since: Instant::now(),
         }
     }
 
@@ -88,31 +92,16 @@ struct SeamState {
     held: HashMap<String, Held>,
 }
 
-impl SeamState {
-    fn tell(&self, msg: LockManagerMsg) {
-        if let Some(lm) = &self.lock_manager {
-            let _ = lm.cast(msg);
-        }
-    }
-}
-
-/// Held jobs and the LockManager renewing their locks.
+/// Held jobs, shared with the LockManager renewing their locks.
 #[derive(Default)]
 pub(crate) struct LockSeam {
     state: Mutex<SeamState>,
 }
 
-fn track_msg(id: &str, token: &str) -> LockManagerMsg {
-    LockManagerMsg::Track {
-        id: id.to_owned(),
-        token: token.to_owned(),
-    }
-}
-
 impl LockSeam {
-    /// Registers a job the moment a script handed it over: held map first,
-    /// then `Track`, both without awaiting, so no renewal window opens
-    /// between the lock being set and being tracked.
+    /// Registers a job the moment a script handed it over, without awaiting,
+    /// so no renewal window opens between the lock being set and the
+    /// LockManager seeing it.
     pub fn track(&self, id: &str, token: Arc<str>) -> Held {
         let held = Held::new(token);
         self.retrack(id, &held);
@@ -121,9 +110,9 @@ impl LockSeam {
 
     /// Puts a job (back) under renewal.
     pub fn retrack(&self, id: &str, held: &Held) {
-        let mut s = lock(&self.state);
-        s.held.insert(id.to_owned(), held.clone());
-        s.tell(track_msg(id, &held.token));
+        let mut held = held.clone();
+        held.since = Instant::now();
+        lock(&self.state).held.insert(id.to_owned(), held);
     }
 
     /// Stops renewing a job's lock, unless the entry was replaced meanwhile.
@@ -131,17 +120,15 @@ impl LockSeam {
         let mut s = lock(&self.state);
         if s.held.get(id).is_some_and(|h| &*h.token == token) {
             s.held.remove(id);
-            s.tell(LockManagerMsg::Untrack { id: id.to_owned() });
         }
     }
 
-    /// Uses `lm` from now on and has it track every held job; returns how
-    /// many.
-    pub fn attach(&self, lm: ActorRef<LockManagerMsg>) -> usize {
+    /// Uses `lm` from now on and shares the held set with it; returns how
+    /// many jobs are held.
+    pub fn attach(self: &Arc<Self>, lm: ActorRef<LockManagerMsg>) -> usize {
+        let set: Arc<dyn HeldLocks> = self.clone();
+        let _ = lm.cast(LockManagerMsg::Share(HeldLocksRef::new(set)));
         let mut s = lock(&self.state);
-        for (id, held) in &s.held {
-            let _ = lm.cast(track_msg(id, &held.token));
-        }
         s.lock_manager = Some(lm);
         s.held.len()
     }
@@ -175,5 +162,19 @@ impl LockSeam {
         let mut ids: Vec<String> = lock(&self.state).held.keys().cloned().collect();
         ids.sort();
         ids
+    }
+}
+
+impl HeldLocks for LockSeam {
+    fn snapshot(&self) -> Vec<HeldLock> {
+        lock(&self.state)
+            .held
+            .iter()
+            .map(|(id, h)| HeldLock {
+                id: id.clone(),
+                token: h.token.to_string(),
+                since: h.since,
+            })
+            .collect()
     }
 }

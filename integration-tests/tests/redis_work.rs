@@ -1,0 +1,131 @@
+//! Redis work per processed job, as a count of commands (a count, not a time):
+//! `INFO commandstats` counts every command, those a script runs included, so
+//! a run of N jobs minus a run of M jobs on identical fresh servers gives what
+//! one processed job costs in steady state (fetch-next taking the next job in
+//! the finishing call), whatever the worker does once at start and at drain.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
+use echomq::{KeepJobs, NewJob, Queue, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};
+use echomq_integration_tests::{state, NullSupervisor, RedisServer};
+use fred::prelude::*;
+use ractor::{call_t, Actor};
+use serde_json::{json, Value as Json};
+
+/// Commands per processed job, EVALSHA of moveToFinished included, with the
+/// job kept in `completed`: the finishing part (EXISTS, SCARD, ZCARD, GET, DEL,
+/// SREM, HMGET job, LREM, HMGET meta, ZADD, HSET, XADD) and the fetch-next part
+/// (ZRANGEBYSCORE, RPOPLPUSH, SET, XADD, HGETALL, HMSET, ZADD marker).
+/// BullMQ 6.2.0's scripts run 24 for the same job; the scripts before the
+/// rewrite described in docs/protocol.md §What changed in the worker scripts and why ran 25.
+const KEPT: u64 = 20;
+/// With removeOnComplete: DEL of the job's keys instead of ZADD + HSET.
+const REMOVED: u64 = 19;
+
+/// Every command counted by the server, by name.
+async fn command_counts(c: &Client) -> BTreeMap<String, u64> {
+    let text: String = c
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let calls = rest
+                .split(',')
+                .find_map(|p| p.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Processes `n` pre-added jobs with one slot on a fresh server and returns
+/// the commands counted from the worker's start until it is idle again.
+async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "work").await.unwrap();
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob {
+            name: "w".into(),
+            data: json!({"i": i}),
+            options: echomq::JobOptions::new(),
+        })
+        .collect();
+    q.add_bulk(jobs).await.unwrap();
+    let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
+
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
+    let mut args = WorkerArgs::new(
+        q.clone(),
+        processor_fn(|_job: JobContext| async { Ok::<_, ProcessError>(Json::Null) }),
+    );
+    args.options = WorkerOptions::default().concurrency(1);
+    args.options.remove_on_complete = (!keep).then_some(KeepJobs::Remove(true));
+    args.events = Some(tx);
+    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let mut done = 0;
+    while done < n {
+        let event = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("jobs complete")
+            .expect("worker runs");
+        if let WorkerEvent::Completed { .. } = event {
+            done += 1;
+        }
+    }
+    // The drained ending (and the blocking read after it) happens once per run.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let counts = command_counts(&c).await;
+    let _ = call_t!(worker, WorkerMsg::Close, 10_000, Duration::from_secs(2));
+    host.stop(None);
+    counts
+}
+
+fn total(counts: &BTreeMap<String, u64>) -> u64 {
+    counts
+        .iter()
+        // The harness's own reads.
+        .filter(|(name, _)| !matches!(name.as_str(), "info" | "config|resetstat"))
+        .map(|(_, calls)| *calls)
+        .sum()
+}
+
+async fn per_job(keep: bool) -> u64 {
+    let (small, large) = (50, 250);
+    let a = commands_for(small, keep).await;
+    let b = commands_for(large, keep).await;
+    let diff: BTreeMap<&String, i64> = b
+        .iter()
+        .map(|(k, v)| (k, *v as i64 - a.get(k).copied().unwrap_or(0) as i64))
+        .filter(|(_, d)| *d != 0)
+        .collect();
+    eprintln!(
+        "keep={keep}: per-command difference over {} jobs: {diff:?}",
+        large - small
+    );
+    let extra = total(&b) - total(&a);
+    assert_eq!(
+        extra % (large - small),
+        0,
+        "not a whole number of commands per job: {diff:?}"
+    );
+    extra / (large - small)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_per_processed_job_kept() {
+    assert_eq!(per_job(true).await, KEPT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_per_processed_job_removed_on_complete() {
+    assert_eq!(per_job(false).await, REMOVED);
+}
