@@ -177,12 +177,16 @@ impl Connection {
     pub async fn call<C: ScriptCall>(&self, call: &C) -> Result<C::Output> {
         let script = call.script();
         let def = script.def().ok_or(Error::MissingScript(script.name()))?;
-        let encoded = evalsha(def.sha1, call);
+        let (route, first) = evalsha(def.sha1, call);
+        // The arguments go out without a copy; a resend (rare) encodes the
+        // call again rather than every call paying for a clone.
+        let mut first = Some(first);
         let client = self.inner.pool.next();
         let mut reloaded = false;
         let mut redirects = 0;
         let reply = loop {
-            match client.custom(encoded.0.clone(), encoded.1.clone()).await {
+            let args = first.take().unwrap_or_else(|| evalsha(def.sha1, call).1);
+            match client.custom(route.clone(), args).await {
                 Err(e) if is_noscript(&e) && !reloaded => {
                     reloaded = true;
                     self.reload(client, script).await?;
@@ -194,7 +198,7 @@ impl Connection {
                 other => break other?,
             }
         };
-        self.wait_for_replicas(client, &[&encoded.0]).await?;
+        self.wait_for_replicas(client, &[&route]).await?;
         Ok(call.decode(to_reply(reply))?)
     }
 
