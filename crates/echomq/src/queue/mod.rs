@@ -6,7 +6,10 @@
 
 mod add;
 mod admin;
+mod dedup;
 mod edit;
+mod getters;
+mod limits;
 mod types;
 
 use std::collections::{HashMap, HashSet};
@@ -20,6 +23,8 @@ use fred::prelude::{ClientLike, HashesInterface, KeysInterface, ListInterface};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 
+pub use getters::{JobLogs, WorkerInfo};
+pub use limits::RateLimit;
 pub use types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};
 
 /// Meta hash fields the queue handle writes or reads.
