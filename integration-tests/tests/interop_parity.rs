@@ -271,6 +271,7 @@ async fn mixed_fleet(
     node_opts: Json,
     rust_opts: WorkerOptions,
     node_ms: u64,
+    require_both: bool,
 ) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
     let (url2, opts2) = (url.to_owned(), node_opts.clone());
     let node_run = tokio::task::spawn_blocking(move || {
@@ -304,7 +305,7 @@ async fn mixed_fleet(
     let rust_spans = spans.lock().unwrap().clone();
     assert_eq!(rust_spans.len() + node_spans.len(), n, "every job once");
     assert!(
-        !rust_spans.is_empty() && !node_spans.is_empty(),
+        !require_both || (!rust_spans.is_empty() && !node_spans.is_empty()),
         "both clients worked: rust {}, node {}",
         rust_spans.len(),
         node_spans.len()
@@ -312,27 +313,48 @@ async fn mixed_fleet(
     (rust_spans, node_spans)
 }
 
+/// A worker that finishes a job takes the next in the same call, so at the
+/// cap the side holding the slots keeps them: each run gives the wider
+/// concurrency to one side, which alone would go over the cap.
 #[tokio::test]
 async fn rust_and_node_workers_share_the_global_concurrency() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, Q).await.unwrap();
-    q.set_global_concurrency(2).await.unwrap();
-    let (rust, node_spans) = mixed_fleet(
-        &q,
-        &redis.url(),
-        24,
-        150,
-        json!({"concurrency": 3, "count": 2}),
-        WorkerOptions::default()
-            .concurrency(3)
-            .drain_delay(Duration::from_millis(200)),
-        7000,
-    )
-    .await;
-    let all: Vec<(u64, u64)> = rust.iter().chain(&node_spans).copied().collect();
-    let peak = peak_overlap(&all);
-    assert!(peak <= 2, "peak {peak} over the global concurrency of 2");
+    for rust_is_wide in [true, false] {
+        let redis = RedisServer::start();
+        let url = redis.url();
+        let conn = redis.connect().await;
+        let q = Queue::new(&conn, Q).await.unwrap();
+        // Set by one client, honoured by both.
+        if rust_is_wide {
+            q.set_global_concurrency(2).await.unwrap();
+        } else {
+            node(&url, json!([["set-global-concurrency", 2]]));
+        }
+        let (node_c, rust_c) = if rust_is_wide { (1, 4) } else { (4, 1) };
+        let (rust, node_spans) = mixed_fleet(
+            &q,
+            &url,
+            24,
+            100,
+            json!({"concurrency": node_c, "count": 1}),
+            WorkerOptions::default()
+                .concurrency(rust_c)
+                .drain_delay(Duration::from_millis(200)),
+            6000,
+            rust_is_wide,
+        )
+        .await;
+        let all: Vec<(u64, u64)> = rust.iter().chain(&node_spans).copied().collect();
+        let peak = peak_overlap(&all);
+        assert!(
+            peak <= 2,
+            "rust wide {rust_is_wide}: peak {peak} over the global concurrency of 2"
+        );
+        let wide = if rust_is_wide { &rust } else { &node_spans };
+        assert!(
+            peak_overlap(wide) >= 1 && wide.len() >= 4,
+            "the wide side worked"
+        );
+    }
 }
 
 #[tokio::test]
@@ -355,6 +377,7 @@ async fn rust_and_node_workers_share_one_worker_rate_limiter() {
             .drain_delay(Duration::from_millis(200))
             .limiter(limit),
         7000,
+        true,
     )
     .await;
     let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
