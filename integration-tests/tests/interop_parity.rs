@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
 use echomq::{
-    Deduplication, JobOptions, LockManagerMsg, NewJob, Queue, RateLimit, WorkerArgs,
+    Deduplication, JobOptions, JobState, LockManagerMsg, NewJob, Queue, RateLimit, WorkerArgs,
     WorkerMsg, WorkerOptions,
 };
 use echomq_integration_tests::{bullmq, events, wait_until, NullSupervisor, RedisServer};
@@ -383,4 +383,194 @@ async fn rust_and_node_workers_share_one_worker_rate_limiter() {
     let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
     starts.sort();
     assert_window_budget(&starts, limit, "mixed fleet");
+}
+
+fn state_of(name: &str) -> JobState {
+    match name {
+        "waiting" => JobState::Waiting,
+        "prioritized" => JobState::Prioritized,
+        "delayed" => JobState::Delayed,
+        "active" => JobState::Active,
+        "completed" => JobState::Completed,
+        "failed" => JobState::Failed,
+        "waiting-children" => JobState::WaitingChildren,
+        other => panic!("state {other}"),
+    }
+}
+
+#[tokio::test]
+async fn getters_answer_as_node_does() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+
+    // 1..=5 ready (priorities 0, 0, 3, 3, 7), 6 delayed, 7 completed, 8 failed.
+    let setup = node(
+        &url,
+        json!([
+            ["add", "a", {"mode": "ok"}, {}],
+            ["add", "b", {"mode": "ok"}, {}],
+            ["add", "c", {"mode": "ok"}, {"priority": 3}],
+            ["add", "d", {"mode": "ok"}, {"priority": 3}],
+            ["add", "e", {"mode": "ok"}, {"priority": 7}],
+            ["add", "f", {"mode": "ok"}, {"delay": 60000}],
+            ["log", "1", "one", 0], ["log", "1", "two", 0], ["log", "1", "three", 0],
+            ["log", "1", "four", 0], ["log", "1", "five", 0]
+        ]),
+    );
+    assert_eq!(setup[0], json!("1"));
+
+    // Counts per priority, duplicates folded, as Node's object.
+    let node_counts = node(&url, json!([["counts-per-priority", [0, 3, 7, 3, 9]]]));
+    let rust_counts = q.get_counts_per_priority(&[0, 3, 7, 3, 9]).await.unwrap();
+    let as_obj: serde_json::Map<String, Json> = rust_counts
+        .iter()
+        .map(|(p, n)| (p.to_string(), json!(n)))
+        .collect();
+    assert_eq!(node_counts[0], Json::Object(as_obj));
+    assert_eq!(rust_counts, vec![(0, 2), (3, 2), (7, 1), (9, 0)]);
+    assert!(q.get_counts_per_priority(&[2_097_152]).await.is_err());
+
+    // Logs, both orders, with the total.
+    for (start, end, asc) in [(0, -1, true), (1, 3, true), (1, 3, false), (0, 0, false)] {
+        let n = node(&url, json!([["job-logs", "1", start, end, asc]]));
+        let r = q.get_job_logs("1", start, end, asc).await.unwrap();
+        assert_eq!(
+            n[0],
+            json!({"logs": r.logs, "count": r.count}),
+            "logs {start}..{end} asc {asc}"
+        );
+    }
+
+    // Finish 7 and 8 by a Node worker run only on them: they are added now,
+    // once the ready jobs above are out of the way (moved to delayed by hand).
+    let _: () = c.del("emq:par:wait").await.unwrap();
+    let _: () = c.del("emq:par:prioritized").await.unwrap();
+    let ids = node(
+        &url,
+        json!([
+            ["add", "g", {"mode": "ok", "ret": {"r": [1, "x"]}}, {}],
+            ["add", "h", {"mode": "fail", "reason": "bad thing"}, {}],
+            ["work"]
+        ]),
+    );
+    assert_eq!((ids[0].clone(), ids[1].clone()), (json!("7"), json!("8")));
+    let _: () = c.rpush("emq:par:wait", vec!["2", "1"]).await.unwrap();
+    let _: () = c
+        .zadd(
+            "emq:par:prioritized",
+            None,
+            None,
+            false,
+            false,
+            vec![(3.0 * 4294967296.0, "3"), (3.0 * 4294967296.0 + 1.0, "4"), (7.0 * 4294967296.0, "5")],
+        )
+        .await
+        .unwrap();
+
+    assert_eq!(
+        q.is_finished("7").await.unwrap(),
+        echomq::Finished::Completed(json!({"r": [1, "x"]}))
+    );
+    assert_eq!(
+        q.is_finished("8").await.unwrap(),
+        echomq::Finished::Failed("bad thing".into())
+    );
+    assert_eq!(q.is_finished("1").await.unwrap(), echomq::Finished::No);
+
+    // States by BullMQ's names.
+    for id in ["1", "3", "6", "7", "8", "404"] {
+        let n = node(&url, json!([["job-state", id]]));
+        let r = q.get_job_state(id).await.unwrap();
+        assert_eq!(n[0], json!(r.as_str()), "state of {id}");
+    }
+
+    // getJobs: the same ids in the same order, a vanished id skipped and the
+    // bounded page refilled behind it.
+    let _: () = c.del("emq:par:3").await.unwrap();
+    let queries = [
+        (vec!["waiting", "prioritized"], 0, 1, true),
+        (vec!["waiting", "prioritized"], 0, 1, false),
+        (vec!["prioritized"], 0, 1, true),
+        (vec!["prioritized", "waiting", "waiting"], 0, -1, false),
+        (vec!["completed", "failed", "delayed"], 0, 10, true),
+        (vec!["waiting"], 5, 9, true),
+        (vec!["waiting"], -1, -1, true),
+    ];
+    for (types, start, end, asc) in queries {
+        let n = bullmq(
+            "get-jobs",
+            &url,
+            Q,
+            json!({"types": types, "start": start, "end": end, "asc": asc}),
+        );
+        let states: Vec<JobState> = types.iter().map(|t| state_of(t)).collect();
+        let r: Vec<Json> = q
+            .get_jobs(&states, start, end, asc)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|j| json!(j.id))
+            .collect();
+        assert_eq!(n, Json::Array(r), "getJobs {types:?} {start}..{end} asc {asc}");
+    }
+}
+
+#[tokio::test]
+async fn get_workers_lists_rust_and_node_workers_alike() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    let spans: Spans = Default::default();
+    let w = rust_worker(
+        &q,
+        WorkerOptions::default().name("rusty"),
+        0,
+        spans.clone(),
+    )
+    .await;
+    let u = url.clone();
+    let node_run = tokio::task::spawn_blocking(move || {
+        node(&u, json!([["work-timed", 4000, {"name": "nodey"}, 0]]))
+    });
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let mut rust_view: Vec<String> = q
+        .get_workers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.rawname)
+        .collect();
+    let u = url.clone();
+    let node_view = tokio::task::spawn_blocking(move || bullmq("workers", &u, Q, json!({})))
+        .await
+        .unwrap();
+    let mut node_view: Vec<String> = node_view
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            assert_eq!(w["name"], json!(Q));
+            w["rawname"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    rust_view.sort();
+    node_view.sort();
+    assert_eq!(rust_view, node_view);
+    let b64 = "cGFy"; // base64("par")
+    assert!(rust_view.contains(&format!("emq:{b64}:w:rusty")), "{rust_view:?}");
+    assert!(rust_view.contains(&format!("emq:{b64}:w:nodey")), "{rust_view:?}");
+    let named: Vec<Option<String>> = q
+        .get_workers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.worker_name)
+        .collect();
+    assert!(named.contains(&Some("rusty".into())));
+    node_run.await.unwrap();
+    w.worker.stop(None);
 }

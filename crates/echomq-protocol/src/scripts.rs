@@ -116,6 +116,8 @@ script_ids! {
     IsMaxed => "isMaxed", 2;
     /// Ready jobs per priority.
     GetCountsPerPriority => "getCountsPerPriority", 2;
+    /// Jobs (id and hash) by state, paginated, skipping vanished ids.
+    GetJobs => "getJobs", 1;
 }
 
 impl ScriptId {

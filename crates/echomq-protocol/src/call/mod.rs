@@ -20,6 +20,7 @@ pub mod admin;
 pub mod audit;
 pub mod decode;
 pub mod dedup;
+pub mod getters;
 pub mod lifecycle;
 pub mod limits;
 pub mod scheduler;

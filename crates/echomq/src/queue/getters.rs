@@ -32,6 +32,18 @@ pub struct JobLogs {
     pub count: u64,
 }
 
+impl JobState {
+    /// BullMQ's name of the state, as `getJobState` answers it (`waiting`,
+    /// `waiting-children`, `unknown`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Waiting => "waiting",
+            JobState::Unknown => "unknown",
+            other => other.key_suffix(),
+        }
+    }
+}
+
 impl Queue {
     /// Ready jobs per priority (priority 0 counts the wait list), one entry per
     /// distinct priority in first-seen order, as BullMQ's
