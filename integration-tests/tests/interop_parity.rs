@@ -574,3 +574,119 @@ async fn get_workers_lists_rust_and_node_workers_alike() {
     node_run.await.unwrap();
     w.worker.stop(None);
 }
+
+/// `queue.rate_limit(ms)` + `ProcessError::RateLimited` in a Rust processor
+/// hold Node workers too, and a Node `rateLimit` holds Rust workers. As in
+/// BullMQ, the fetching scripts test the limiter key only for workers with a
+/// limiter (or under a global rate limit), so both sides set a generous one.
+#[tokio::test]
+async fn a_rate_limit_set_by_either_client_holds_both() {
+    const LIMIT_MS: u64 = 2500;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+
+    // A: the Rust processor rate-limits on its first job.
+    let limited_at = Arc::new(Mutex::new(None::<u64>));
+    let starts: Spans = Default::default();
+    let (l, s) = (limited_at.clone(), starts.clone());
+    let processor = processor_fn(move |job: JobContext| {
+        let (l, s) = (l.clone(), s.clone());
+        async move {
+            let now = echomq::clock::now_ms();
+            if job.data()["rl"].as_bool() == Some(true) && l.lock().unwrap().is_none() {
+                job.queue()
+                    .rate_limit(Duration::from_millis(LIMIT_MS))
+                    .await
+                    .map_err(|e| ProcessError::failed(e.to_string()))?;
+                *l.lock().unwrap() = Some(now);
+                return Err(ProcessError::RateLimited);
+            }
+            s.lock().unwrap().push((now, now));
+            Ok(json!(null))
+        }
+    });
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions::default()
+        .drain_delay(Duration::from_millis(200))
+        .limiter(RateLimit {
+            max: 100,
+            duration: Duration::from_millis(1000),
+        });
+    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    q.add("trigger", &json!({"rl": true}), JobOptions::new())
+        .await
+        .unwrap();
+    wait_until("the rate limit", Duration::from_secs(10), async || {
+        limited_at.lock().unwrap().is_some()
+    })
+    .await;
+    let t_limit = limited_at.lock().unwrap().unwrap();
+    // From here on only Node works: it must wait out the Rust window.
+    worker.stop(None);
+    let u = url.clone();
+    let node_run = tokio::task::spawn_blocking(move || {
+        node(
+            &u,
+            json!([["work-timed", LIMIT_MS + 2500, {"concurrency": 2, "limiter": {"max": 100, "duration": 1000}}, 0]]),
+        )
+    });
+    for i in 0..6 {
+        q.add("j", &json!({ "i": i }), JobOptions::new()).await.unwrap();
+    }
+    let node_seen = node_run.await.unwrap();
+    wait_until("all 7 completed", Duration::from_secs(10), async || {
+        q.counts().await.unwrap().completed == 7
+    })
+    .await;
+    let mut all: Vec<u64> = starts.lock().unwrap().iter().map(|s| s.0).collect();
+    let node_starts: Vec<u64> = node_seen[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["start"].as_u64().unwrap())
+        .collect();
+    assert_eq!(node_starts.len(), 7, "Node ran every job after the window");
+    all.extend(&node_starts);
+    for s in &all {
+        assert!(
+            *s + 30 >= t_limit + LIMIT_MS,
+            "a job started {} ms into the {LIMIT_MS} ms window",
+            s - t_limit
+        );
+    }
+    // The rate-limited run did not count an attempt.
+    let atm: String = c.hget("emq:par:1", "atm").await.unwrap();
+    assert_eq!(atm, "1");
+
+    // B: Node's rateLimit holds a running Rust worker.
+    let spans: Spans = Default::default();
+    let limited = WorkerOptions::default()
+        .drain_delay(Duration::from_millis(200))
+        .limiter(RateLimit {
+            max: 100,
+            duration: Duration::from_millis(1000),
+        });
+    let w = rust_worker(&q, limited, 0, spans.clone()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t_node = echomq::clock::now_ms();
+    node(&url, json!([["rate-limit", LIMIT_MS]]));
+    for i in 0..3 {
+        q.add("k", &json!({ "i": i }), JobOptions::new()).await.unwrap();
+    }
+    wait_until("3 more", Duration::from_secs(10), async || {
+        spans.lock().unwrap().len() == 3
+    })
+    .await;
+    for s in spans.lock().unwrap().iter() {
+        assert!(
+            s.0 + 30 >= t_node + LIMIT_MS,
+            "a Rust job started {} ms into Node's window",
+            s.0 - t_node
+        );
+    }
+    w.worker.stop(None);
+}
