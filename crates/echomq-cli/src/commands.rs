@@ -49,7 +49,7 @@ pub async fn run(cli: Cli) -> Res {
             | Command::Job { .. }
             | Command::Events { .. }
             | Command::Audit { .. }
-    );
+    ) || crate::parity::reads_only(&cli.command);
     let queue = Queue::with_options(
         &conn,
         queue_name,
@@ -78,7 +78,10 @@ fn queue_of(c: &Command) -> &str {
         | Command::Events { queue, .. }
         | Command::Audit { queue }
         | Command::Work { queue, .. }
-        | Command::Schedulers { queue, .. } => queue,
+        | Command::Schedulers { queue, .. }
+        | Command::Limiter { queue, .. }
+        | Command::Concurrency { queue, .. }
+        | Command::Dedup { queue, .. } => queue,
         Command::Demo => "demo",
     }
 }
@@ -260,8 +263,22 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             start,
             end,
             asc,
+            name: None,
+            search: None,
             ..
         } => list_jobs(q, state, start, end, asc).await,
+        Command::Jobs {
+            state,
+            start,
+            end,
+            asc,
+            name,
+            search,
+            ..
+        } => crate::parity::search_jobs(q, state, start, end, asc, name, search).await,
+        Command::Limiter { action, .. } => crate::parity::limiter(q, action).await,
+        Command::Concurrency { action, .. } => crate::parity::concurrency(q, action).await,
+        Command::Dedup { action, .. } => crate::parity::dedup(q, action).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
         Command::Retry { id, count, .. } => retry(q, id, count).await,
         Command::Promote { id, count, .. } => promote(q, id, count).await,

@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod demo;
+mod parity;
 mod style;
 mod work;
 

@@ -32,6 +32,28 @@ pub struct JobLogs {
     pub count: u64,
 }
 
+/// Which jobs [`Queue::find_jobs`] keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only jobs with exactly this name.
+    pub name: Option<String>,
+    /// Only jobs whose data, as stored JSON text, contains this text.
+    pub data_contains: Option<String>,
+}
+
+impl JobFilter {
+    fn keeps(&self, job: &echomq_protocol::JobRecord, raw_data: &str) -> bool {
+        self.name.as_ref().is_none_or(|n| *n == job.name)
+            && self
+                .data_contains
+                .as_ref()
+                .is_none_or(|t| raw_data.contains(t.as_str()))
+    }
+}
+
+/// Jobs read per call while [`Queue::find_jobs`] scans a state.
+const SCAN_PAGE: i64 = 500;
+
 impl JobState {
     /// BullMQ's name of the state, as `getJobState` answers it (`waiting`,
     /// `waiting-children`, `unknown`, …).
@@ -95,6 +117,63 @@ impl Queue {
             (page, count)
         };
         Ok(JobLogs { logs, count })
+    }
+
+    /// The jobs of `state` that `filter` keeps, matches `start..=end` (0-based,
+    /// in the asked order). The state is scanned page by page with getJobs,
+    /// so a large state costs several round trips but no single long call.
+    pub async fn find_jobs(
+        &self,
+        state: JobState,
+        filter: &JobFilter,
+        start: usize,
+        end: usize,
+        ascending: bool,
+    ) -> Result<Vec<echomq_protocol::JobRecord>> {
+        use echomq_protocol::call::admin::RangeOrder;
+        use echomq_protocol::call::getters::GetJobs;
+        let mut seen = std::collections::HashSet::new();
+        let (mut matched, mut out, mut offset) = (0usize, Vec::new(), 0i64);
+        let suffix = [state.key_suffix()];
+        loop {
+            let call = GetJobs {
+                keys: &self.keys,
+                start: offset,
+                end: offset + SCAN_PAGE - 1,
+                order: if ascending {
+                    RangeOrder::Ascending
+                } else {
+                    RangeOrder::Descending
+                },
+                states: &suffix,
+            };
+            let page: Vec<_> = self.conn.call(&call).await?.into_iter().flatten().collect();
+            let full = page.len() as i64 >= SCAN_PAGE;
+            for (id, fields) in page {
+                if !seen.insert(id.clone()) {
+                    continue;
+                }
+                let raw = fields
+                    .iter()
+                    .find(|(k, _)| k == echomq_protocol::job::field::DATA)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                let job = echomq_protocol::JobRecord::from_hash(&id, fields.into_iter().collect())?;
+                if filter.keeps(&job, &raw) {
+                    if matched >= start {
+                        out.push(job);
+                    }
+                    matched += 1;
+                    if matched > end {
+                        return Ok(out);
+                    }
+                }
+            }
+            if !full {
+                return Ok(out);
+            }
+            offset += SCAN_PAGE;
+        }
     }
 
     /// The state of job `id` by BullMQ's name (`getJobState`);

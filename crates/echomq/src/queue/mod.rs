@@ -24,7 +24,7 @@ use fred::prelude::{ClientLike, HashesInterface, KeysInterface, ListInterface};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 
-pub use getters::{JobLogs, WorkerInfo};
+pub use getters::{JobFilter, JobLogs, WorkerInfo};
 pub use limits::RateLimit;
 pub use types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};
 
