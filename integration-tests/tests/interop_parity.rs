@@ -49,7 +49,11 @@ async fn deduplication_is_one_protocol_for_both_clients() {
         Some("1")
     );
     let dropped = q
-        .add("a", &json!({"v": 2}), JobOptions::new().deduplication(rust_de()))
+        .add(
+            "a",
+            &json!({"v": 2}),
+            JobOptions::new().deduplication(rust_de()),
+        )
         .await
         .unwrap();
     assert_eq!(dropped, "1");
@@ -111,17 +115,30 @@ async fn deduplication_is_one_protocol_for_both_clients() {
     assert_eq!(ev, vec![pairs("1", "N", "2"), pairs("3", "R", "4")]);
 
     // Each side frees the other's key through the owner-checked script…
-    let r = node(&url, json!([["job-remove-dedup-key", "3"], ["dedup-job-id", "R"]]));
+    let r = node(
+        &url,
+        json!([["job-remove-dedup-key", "3"], ["dedup-job-id", "R"]]),
+    );
     assert_eq!(r, vec![json!(true), Json::Null]);
     assert!(q.remove_job_deduplication_key("1").await.unwrap());
     assert_eq!(node(&url, json!([["dedup-job-id", "N"]])), vec![Json::Null]);
 
     // …and through the queue-wide delete.
-    q.add("c", &json!(0), JobOptions::new().deduplication(Deduplication::new("Z")))
-        .await
-        .unwrap();
-    assert_eq!(node(&url, json!([["remove-dedup-key", "Z"]])), vec![json!(1)]);
-    node(&url, json!([["add", "c", {}, {"deduplication": {"id": "Y"}}]]));
+    q.add(
+        "c",
+        &json!(0),
+        JobOptions::new().deduplication(Deduplication::new("Z")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        node(&url, json!([["remove-dedup-key", "Z"]])),
+        vec![json!(1)]
+    );
+    node(
+        &url,
+        json!([["add", "c", {}, {"deduplication": {"id": "Y"}}]]),
+    );
     assert!(q.remove_deduplication_key("Y").await.unwrap());
     assert_eq!(node(&url, json!([["dedup-job-id", "Y"]])), vec![Json::Null]);
 }
@@ -188,16 +205,29 @@ async fn global_limits_written_by_one_client_are_read_by_the_other() {
     .unwrap();
     let r = node(
         &url,
-        json!([["get-global-concurrency"], ["get-global-rate-limit"], ["is-maxed"]]),
+        json!([
+            ["get-global-concurrency"],
+            ["get-global-rate-limit"],
+            ["is-maxed"]
+        ]),
     );
-    assert_eq!(r, vec![json!(3), json!({"max": 7, "duration": 900}), json!(false)]);
-    let _: () = c.lpush("emq:par:active", vec!["a", "b", "c"]).await.unwrap();
+    assert_eq!(
+        r,
+        vec![json!(3), json!({"max": 7, "duration": 900}), json!(false)]
+    );
+    let _: () = c
+        .lpush("emq:par:active", vec!["a", "b", "c"])
+        .await
+        .unwrap();
     assert_eq!(node(&url, json!([["is-maxed"]])), vec![json!(true)]);
     assert!(q.is_maxed().await.unwrap());
 
     node(
         &url,
-        json!([["set-global-concurrency", 5], ["set-global-rate-limit", 4, 2500]]),
+        json!([
+            ["set-global-concurrency", 5],
+            ["set-global-rate-limit", 4, 2500]
+        ]),
     );
     assert_eq!(q.get_global_concurrency().await.unwrap(), Some(5));
     assert_eq!(
@@ -465,7 +495,11 @@ async fn getters_answer_as_node_does() {
             None,
             false,
             false,
-            vec![(3.0 * 4294967296.0, "3"), (3.0 * 4294967296.0 + 1.0, "4"), (7.0 * 4294967296.0, "5")],
+            vec![
+                (3.0 * 4294967296.0, "3"),
+                (3.0 * 4294967296.0 + 1.0, "4"),
+                (7.0 * 4294967296.0, "5"),
+            ],
         )
         .await
         .unwrap();
@@ -514,7 +548,11 @@ async fn getters_answer_as_node_does() {
             .into_iter()
             .map(|j| json!(j.id))
             .collect();
-        assert_eq!(n, Json::Array(r), "getJobs {types:?} {start}..{end} asc {asc}");
+        assert_eq!(
+            n,
+            Json::Array(r),
+            "getJobs {types:?} {start}..{end} asc {asc}"
+        );
     }
 }
 
@@ -525,13 +563,7 @@ async fn get_workers_lists_rust_and_node_workers_alike() {
     let conn = redis.connect().await;
     let q = Queue::new(&conn, Q).await.unwrap();
     let spans: Spans = Default::default();
-    let w = rust_worker(
-        &q,
-        WorkerOptions::default().name("rusty"),
-        0,
-        spans.clone(),
-    )
-    .await;
+    let w = rust_worker(&q, WorkerOptions::default().name("rusty"), 0, spans.clone()).await;
     let u = url.clone();
     let node_run = tokio::task::spawn_blocking(move || {
         node(&u, json!([["work-timed", 4000, {"name": "nodey"}, 0]]))
@@ -561,8 +593,14 @@ async fn get_workers_lists_rust_and_node_workers_alike() {
     node_view.sort();
     assert_eq!(rust_view, node_view);
     let b64 = "cGFy"; // base64("par")
-    assert!(rust_view.contains(&format!("emq:{b64}:w:rusty")), "{rust_view:?}");
-    assert!(rust_view.contains(&format!("emq:{b64}:w:nodey")), "{rust_view:?}");
+    assert!(
+        rust_view.contains(&format!("emq:{b64}:w:rusty")),
+        "{rust_view:?}"
+    );
+    assert!(
+        rust_view.contains(&format!("emq:{b64}:w:nodey")),
+        "{rust_view:?}"
+    );
     let named: Vec<Option<String>> = q
         .get_workers()
         .await
@@ -635,7 +673,9 @@ async fn a_rate_limit_set_by_either_client_holds_both() {
         )
     });
     for i in 0..6 {
-        q.add("j", &json!({ "i": i }), JobOptions::new()).await.unwrap();
+        q.add("j", &json!({ "i": i }), JobOptions::new())
+            .await
+            .unwrap();
     }
     let node_seen = node_run.await.unwrap();
     wait_until("all 7 completed", Duration::from_secs(10), async || {
@@ -675,7 +715,9 @@ async fn a_rate_limit_set_by_either_client_holds_both() {
     let t_node = echomq::clock::now_ms();
     node(&url, json!([["rate-limit", LIMIT_MS]]));
     for i in 0..3 {
-        q.add("k", &json!({ "i": i }), JobOptions::new()).await.unwrap();
+        q.add("k", &json!({ "i": i }), JobOptions::new())
+            .await
+            .unwrap();
     }
     wait_until("3 more", Duration::from_secs(10), async || {
         spans.lock().unwrap().len() == 3

@@ -21,7 +21,11 @@ async fn deduplicated(c: &Client, queue: &str) -> Vec<(String, String, String)> 
         .filter(|(name, _)| name == "deduplicated")
         .map(|(_, f)| {
             let get = |k: &str| f.iter().find(|(n, _)| n == k).unwrap().1.clone();
-            (get("jobId"), get("deduplicationId"), get("deduplicatedJobId"))
+            (
+                get("jobId"),
+                get("deduplicationId"),
+                get("deduplicatedJobId"),
+            )
         })
         .collect()
 }
@@ -137,13 +141,21 @@ async fn replace_mode_swaps_a_delayed_owner_for_the_newest_add() {
     let c = redis.client().await;
     let q = Queue::new(&conn, "rp").await.unwrap();
     let opts = |n: u64| {
-        dedup(Deduplication::new("R").ttl(5_000).extend(true).replace(true))
-            .delay(Duration::from_millis(10_000 + n))
+        dedup(
+            Deduplication::new("R")
+                .ttl(5_000)
+                .extend(true)
+                .replace(true),
+        )
+        .delay(Duration::from_millis(10_000 + n))
     };
 
     assert_eq!(q.add("a", &json!({"v": 1}), opts(1)).await.unwrap(), "1");
     assert_eq!(q.add("a", &json!({"v": 2}), opts(2)).await.unwrap(), "2");
-    assert!(q.get_job("1").await.unwrap().is_none(), "the delayed owner is gone");
+    assert!(
+        q.get_job("1").await.unwrap().is_none(),
+        "the delayed owner is gone"
+    );
     assert_eq!(q.get_state("2").await.unwrap(), JobState::Delayed);
     assert_eq!(
         q.get_deduplication_job_id("R").await.unwrap().as_deref(),

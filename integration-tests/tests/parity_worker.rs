@@ -157,17 +157,18 @@ async fn manual_processing_takes_finishes_and_delays_with_its_own_token() {
     assert!(a.extend_lock(Duration::from_secs(60)).await.unwrap());
     let ttl: i64 = c.pttl("emq:man:1:lock").await.unwrap();
     assert!(ttl > 50_000, "{ttl}");
-    let next = a
-        .move_to_completed(&json!({"ok": 1}), true)
-        .await
-        .unwrap();
+    let next = a.move_to_completed(&json!({"ok": 1}), true).await.unwrap();
     let Some(Fetched::Job(b)) = next else {
         panic!("fetch-next brought nothing")
     };
     assert_eq!((b.job().id.as_str(), b.token()), ("2", "tok-1"));
 
     // A failure with attempts left is retried, as Node's moveToFailed.
-    assert!(b.move_to_failed("first try", false).await.unwrap().is_none());
+    assert!(b
+        .move_to_failed("first try", false)
+        .await
+        .unwrap()
+        .is_none());
     assert_eq!(q.get_state("2").await.unwrap(), JobState::Waiting);
 
     // Delay until a time, no attempt counted.

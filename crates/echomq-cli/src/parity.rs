@@ -99,7 +99,9 @@ pub async fn limiter(q: &Queue, action: LimiterAction) -> Res {
     match action {
         LimiterAction::Show => {
             match q.get_global_rate_limit().await? {
-                Some(l) => anstream::println!("global rate limit  {}/{} ms", l.max, l.duration_ms()),
+                Some(l) => {
+                    anstream::println!("global rate limit  {}/{} ms", l.max, l.duration_ms())
+                }
                 None => anstream::println!("global rate limit  {}", paint(style::DIM, "none")),
             }
             let ttl = q.rate_limit_ttl(None).await?;
@@ -107,7 +109,11 @@ pub async fn limiter(q: &Queue, action: LimiterAction) -> Res {
         }
         LimiterAction::Set { limit } => {
             q.set_global_rate_limit(limit).await?;
-            anstream::println!("global rate limit set to {}/{} ms", limit.max, limit.duration_ms());
+            anstream::println!(
+                "global rate limit set to {}/{} ms",
+                limit.max,
+                limit.duration_ms()
+            );
         }
         LimiterAction::Remove => {
             q.remove_global_rate_limit().await?;
@@ -171,8 +177,12 @@ mod tests {
     fn rate_limits_are_checked_before_anything_runs() {
         let l = parse_rate_limit("10/1000").unwrap();
         assert_eq!((l.max, l.duration_ms()), (10, 1000));
-        assert!(parse_rate_limit("0/1000").unwrap_err().contains("at least 1"));
-        assert!(parse_rate_limit("5/-3").unwrap_err().contains("at least 1 ms"));
+        assert!(parse_rate_limit("0/1000")
+            .unwrap_err()
+            .contains("at least 1"));
+        assert!(parse_rate_limit("5/-3")
+            .unwrap_err()
+            .contains("at least 1 ms"));
         assert!(parse_rate_limit("5").is_err());
         assert!(parse_rate_limit("x/10").is_err());
         assert!(parse_positive_ms("0").is_err());

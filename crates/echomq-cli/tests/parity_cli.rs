@@ -107,7 +107,9 @@ async fn jobs_are_found_by_name_and_data_text_across_pages() {
     };
     let by_name = ids(ok(
         &url,
-        &["jobs", "s", "waiting", "--name", "mail", "--asc", "--end", "99"],
+        &[
+            "jobs", "s", "waiting", "--name", "mail", "--asc", "--end", "99",
+        ],
     ));
     assert_eq!(by_name.len(), 12);
     assert_eq!(by_name[0], "8");
@@ -116,13 +118,17 @@ async fn jobs_are_found_by_name_and_data_text_across_pages() {
     assert_eq!(by_text, vec!["1151"]);
     let both = ids(ok(
         &url,
-        &["jobs", "s", "waiting", "--name", "mail", "--search", "u10", "--asc"],
+        &[
+            "jobs", "s", "waiting", "--name", "mail", "--search", "u10", "--asc",
+        ],
     ));
     assert_eq!(both, vec!["108", "1008"]);
     // Paging applies to the matches.
     let page = ids(ok(
         &url,
-        &["jobs", "s", "waiting", "--name", "mail", "--asc", "--start", "2", "--end", "3"],
+        &[
+            "jobs", "s", "waiting", "--name", "mail", "--asc", "--start", "2", "--end", "3",
+        ],
     ));
     assert_eq!(page, vec!["208", "308"]);
 }

@@ -570,12 +570,17 @@ mod tests {
             Value::Object(o.to_stored()),
             json!({"attempts": 0, "de": {"id": "u7", "ttl": 5000, "extend": true}})
         );
-        assert_eq!(JobOptions::from_stored(&o.to_stored()).deduplication, Some(d));
+        assert_eq!(
+            JobOptions::from_stored(&o.to_stored()).deduplication,
+            Some(d)
+        );
         assert_eq!(
             o.to_public()["deduplication"],
             json!({"id": "u7", "ttl": 5000, "extend": true})
         );
-        let all = Deduplication::new("x").replace(true).keep_last_if_active(true);
+        let all = Deduplication::new("x")
+            .replace(true)
+            .keep_last_if_active(true);
         assert_eq!(
             all.to_value(),
             json!({"id": "x", "replace": true, "keepLastIfActive": true})

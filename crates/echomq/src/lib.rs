@@ -51,8 +51,8 @@ pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg
 pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
 pub use queue::{
-    Finished, JobCounts, JobFilter, JobLogs, JobState, NewJob, Queue, QueueOptions, RateLimit, RemoveOutcome,
-    WorkerInfo,
+    Finished, JobCounts, JobFilter, JobLogs, JobState, NewJob, Queue, QueueOptions, RateLimit,
+    RemoveOutcome, WorkerInfo,
 };
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,

@@ -101,7 +101,10 @@ mod tests {
                 Reply::Array(vec![Reply::text("name"), Reply::text("n")]),
             ])
         };
-        let r = Reply::Array(vec![Reply::Array(vec![entry("1"), entry("2")]), Reply::Array(vec![])]);
+        let r = Reply::Array(vec![
+            Reply::Array(vec![entry("1"), entry("2")]),
+            Reply::Array(vec![]),
+        ]);
         let out = c.decode(r).unwrap();
         assert_eq!(out[0][1].0, "2");
         assert_eq!(out[0][0].1, vec![("name".to_string(), "n".to_string())]);

@@ -38,9 +38,9 @@ impl ScriptCall for GetRateLimitTtl<'_> {
     }
 
     fn decode(&self, reply: Reply) -> Result<i64, ReplyError> {
-        reply.as_i64().ok_or_else(|| {
-            ReplyError::shape(self.script(), format!("expected ms, got {reply:?}"))
-        })
+        reply
+            .as_i64()
+            .ok_or_else(|| ReplyError::shape(self.script(), format!("expected ms, got {reply:?}")))
     }
 }
 

@@ -35,7 +35,9 @@ impl RateLimit {
     /// Checks the values a worker or the meta hash can honour.
     pub fn validate(&self) -> Result<()> {
         if self.max == 0 {
-            return Err(Error::Config("a rate limit's max must be at least 1".into()));
+            return Err(Error::Config(
+                "a rate limit's max must be at least 1".into(),
+            ));
         }
         if self.duration.as_millis() == 0 {
             return Err(Error::Config(
@@ -162,7 +164,9 @@ impl Queue {
     pub async fn rate_limit(&self, duration: Duration) -> Result<()> {
         let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         if ms == 0 {
-            return Err(Error::Config("a rate-limit window must be at least 1 ms".into()));
+            return Err(Error::Config(
+                "a rate-limit window must be at least 1 ms".into(),
+            ));
         }
         self.conn
             .pool()

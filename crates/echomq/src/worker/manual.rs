@@ -167,7 +167,11 @@ impl ManualJob {
         self.next_of("moveToFinished", verdict)
     }
 
-    fn next_of(&self, script: &'static str, v: Verdict<Option<NextJob>>) -> Result<Option<Fetched>> {
+    fn next_of(
+        &self,
+        script: &'static str,
+        v: Verdict<Option<NextJob>>,
+    ) -> Result<Option<Fetched>> {
         match v {
             Verdict::Done(Some(next)) => self.worker.adopt(next, &self.token).map(Some),
             Verdict::Done(None) => Ok(None),
@@ -178,7 +182,11 @@ impl ManualJob {
     /// Completes the job with `value` as its return value (moveToFinished);
     /// with `fetch_next` the next job is taken with the same token in the same
     /// call. A lock no longer ours is an error, and nothing changes.
-    pub async fn move_to_completed(self, value: &Value, fetch_next: bool) -> Result<Option<Fetched>> {
+    pub async fn move_to_completed(
+        self,
+        value: &Value,
+        fetch_next: bool,
+    ) -> Result<Option<Fetched>> {
         let value = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
         self.finish(FinishTarget::Completed, &value, &[], fetch_next)
             .await
@@ -189,7 +197,13 @@ impl ManualJob {
     /// the worker's backoff strategy), else failed for good with `reason`.
     /// Answers the next job only when it failed for good with `fetch_next`.
     pub async fn move_to_failed(self, reason: &str, fetch_next: bool) -> Result<Option<Fetched>> {
-        let mut traces: Vec<Value> = self.job.stacktrace.iter().cloned().map(Value::String).collect();
+        let mut traces: Vec<Value> = self
+            .job
+            .stacktrace
+            .iter()
+            .cloned()
+            .map(Value::String)
+            .collect();
         traces.push(Value::String(format!("Error: {reason}")));
         if let Some(limit) = self.job.opts.stack_trace_limit {
             let drop_n = traces.len().saturating_sub(limit as usize);
