@@ -291,18 +291,32 @@ async fn rust_worker(q: &Queue, options: WorkerOptions, sleep_ms: u64, spans: Sp
     }
 }
 
-/// Runs Node workers (`work-timed`) beside one Rust worker on `n` jobs added
-/// once both are up; answers (Rust spans, Node spans).
-async fn mixed_fleet(
-    q: &Queue,
-    url: &str,
+/// A run of Node workers beside one Rust worker.
+struct Fleet {
+    /// Jobs added once both are up.
     n: usize,
+    /// How long each job sleeps.
     sleep_ms: u64,
+    /// Node `Worker` options (plus `count`: how many Node workers).
     node_opts: Json,
+    /// The Rust worker's options.
     rust_opts: WorkerOptions,
+    /// How long the Node workers run.
     node_ms: u64,
+    /// Whether both sides must have run jobs.
     require_both: bool,
-) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+}
+
+/// Runs a [`Fleet`] on `q`; answers (Rust spans, Node spans).
+async fn mixed_fleet(q: &Queue, url: &str, fleet: Fleet) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+    let Fleet {
+        n,
+        sleep_ms,
+        node_opts,
+        rust_opts,
+        node_ms,
+        require_both,
+    } = fleet;
     let (url2, opts2) = (url.to_owned(), node_opts.clone());
     let node_run = tokio::task::spawn_blocking(move || {
         node(&url2, json!([["work-timed", node_ms, opts2, sleep_ms]]))
@@ -360,19 +374,17 @@ async fn rust_and_node_workers_share_the_global_concurrency() {
             node(&url, json!([["set-global-concurrency", 2]]));
         }
         let (node_c, rust_c) = if rust_is_wide { (1, 4) } else { (4, 1) };
-        let (rust, node_spans) = mixed_fleet(
-            &q,
-            &url,
-            24,
-            100,
-            json!({"concurrency": node_c, "count": 1}),
-            WorkerOptions::default()
+        let fleet = Fleet {
+            n: 24,
+            sleep_ms: 100,
+            node_opts: json!({"concurrency": node_c, "count": 1}),
+            rust_opts: WorkerOptions::default()
                 .concurrency(rust_c)
                 .drain_delay(Duration::from_millis(200)),
-            6000,
-            rust_is_wide,
-        )
-        .await;
+            node_ms: 6000,
+            require_both: rust_is_wide,
+        };
+        let (rust, node_spans) = mixed_fleet(&q, &url, fleet).await;
         let all: Vec<(u64, u64)> = rust.iter().chain(&node_spans).copied().collect();
         let peak = peak_overlap(&all);
         assert!(
@@ -396,20 +408,18 @@ async fn rust_and_node_workers_share_one_worker_rate_limiter() {
         max: 2,
         duration: Duration::from_millis(500),
     };
-    let (rust, node_spans) = mixed_fleet(
-        &q,
-        &redis.url(),
-        12,
-        5,
-        json!({"concurrency": 4, "count": 2, "limiter": {"max": 2, "duration": 500}}),
-        WorkerOptions::default()
+    let fleet = Fleet {
+        n: 12,
+        sleep_ms: 5,
+        node_opts: json!({"concurrency": 4, "count": 2, "limiter": {"max": 2, "duration": 500}}),
+        rust_opts: WorkerOptions::default()
             .concurrency(4)
             .drain_delay(Duration::from_millis(200))
             .limiter(limit),
-        7000,
-        true,
-    )
-    .await;
+        node_ms: 7000,
+        require_both: true,
+    };
+    let (rust, node_spans) = mixed_fleet(&q, &redis.url(), fleet).await;
     let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
     starts.sort();
     assert_window_budget(&starts, limit, "mixed fleet");

@@ -169,26 +169,6 @@ pub async fn dedup(q: &Queue, action: DedupAction) -> Res {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rate_limits_are_checked_before_anything_runs() {
-        let l = parse_rate_limit("10/1000").unwrap();
-        assert_eq!((l.max, l.duration_ms()), (10, 1000));
-        assert!(parse_rate_limit("0/1000")
-            .unwrap_err()
-            .contains("at least 1"));
-        assert!(parse_rate_limit("5/-3")
-            .unwrap_err()
-            .contains("at least 1 ms"));
-        assert!(parse_rate_limit("5").is_err());
-        assert!(parse_rate_limit("x/10").is_err());
-        assert!(parse_positive_ms("0").is_err());
-    }
-}
-
 /// Whether a parity command only reads.
 pub fn reads_only(c: &crate::cli::Command) -> bool {
     use crate::cli::Command;
@@ -228,4 +208,24 @@ pub async fn search_jobs(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limits_are_checked_before_anything_runs() {
+        let l = parse_rate_limit("10/1000").unwrap();
+        assert_eq!((l.max, l.duration_ms()), (10, 1000));
+        assert!(parse_rate_limit("0/1000")
+            .unwrap_err()
+            .contains("at least 1"));
+        assert!(parse_rate_limit("5/-3")
+            .unwrap_err()
+            .contains("at least 1 ms"));
+        assert!(parse_rate_limit("5").is_err());
+        assert!(parse_rate_limit("x/10").is_err());
+        assert!(parse_positive_ms("0").is_err());
+    }
 }

@@ -213,7 +213,9 @@ impl Deduplication {
         }
         // `false` flags are not written back and keys keep their order: only a
         // `de` this type writes back byte for byte is taken over.
-        if d.to_value().to_string() != v.to_string() {
+        let back = d.to_value();
+        let same_order = back.as_object().is_some_and(|b| b.keys().eq(m.keys()));
+        if !same_order || back != *v {
             return None;
         }
         Some(d)
