@@ -742,3 +742,32 @@ async fn a_rate_limit_set_by_either_client_holds_both() {
     }
     w.worker.stop(None);
 }
+
+/// A global rate limit (meta `max`/`duration`) set by Node holds Rust and
+/// Node workers that have no limiter of their own.
+#[tokio::test]
+async fn rust_and_node_workers_share_a_global_rate_limit() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    node(&url, json!([["set-global-rate-limit", 2, 500]]));
+    let limit = RateLimit {
+        max: 2,
+        duration: Duration::from_millis(500),
+    };
+    let fleet = Fleet {
+        n: 12,
+        sleep_ms: 5,
+        node_opts: json!({"concurrency": 4, "count": 2}),
+        rust_opts: WorkerOptions::default()
+            .concurrency(4)
+            .drain_delay(Duration::from_millis(200)),
+        node_ms: 7000,
+        require_both: true,
+    };
+    let (rust, node_spans) = mixed_fleet(&q, &url, fleet).await;
+    let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
+    starts.sort();
+    assert_window_budget(&starts, limit, "global limit, mixed fleet");
+}
