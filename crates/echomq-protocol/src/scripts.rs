@@ -118,6 +118,9 @@ script_ids! {
     GetCountsPerPriority => "getCountsPerPriority", 2;
     /// Jobs (id and hash) by state, paginated, skipping vanished ids.
     GetJobs => "getJobs", 1;
+    /// EchoMQ extension: one page of a state scan filtered on the server by
+    /// job name and data text.
+    SearchJobs => "searchJobs", 1;
 }
 
 impl ScriptId {

@@ -78,6 +78,78 @@ impl ScriptCall for GetJobs<'_> {
     }
 }
 
+/// searchJobs-1 (EchoMQ extension): one page of a scan of `state` from
+/// `cursor`, `count` ids read, keeping on the server only the jobs named
+/// `name` and whose data contains `text`. Answers the next cursor (`None`
+/// when the state is exhausted) and the jobs kept.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchJobs<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Key suffix of the state (`wait`, not `waiting`).
+    pub state: &'a str,
+    /// Index of the first id to read.
+    pub cursor: u64,
+    /// Ids to read in this call (at least 1).
+    pub count: u64,
+    /// Order.
+    pub order: RangeOrder,
+    /// Exact job name, `None` for any.
+    pub name: Option<&'a str>,
+    /// Plain text the data must contain, `None` for any.
+    pub text: Option<&'a str>,
+}
+
+/// A page of [`SearchJobs`]: the next cursor and the jobs kept.
+pub type SearchPage = (Option<u64>, Vec<JobEntry>);
+
+impl ScriptCall for SearchJobs<'_> {
+    type Output = SearchPage;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::SearchJobs
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.prefix_key().to_owned()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.state),
+            Arg::int(self.cursor),
+            Arg::int(self.count.max(1)),
+            Arg::flag(self.order == RangeOrder::Ascending),
+            Arg::str(self.name.unwrap_or("")),
+            Arg::str(self.text.unwrap_or("")),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<SearchPage, ReplyError> {
+        let script = self.script();
+        let mut parts = decode::array(script, reply)?.into_iter();
+        let (Some(next), Some(found)) = (parts.next(), parts.next()) else {
+            return Err(ReplyError::shape(script, "expected {cursor, jobs}"));
+        };
+        let next = next
+            .as_i64()
+            .ok_or_else(|| ReplyError::shape(script, "cursor is not a number"))?;
+        let jobs = decode::array(script, found)?
+            .into_iter()
+            .map(|entry| {
+                let mut p = decode::array(script, entry)?.into_iter();
+                match (p.next(), p.next()) {
+                    (Some(id), Some(hash)) => {
+                        Ok((decode::text(script, &id)?, decode::pairs(script, hash)?))
+                    }
+                    _ => Err(ReplyError::shape(script, "entry is not {id, hash}")),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((u64::try_from(next).ok(), jobs))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +182,28 @@ mod tests {
         assert_eq!(out[0][0].1, vec![("name".to_string(), "n".to_string())]);
         assert!(out[1].is_empty());
         assert!(c.decode(Reply::Array(vec![])).is_err());
+    }
+
+    #[test]
+    fn search_args_and_cursor() {
+        let k = QueueKeys::new("emq", "q").unwrap();
+        let c = SearchJobs {
+            keys: &k,
+            state: "wait",
+            cursor: 500,
+            count: 500,
+            order: RangeOrder::Descending,
+            name: Some("mail"),
+            text: None,
+        };
+        assert_eq!(argv_text(&c), vec!["wait", "500", "500", "0", "mail", ""]);
+        let done = c
+            .decode(Reply::Array(vec![Reply::Int(-1), Reply::Array(vec![])]))
+            .unwrap();
+        assert_eq!(done, (None, vec![]));
+        let more = c
+            .decode(Reply::Array(vec![Reply::Int(1000), Reply::Array(vec![])]))
+            .unwrap();
+        assert_eq!(more.0, Some(1000));
     }
 }

@@ -41,18 +41,8 @@ pub struct JobFilter {
     pub data_contains: Option<String>,
 }
 
-impl JobFilter {
-    fn keeps(&self, job: &echomq_protocol::JobRecord, raw_data: &str) -> bool {
-        self.name.as_ref().is_none_or(|n| *n == job.name)
-            && self
-                .data_contains
-                .as_ref()
-                .is_none_or(|t| raw_data.contains(t.as_str()))
-    }
-}
-
-/// Jobs read per call while [`Queue::find_jobs`] scans a state.
-const SCAN_PAGE: i64 = 500;
+/// Ids read per call while [`Queue::find_jobs`] scans a state.
+const SCAN_PAGE: u64 = 500;
 
 impl JobState {
     /// BullMQ's name of the state, as `getJobState` answers it (`waiting`,
@@ -120,8 +110,9 @@ impl Queue {
     }
 
     /// The jobs of `state` that `filter` keeps, matches `start..=end` (0-based,
-    /// in the asked order). The state is scanned page by page with getJobs,
-    /// so a large state costs several round trips but no single long call.
+    /// in the asked order). The state is scanned page by page with
+    /// searchJobs, which filters on the server, so only matches travel and no
+    /// single call is long.
     pub async fn find_jobs(
         &self,
         state: JobState,
@@ -131,49 +122,38 @@ impl Queue {
         ascending: bool,
     ) -> Result<Vec<echomq_protocol::JobRecord>> {
         use echomq_protocol::call::admin::RangeOrder;
-        use echomq_protocol::call::getters::GetJobs;
-        let mut seen = std::collections::HashSet::new();
-        let (mut matched, mut out, mut offset) = (0usize, Vec::new(), 0i64);
-        let suffix = [state.key_suffix()];
-        loop {
-            let call = GetJobs {
+        use echomq_protocol::call::getters::SearchJobs;
+        let (mut matched, mut out, mut cursor) = (0usize, Vec::new(), Some(0u64));
+        while let Some(at) = cursor {
+            let call = SearchJobs {
                 keys: &self.keys,
-                start: offset,
-                end: offset + SCAN_PAGE - 1,
+                state: state.key_suffix(),
+                cursor: at,
+                count: SCAN_PAGE,
                 order: if ascending {
                     RangeOrder::Ascending
                 } else {
                     RangeOrder::Descending
                 },
-                states: &suffix,
+                name: filter.name.as_deref(),
+                text: filter.data_contains.as_deref(),
             };
-            let page: Vec<_> = self.conn.call(&call).await?.into_iter().flatten().collect();
-            let full = page.len() as i64 >= SCAN_PAGE;
+            let (next, page) = self.conn.call(&call).await?;
             for (id, fields) in page {
-                if !seen.insert(id.clone()) {
-                    continue;
+                if matched >= start {
+                    out.push(echomq_protocol::JobRecord::from_hash(
+                        &id,
+                        fields.into_iter().collect(),
+                    )?);
                 }
-                let raw = fields
-                    .iter()
-                    .find(|(k, _)| k == echomq_protocol::job::field::DATA)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default();
-                let job = echomq_protocol::JobRecord::from_hash(&id, fields.into_iter().collect())?;
-                if filter.keeps(&job, &raw) {
-                    if matched >= start {
-                        out.push(job);
-                    }
-                    matched += 1;
-                    if matched > end {
-                        return Ok(out);
-                    }
+                matched += 1;
+                if matched > end {
+                    return Ok(out);
                 }
             }
-            if !full {
-                return Ok(out);
-            }
-            offset += SCAN_PAGE;
+            cursor = next;
         }
+        Ok(out)
     }
 
     /// The state of job `id` by BullMQ's name (`getJobState`);
