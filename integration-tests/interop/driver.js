@@ -220,7 +220,7 @@ async function runOp(queue, op, p) {
       const r = new IORedis(url, { maxRetriesPerRequest: null });
       try { return await r.call(...p); } finally { r.disconnect(); }
     }
-    default: throw new Error(`unknown op ${op}`);
+    default: return await parityOp(queue, op, p);
   }
 }
 
@@ -230,3 +230,55 @@ main().then(
   (out) => { process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0)); },
   (err) => { process.stderr.write(String(err && err.stack || err) + '\n'); process.exit(1); },
 );
+
+// ---------------------------------------------------------------------------
+// Issue 16 (BullMQ parity) ops, reached from `ops` through runOp's default:
+// deduplication, global limits, rate limiting, getters. Twins of the Rust
+// calls in tests/interop_parity.rs.
+async function parityOp(queue, op, p) {
+  const job = async () => {
+    const j = await queue.getJob(p[0]);
+    if (!j) throw new Error(`no job ${p[0]}`);
+    return j;
+  };
+  switch (op) {
+    case 'dedup-job-id': return await queue.getDeduplicationJobId(p[0]);
+    case 'remove-dedup-key': return await queue.removeDeduplicationKey(p[0]);
+    case 'job-remove-dedup-key': return await (await job()).removeDeduplicationKey();
+    case 'set-global-concurrency': await queue.setGlobalConcurrency(p[0]); return null;
+    case 'get-global-concurrency': return await queue.getGlobalConcurrency();
+    case 'remove-global-concurrency': await queue.removeGlobalConcurrency(); return null;
+    case 'set-global-rate-limit': await queue.setGlobalRateLimit(p[0], p[1]); return null;
+    case 'get-global-rate-limit': return await queue.getGlobalRateLimit();
+    case 'remove-global-rate-limit': await queue.removeGlobalRateLimit(); return null;
+    case 'is-maxed': return await queue.isMaxed();
+    case 'rate-limit-ttl': return await queue.getRateLimitTtl(p[0]);
+    case 'rate-limit': await queue.rateLimit(p[0]); return null;
+    case 'counts-per-priority': return await queue.getCountsPerPriority(p[0]);
+    case 'job-logs': return await queue.getJobLogs(p[0], p[1], p[2], p[3]);
+    case 'job-state': return await queue.getJobState(p[0]);
+    case 'work-timed': {
+      // [ms, workerOpts, sleepMs]: real BullMQ workers (workerOpts.count of
+      // them, default 1) with workerOpts (limiter, concurrency) for ms; each
+      // job sleeps sleepMs; answers [{id, start, end}] per processed job.
+      const seen = [];
+      const conns = [];
+      const workers = [];
+      for (let i = 0; i < (p[1].count || 1); i++) {
+        const c = new IORedis(url, { maxRetriesPerRequest: null });
+        conns.push(c);
+        const { count, ...opts } = p[1];
+        workers.push(new Worker(queue.name, async (j) => {
+          const start = Date.now();
+          await new Promise((r) => setTimeout(r, p[2] || 0));
+          seen.push({ id: j.id, start, end: Date.now() });
+        }, { connection: c, prefix: 'emq', ...opts }));
+      }
+      await new Promise((r) => setTimeout(r, p[0]));
+      await Promise.all(workers.map((w) => w.close()));
+      conns.forEach((c) => c.disconnect());
+      return seen;
+    }
+    default: throw new Error(`unknown op ${op}`);
+  }
+}

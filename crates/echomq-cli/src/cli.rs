@@ -163,6 +163,12 @@ pub enum Command {
         /// Oldest first.
         #[arg(long)]
         asc: bool,
+        /// Only jobs with this name (`--start`/`--end` then count matches).
+        #[arg(long)]
+        name: Option<String>,
+        /// Only jobs whose data (JSON text) contains TEXT.
+        #[arg(long)]
+        search: Option<String>,
     },
     /// Every field of one job, and its logs.
     Job { queue: String, id: String },
@@ -219,6 +225,24 @@ pub enum Command {
         /// Start after this stream id (default: the last 20 entries, or now with --follow).
         #[arg(long)]
         from: Option<String>,
+    },
+    /// Show, set or remove the global rate limit.
+    Limiter {
+        queue: String,
+        #[command(subcommand)]
+        action: crate::parity::LimiterAction,
+    },
+    /// Show, set or remove the global concurrency.
+    Concurrency {
+        queue: String,
+        #[command(subcommand)]
+        action: crate::parity::ConcurrencyAction,
+    },
+    /// Show or free a deduplication id.
+    Dedup {
+        queue: String,
+        #[command(subcommand)]
+        action: crate::parity::DedupAction,
     },
     /// Read-only consistency audit; exits 1 on a hard violation.
     Audit { queue: String },

@@ -43,7 +43,7 @@ pub async fn run(cli: Cli) -> Res {
             | Command::Job { .. }
             | Command::Events { .. }
             | Command::Audit { .. }
-    );
+    ) || crate::parity::reads_only(&cli.command);
     let queue = Queue::with_options(
         &conn,
         queue_name,
@@ -71,7 +71,10 @@ fn queue_of(c: &Command) -> &str {
         | Command::Clean { queue, .. }
         | Command::Events { queue, .. }
         | Command::Audit { queue }
-        | Command::Schedulers { queue, .. } => queue,
+        | Command::Schedulers { queue, .. }
+        | Command::Limiter { queue, .. }
+        | Command::Concurrency { queue, .. }
+        | Command::Dedup { queue, .. } => queue,
         Command::Work(_) => "work",
         Command::Demo => "demo",
     }
@@ -220,8 +223,22 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             start,
             end,
             asc,
+            name: None,
+            search: None,
             ..
         } => list_jobs(q, state, start, end, asc).await,
+        Command::Jobs {
+            state,
+            start,
+            end,
+            asc,
+            name,
+            search,
+            ..
+        } => crate::parity::search_jobs(q, state, start, end, asc, name, search).await,
+        Command::Limiter { action, .. } => crate::parity::limiter(q, action).await,
+        Command::Concurrency { action, .. } => crate::parity::concurrency(q, action).await,
+        Command::Dedup { action, .. } => crate::parity::dedup(q, action).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
         Command::Retry { id, count, .. } => retry(q, id, count).await,
         Command::Promote { id, count, .. } => promote(q, id, count).await,

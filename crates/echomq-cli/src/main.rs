@@ -9,6 +9,7 @@
 mod cli;
 mod commands;
 mod demo;
+mod parity;
 mod service;
 mod style;
 mod work;

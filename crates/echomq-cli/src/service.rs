@@ -46,6 +46,10 @@ pub struct WorkArgs {
     /// Worker name (listed by BullMQ's getWorkers).
     #[arg(long, env = "ECHOMQ_NAME")]
     pub name: Option<String>,
+    /// Worker rate limiter MAX/DURATION_MS (BullMQ's `limiter`, shared with
+    /// every worker of the queue that has one, Node's included).
+    #[arg(long, env = "ECHOMQ_LIMITER")]
+    pub limiter: Option<String>,
     /// No per-second lines (`--quiet` or `--quiet=false`).
     #[arg(long, env = "ECHOMQ_QUIET", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
@@ -96,6 +100,7 @@ struct FileConfig {
     stalled_interval: Option<u64>,
     max_jobs: Option<u64>,
     name: Option<String>,
+    limiter: Option<String>,
     quiet: Option<bool>,
     connect_timeout: Option<u64>,
     health_addr: Option<SocketAddr>,
@@ -193,6 +198,12 @@ pub fn resolve(
     if lock_duration == 0 || stalled_interval == 0 {
         return Err("lock_duration and stalled_interval must be positive".into());
     }
+    let limiter = match args.limiter.clone().or(file.limiter) {
+        Some(text) => {
+            Some(crate::parity::parse_rate_limit(&text).map_err(|e| format!("limiter {e}"))?)
+        }
+        None => None,
+    };
     let ms = Duration::from_millis;
     Ok(Resolved {
         url,
@@ -210,6 +221,7 @@ pub fn resolve(
             stalled_interval: ms(stalled_interval),
             max_jobs: args.max_jobs.or(file.max_jobs),
             name: args.name.clone().or(file.name),
+            limiter,
             quiet: args.quiet.or(file.quiet).unwrap_or(false),
             close_timeout: ms(args.close_timeout.or(file.close_timeout).unwrap_or(10_000)),
         },

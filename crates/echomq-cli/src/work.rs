@@ -100,6 +100,8 @@ pub struct WorkSettings {
     pub stalled_interval: Duration,
     pub max_jobs: Option<u64>,
     pub name: Option<String>,
+    /// The worker rate limiter, when given.
+    pub limiter: Option<echomq::RateLimit>,
     pub quiet: bool,
     /// How long running jobs may finish at shutdown.
     pub close_timeout: Duration,
@@ -119,6 +121,9 @@ pub async fn work(
         .lock_duration(settings.lock_duration)
         .stalled_interval(settings.stalled_interval);
     args.options.name = settings.name.clone();
+    if let Some(limit) = settings.limiter {
+        args.options = args.options.limiter(limit);
+    }
     // This process's supervisor: the shipped one-for-one HostSupervisor, with
     // the default restart budget.
     let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())

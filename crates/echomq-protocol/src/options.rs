@@ -112,6 +112,116 @@ impl KeepJobs {
     }
 }
 
+/// Deduplication of adds (`deduplication`, stored as `de`; docs/protocol.md §Job options).
+///
+/// While the key `{P}de:<id>` holds an owner job, an add with the same id is
+/// dropped in favour of the owner (a `deduplicated` event). The modes are
+/// BullMQ's: *simple* (no `ttl`: until the owner finishes or is removed),
+/// *throttle* (`ttl`), *debounce* (`ttl` + `extend`: every dropped add restarts
+/// the window), *replace* (a delayed owner is replaced by the new add), and
+/// *keep last if active* (the latest add while the owner runs is kept and
+/// enqueued when the owner finishes).
+///
+/// ```
+/// use echomq_protocol::{Deduplication, JobOptions};
+/// let opts = JobOptions::new().deduplication(Deduplication::new("user-7").ttl(5_000).extend(true));
+/// assert!(opts.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deduplication {
+    /// The deduplication id; required and non-empty.
+    pub id: String,
+    /// Milliseconds the key lives; `None` keeps it until the owner finishes.
+    pub ttl: Option<u64>,
+    /// Restart the window on every dropped add (debounce).
+    pub extend: bool,
+    /// Replace an owner that is still delayed.
+    pub replace: bool,
+    /// Keep the latest add made while the owner is active, and enqueue it
+    /// when the owner finishes (`keepLastIfActive`; `ttl` is then ignored).
+    pub keep_last_if_active: bool,
+}
+
+impl Deduplication {
+    /// Simple deduplication on `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets `ttl` (ms).
+    pub fn ttl(mut self, ms: u64) -> Self {
+        self.ttl = Some(ms);
+        self
+    }
+
+    /// Sets `extend`.
+    pub fn extend(mut self, extend: bool) -> Self {
+        self.extend = extend;
+        self
+    }
+
+    /// Sets `replace`.
+    pub fn replace(mut self, replace: bool) -> Self {
+        self.replace = replace;
+        self
+    }
+
+    /// Sets `keepLastIfActive`.
+    pub fn keep_last_if_active(mut self, keep: bool) -> Self {
+        self.keep_last_if_active = keep;
+        self
+    }
+
+    /// The stored `de` object: `id` first, then only the settings that are on,
+    /// as a Node producer writes them.
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id".into(), Value::from(self.id.clone()));
+        if let Some(t) = self.ttl {
+            m.insert("ttl".into(), Value::from(t));
+        }
+        if self.extend {
+            m.insert("extend".into(), Value::Bool(true));
+        }
+        if self.replace {
+            m.insert("replace".into(), Value::Bool(true));
+        }
+        if self.keep_last_if_active {
+            m.insert("keepLastIfActive".into(), Value::Bool(true));
+        }
+        Value::Object(m)
+    }
+
+    /// Reads a stored `de`; `None` for anything this type cannot hold
+    /// exactly (no string id, a non-numeric ttl, unknown keys, non-boolean
+    /// flags), which then travels on unchanged in `extra`.
+    fn from_value(v: &Value) -> Option<Self> {
+        let m = v.as_object()?;
+        let mut d = Deduplication::new(m.get("id")?.as_str()?);
+        for (k, v) in m {
+            match k.as_str() {
+                "id" => {}
+                "ttl" => d.ttl = Some(v.as_u64()?),
+                "extend" => d.extend = v.as_bool()?,
+                "replace" => d.replace = v.as_bool()?,
+                "keepLastIfActive" => d.keep_last_if_active = v.as_bool()?,
+                _ => return None,
+            }
+        }
+        // `false` flags are not written back and keys keep their order: only a
+        // `de` this type writes back byte for byte is taken over.
+        let back = d.to_value();
+        let same_order = back.as_object().is_some_and(|b| b.keys().eq(m.keys()));
+        if !same_order || back != *v {
+            return None;
+        }
+        Some(d)
+    }
+}
+
 /// Options of one job. Every field is optional; the defaults are BullMQ's.
 ///
 /// Build with the chained setters:
@@ -146,6 +256,8 @@ pub struct JobOptions {
     pub stack_trace_limit: Option<u64>,
     /// Producer-side limit on the serialised data, in bytes (`sizeLimit`).
     pub size_limit: Option<u64>,
+    /// Deduplication of adds (`deduplication`, stored as `de`).
+    pub deduplication: Option<Deduplication>,
     /// Stored options this crate does not interpret, carried through unchanged
     /// (flows, deduplication, repeat settings, newer BullMQ options).
     pub extra: Map<String, Value>,
@@ -217,6 +329,12 @@ impl JobOptions {
         self
     }
 
+    /// Sets `deduplication`.
+    pub fn deduplication(mut self, dedup: Deduplication) -> Self {
+        self.deduplication = Some(dedup);
+        self
+    }
+
     /// Checks every option's range; called by the producer before any write.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let opt = |option, reason: String| Err(ValidationError::Option { option, reason });
@@ -240,6 +358,15 @@ impl JobOptions {
         }
         if let Some(id) = &self.job_id {
             validate_job_id(id)?;
+        }
+        if let Some(d) = &self.deduplication {
+            if d.id.is_empty() {
+                return opt("deduplication", "the id must not be empty".into());
+            }
+        }
+        if self.extra.contains_key("debounce") {
+            // BullMQ 6 refuses the option it replaced with `deduplication`.
+            return opt("debounce", "removed; use deduplication instead".into());
         }
         match &self.backoff {
             Some(Backoff::Fixed { jitter, .. }) | Some(Backoff::Exponential { jitter, .. }) => {
@@ -295,6 +422,9 @@ impl JobOptions {
         if let Some(s) = self.size_limit {
             m.insert("sizeLimit".into(), Value::from(s));
         }
+        if let Some(d) = &self.deduplication {
+            m.insert("de".into(), d.to_value());
+        }
         m
     }
 
@@ -321,6 +451,9 @@ impl JobOptions {
                 "timestamp" => o.timestamp = v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)),
                 "stackTraceLimit" => o.stack_trace_limit = v.as_u64(),
                 "sizeLimit" => o.size_limit = v.as_u64(),
+                "de" if Deduplication::from_value(v).is_some() => {
+                    o.deduplication = Deduplication::from_value(v)
+                }
                 _ => {
                     o.extra.insert(k.clone(), v.clone());
                 }
@@ -427,7 +560,58 @@ mod tests {
                 jitter: None
             })
         );
-        assert_eq!(o.extra.get("de"), Some(&json!({"id": "D"})));
+        assert_eq!(o.deduplication, Some(Deduplication::new("D")));
+        assert!(o.extra.is_empty());
+    }
+
+    #[test]
+    fn deduplication_is_stored_as_de_with_the_settings_given() {
+        let d = Deduplication::new("u7").ttl(5000).extend(true);
+        let o = JobOptions::new().deduplication(d.clone());
+        assert_eq!(
+            Value::Object(o.to_stored()),
+            json!({"attempts": 0, "de": {"id": "u7", "ttl": 5000, "extend": true}})
+        );
+        assert_eq!(
+            JobOptions::from_stored(&o.to_stored()).deduplication,
+            Some(d)
+        );
+        assert_eq!(
+            o.to_public()["deduplication"],
+            json!({"id": "u7", "ttl": 5000, "extend": true})
+        );
+        let all = Deduplication::new("x")
+            .replace(true)
+            .keep_last_if_active(true);
+        assert_eq!(
+            all.to_value(),
+            json!({"id": "x", "replace": true, "keepLastIfActive": true})
+        );
+    }
+
+    #[test]
+    fn a_foreign_de_is_carried_unchanged() {
+        for de in [
+            json!({"id": 5}),
+            json!({"id": "a", "ttl": "soon"}),
+            json!({"id": "a", "extend": false}),
+            json!({"id": "a", "future": 1}),
+            json!({"ttl": 5, "id": "a"}),
+        ] {
+            let stored = json!({"de": de.clone()});
+            let o = JobOptions::from_stored(stored.as_object().unwrap());
+            assert_eq!(o.deduplication, None);
+            assert_eq!(o.to_stored()["de"], de);
+        }
+    }
+
+    #[test]
+    fn deduplication_validation() {
+        let empty = JobOptions::new().deduplication(Deduplication::new(""));
+        assert!(empty.validate().is_err());
+        let mut debounce = JobOptions::new();
+        debounce.extra.insert("debounce".into(), json!({"id": "a"}));
+        assert!(debounce.validate().is_err());
     }
 
     #[test]

@@ -108,6 +108,19 @@ script_ids! {
     GetJobScheduler => "getJobScheduler", 1;
     /// EchoMQ extension: the consistency audit's read-only snapshot of a queue.
     AuditSnapshot => "auditSnapshot", 1;
+    /// Free a deduplication id if the given job still owns it.
+    RemoveDeduplicationKey => "removeDeduplicationKey", 1;
+    /// Time left in the rate limiter's window once its budget is used up.
+    GetRateLimitTtl => "getRateLimitTtl", 2;
+    /// Whether the queue's global concurrency is used up.
+    IsMaxed => "isMaxed", 2;
+    /// Ready jobs per priority.
+    GetCountsPerPriority => "getCountsPerPriority", 2;
+    /// Jobs (id and hash) by state, paginated, skipping vanished ids.
+    GetJobs => "getJobs", 1;
+    /// EchoMQ extension: one page of a state scan filtered on the server by
+    /// job name and data text.
+    SearchJobs => "searchJobs", 1;
 }
 
 impl ScriptId {

@@ -48,12 +48,17 @@ pub use connect::RetryPolicy;
 pub use connection::Connection;
 pub use diagnose::{Diagnosis, FailureClass};
 pub use echomq_protocol as protocol;
-pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
+pub use echomq_protocol::{
+    Backoff, Deduplication, EventKind, JobOptions, JobRecord as Job, KeepJobs,
+};
 pub use error::{Error, Result};
 pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport};
 pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
-pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
+pub use queue::{
+    Finished, JobCounts, JobFilter, JobLogs, JobState, NewJob, Queue, QueueOptions, RateLimit,
+    RemoveOutcome, WorkerInfo,
+};
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,
     StartFrom, Subscribers, Subscription,

@@ -19,7 +19,10 @@ pub mod add;
 pub mod admin;
 pub mod audit;
 pub mod decode;
+pub mod dedup;
+pub mod getters;
 pub mod lifecycle;
+pub mod limits;
 pub mod scheduler;
 pub mod stalled;
 

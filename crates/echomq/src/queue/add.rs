@@ -19,6 +19,8 @@ struct Prepared {
     timestamp: u64,
     data: String,
     opts: Map<String, Value>,
+    /// `{P}de:<id>` when the job is deduplicated, sent as AddArgs[9] as Node does.
+    dedup_key: Option<String>,
 }
 
 impl Queue {
@@ -64,6 +66,10 @@ impl Queue {
             timestamp: options.timestamp.unwrap_or_else(crate::clock::now_ms),
             data: Self::encode_data(data, limit)?,
             opts: options.to_stored(),
+            dedup_key: options
+                .deduplication
+                .as_ref()
+                .map(|d| self.keys.dedup(&d.id)),
         })
     }
 
@@ -76,6 +82,7 @@ impl Queue {
                 custom_id: &p.custom_id,
                 name: &p.name,
                 timestamp: p.timestamp,
+                deduplication_key: p.dedup_key.as_deref(),
                 ..Default::default()
             },
             data: &p.data,

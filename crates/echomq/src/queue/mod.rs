@@ -6,7 +6,10 @@
 
 mod add;
 mod admin;
+mod dedup;
 mod edit;
+mod getters;
+mod limits;
 mod types;
 
 use std::collections::{HashMap, HashSet};
@@ -14,12 +17,15 @@ use std::collections::{HashMap, HashSet};
 use echomq_protocol::call::admin::{
     FinishedReply, GetCounts, GetRanges, GetState, IsFinished, RangeOrder,
 };
+use echomq_protocol::call::getters::GetJobs;
 use echomq_protocol::{JobRecord, QueueKeys, PROTOCOL_VERSION};
 use fred::prelude::{ClientLike, HashesInterface, KeysInterface, ListInterface};
 
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 
+pub use getters::{JobFilter, JobLogs, WorkerInfo};
+pub use limits::RateLimit;
 pub use types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};
 
 /// Meta hash fields the queue handle writes or reads.
@@ -216,8 +222,10 @@ impl Queue {
         Ok(out)
     }
 
-    /// Jobs in the given states (see [`Queue::get_ranges`]); ids whose hash has
-    /// meanwhile disappeared are skipped.
+    /// Jobs in the given states, `start..=end` of each, newest first unless
+    /// `ascending`, read with their hashes in one atomic call (getJobs, as
+    /// BullMQ's `getJobs`): ids whose hash is gone are skipped and a bounded
+    /// page is refilled from the ids after it. A job is listed once.
     pub async fn get_jobs(
         &self,
         states: &[JobState],
@@ -225,11 +233,28 @@ impl Queue {
         end: i64,
         ascending: bool,
     ) -> Result<Vec<JobRecord>> {
-        let ids = self.get_ranges(states, start, end, ascending).await?;
-        let mut jobs = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(j) = self.get_job(&id).await? {
-                jobs.push(j);
+        let mut suffixes: Vec<&str> = Vec::with_capacity(states.len());
+        for s in states.iter().map(|s| s.key_suffix()) {
+            if !suffixes.contains(&s) {
+                suffixes.push(s);
+            }
+        }
+        let call = GetJobs {
+            keys: &self.keys,
+            start,
+            end,
+            order: if ascending {
+                RangeOrder::Ascending
+            } else {
+                RangeOrder::Descending
+            },
+            states: &suffixes,
+        };
+        let mut seen = HashSet::new();
+        let mut jobs = Vec::new();
+        for (id, fields) in self.conn.call(&call).await?.into_iter().flatten() {
+            if seen.insert(id.clone()) {
+                jobs.push(JobRecord::from_hash(&id, fields.into_iter().collect())?);
             }
         }
         Ok(jobs)

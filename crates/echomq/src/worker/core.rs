@@ -177,7 +177,7 @@ impl WorkerCore {
         FetchOpts {
             token,
             lock_duration: self.opts.lock_duration.as_millis() as u64,
-            limiter: None,
+            limiter: super::limiter::wire(&self.opts),
             name: self.name.as_deref(),
         }
     }

@@ -68,6 +68,11 @@ impl FetchHints {
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         self.limit_until
             .store(local_now().saturating_add(ms), Ordering::Relaxed);
+        // Jobs are held back, not absent, and the markers that announced them
+        // are consumed: once the window ends the fetcher must look at the
+        // queue directly, not block on a marker that will never come (BullMQ
+        // does not block while rate limited either).
+        self.drained.store(false, Ordering::Relaxed);
     }
 
     /// The marker read answered: a score is the due time of a delayed job

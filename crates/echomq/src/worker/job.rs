@@ -372,7 +372,7 @@ impl ActiveJob {
                 token: self.token(),
                 name: core.name().map(|n| &**n),
                 keep_jobs: KeepJobs::to_keep_jobs(job_keep.as_ref().or(worker_keep.as_ref())),
-                limiter: None,
+                limiter: super::limiter::wire(core.opts()),
                 lock_duration: core.opts().lock_duration.as_millis() as u64,
                 attempts: self.job.opts.attempts.unwrap_or(0),
                 max_metrics_size: core.metrics(),

@@ -7,6 +7,7 @@
 //! (see [`spawn_linked`]) and decides about restarts.
 
 mod backoff;
+mod backoff_strategy;
 mod blocking;
 mod core;
 mod due_timer;
@@ -14,6 +15,8 @@ mod fetcher;
 mod gate;
 mod hints;
 mod job;
+mod limiter;
+mod manual;
 mod processor;
 mod run;
 mod seam;
@@ -25,7 +28,9 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Spawn
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
+pub use self::manual::{Fetched, ManualJob, ManualWorker};
 pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};
 
 use self::core::WorkerCore;
@@ -73,6 +78,14 @@ pub struct WorkerOptions {
     /// scheduler fails on the connection (BullMQ's `runRetryDelay`).
     /// Default 15 s.
     pub run_retry_delay: Duration,
+    /// The worker's rate limiter: at most `max` jobs start per `duration`
+    /// across every worker of the queue that uses the same limiter, Rust or
+    /// Node (they share `{P}limiter`). A global limit set on the queue
+    /// overrides its max. Default none.
+    pub limiter: Option<crate::queue::RateLimit>,
+    /// Computes the retry delay of jobs whose backoff type is custom (BullMQ's
+    /// `settings.backoffStrategy`). Without it such a job fails for good.
+    pub backoff_strategy: Option<BackoffStrategy>,
 }
 
 impl Default for WorkerOptions {
@@ -92,12 +105,26 @@ impl Default for WorkerOptions {
             watchdog_interval: Duration::from_secs(5),
             cancel_grace: Duration::from_secs(1),
             run_retry_delay: Duration::from_secs(15),
+            limiter: None,
+            backoff_strategy: None,
         }
     }
 }
 
 /// Builder setters, one per setting: `WorkerOptions::default().concurrency(8)`.
 impl WorkerOptions {
+    /// Sets [`backoff_strategy`](Self::backoff_strategy).
+    pub fn backoff_strategy(mut self, strategy: BackoffStrategy) -> Self {
+        self.backoff_strategy = Some(strategy);
+        self
+    }
+
+    /// Sets [`limiter`](Self::limiter).
+    pub fn limiter(mut self, limit: crate::queue::RateLimit) -> Self {
+        self.limiter = Some(limit);
+        self
+    }
+
     /// Sets [`concurrency`](Self::concurrency).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
@@ -367,6 +394,9 @@ impl Actor for Worker {
     ) -> Result<WorkerState, ActorProcessingErr> {
         if args.options.lock_duration.is_zero() {
             return Err("lock_duration must be positive".into());
+        }
+        if let Some(limit) = &args.options.limiter {
+            limit.validate()?;
         }
         let span =
             tracing::info_span!("worker", queue = %args.queue.name(), worker = ?args.options.name);

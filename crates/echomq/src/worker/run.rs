@@ -232,7 +232,8 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
         (field::FAILED_REASON, message.clone()),
         (field::STACKTRACE, stacktrace(&record, stack, &message)),
     ];
-    let (t, retrying) = after_failure(&record, unrecoverable, &message, fields);
+    let strategy = core.opts().backoff_strategy.as_ref();
+    let (t, retrying) = after_failure(&record, unrecoverable, &message, fields, strategy);
     warn!(reason = %message, retrying, "job failed");
     let id = job.id().to_owned();
     let next = finish(core, job, t).await;
@@ -270,6 +271,7 @@ fn after_failure(
     unrecoverable: bool,
     message: &str,
     fields: super::job::Fields,
+    strategy: Option<&super::BackoffStrategy>,
 ) -> (Transition, bool) {
     let decision = backoff::decide(
         record.attempts_made,
@@ -278,6 +280,7 @@ fn after_failure(
         unrecoverable,
         rand::random::<f64>(),
     );
+    let decision = super::backoff_strategy::apply(decision, strategy, record, message);
     match decision {
         RetryDecision::Now => (Transition::Retry { fields }, true),
         RetryDecision::After(ms) => (

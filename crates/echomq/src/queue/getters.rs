@@ -1,0 +1,222 @@
+//! Read-only getters with BullMQ's semantics: counts per priority, a job's
+//! logs with their total, the queue's workers (named connections), and a
+//! job's state by BullMQ's name.
+
+use std::collections::HashMap;
+
+use echomq_protocol::call::limits::GetCountsPerPriority;
+use echomq_protocol::validate::MAX_PRIORITY;
+use fred::prelude::{ClientInterface, ListInterface};
+
+use super::{JobState, Queue};
+use crate::error::{Error, Result};
+
+/// One connection of a worker of this queue, as `CLIENT LIST` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerInfo {
+    /// The worker's name (the part after `:w:`), `None` for an unnamed worker.
+    pub worker_name: Option<String>,
+    /// The raw connection name (`<prefix>:<base64(queue)>[:w:<name>]`),
+    /// Node's `rawname`.
+    pub rawname: String,
+    /// Every `key=value` of the `CLIENT LIST` line (`addr`, `age`, `idle`, …).
+    pub fields: HashMap<String, String>,
+}
+
+/// A page of a job's log lines and how many the job has in all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLogs {
+    /// The lines of the page, in the order asked for.
+    pub logs: Vec<String>,
+    /// Lines stored for the job.
+    pub count: u64,
+}
+
+/// Which jobs [`Queue::find_jobs`] keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only jobs with exactly this name.
+    pub name: Option<String>,
+    /// Only jobs whose data, as stored JSON text, contains this text.
+    pub data_contains: Option<String>,
+}
+
+/// Ids read per call while [`Queue::find_jobs`] scans a state.
+const SCAN_PAGE: u64 = 500;
+
+impl JobState {
+    /// BullMQ's name of the state, as `getJobState` answers it (`waiting`,
+    /// `waiting-children`, `unknown`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Waiting => "waiting",
+            JobState::Unknown => "unknown",
+            other => other.key_suffix(),
+        }
+    }
+}
+
+impl Queue {
+    /// Ready jobs per priority (priority 0 counts the wait list), one entry per
+    /// distinct priority in first-seen order, as BullMQ's
+    /// `getCountsPerPriority`. Refuses a priority above the maximum.
+    pub async fn get_counts_per_priority(&self, priorities: &[u32]) -> Result<Vec<(u32, u64)>> {
+        let mut unique: Vec<u32> = Vec::with_capacity(priorities.len());
+        for p in priorities {
+            if i64::from(*p) > MAX_PRIORITY {
+                return Err(echomq_protocol::ValidationError::Option {
+                    option: "priority",
+                    reason: format!("must be within 0..={MAX_PRIORITY} (got {p})"),
+                }
+                .into());
+            }
+            if !unique.contains(p) {
+                unique.push(*p);
+            }
+        }
+        if unique.is_empty() {
+            return Ok(Vec::new());
+        }
+        let counts = self
+            .conn
+            .call(&GetCountsPerPriority {
+                keys: &self.keys,
+                priorities: &unique,
+            })
+            .await?;
+        Ok(unique.into_iter().zip(counts).collect())
+    }
+
+    /// Log lines `start..=end` of job `id` with the total count, oldest first
+    /// when `ascending`, else newest first (BullMQ's `getJobLogs`).
+    pub async fn get_job_logs(
+        &self,
+        id: &str,
+        start: i64,
+        end: i64,
+        ascending: bool,
+    ) -> Result<JobLogs> {
+        let key = self.keys.logs(id);
+        let pool = self.conn.pool();
+        let (logs, count): (Vec<String>, u64) = if ascending {
+            tokio::try_join!(pool.lrange(&key, start, end), pool.llen(&key))?
+        } else {
+            let (mut page, count): (Vec<String>, u64) =
+                tokio::try_join!(pool.lrange(&key, -(end + 1), -(start + 1)), pool.llen(&key))?;
+            page.reverse();
+            (page, count)
+        };
+        Ok(JobLogs { logs, count })
+    }
+
+    /// The jobs of `state` that `filter` keeps, matches `start..=end` (0-based,
+    /// in the asked order). The state is scanned page by page with
+    /// searchJobs, which filters on the server, so only matches travel and no
+    /// single call is long.
+    pub async fn find_jobs(
+        &self,
+        state: JobState,
+        filter: &JobFilter,
+        start: usize,
+        end: usize,
+        ascending: bool,
+    ) -> Result<Vec<echomq_protocol::JobRecord>> {
+        use echomq_protocol::call::admin::RangeOrder;
+        use echomq_protocol::call::getters::SearchJobs;
+        let (mut matched, mut out, mut cursor) = (0usize, Vec::new(), Some(0u64));
+        while let Some(at) = cursor {
+            let call = SearchJobs {
+                keys: &self.keys,
+                state: state.key_suffix(),
+                cursor: at,
+                count: SCAN_PAGE,
+                order: if ascending {
+                    RangeOrder::Ascending
+                } else {
+                    RangeOrder::Descending
+                },
+                name: filter.name.as_deref(),
+                text: filter.data_contains.as_deref(),
+            };
+            let (next, page) = self.conn.call(&call).await?;
+            for (id, fields) in page {
+                if matched >= start {
+                    out.push(echomq_protocol::JobRecord::from_hash(
+                        &id,
+                        fields.into_iter().collect(),
+                    )?);
+                }
+                matched += 1;
+                if matched > end {
+                    return Ok(out);
+                }
+            }
+            cursor = next;
+        }
+        Ok(out)
+    }
+
+    /// The state of job `id` by BullMQ's name (`getJobState`);
+    /// [`JobState::Unknown`] when it does not exist.
+    pub async fn get_job_state(&self, id: &str) -> Result<JobState> {
+        self.get_state(id).await
+    }
+
+    /// The connections of this queue's workers, Rust or Node, found by the
+    /// names they give themselves (BullMQ's `getWorkers`). A server that
+    /// refuses `CLIENT LIST` is an error.
+    pub async fn get_workers(&self) -> Result<Vec<WorkerInfo>> {
+        let list: String = self
+            .conn
+            .pool()
+            .next()
+            .client_list::<String, String>(None, None)
+            .await
+            .map_err(Error::from)?;
+        Ok(parse_workers(&list, &self.keys.worker_client_name(None)))
+    }
+}
+
+/// The lines of `CLIENT LIST` named `base` or `base:w:<name>`.
+fn parse_workers(list: &str, base: &str) -> Vec<WorkerInfo> {
+    let named = format!("{base}:w:");
+    list.lines()
+        .filter_map(|line| {
+            let fields: HashMap<String, String> = line
+                .split(' ')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            let raw = fields.get("name")?.clone();
+            let worker_name = if raw == base {
+                None
+            } else {
+                Some(raw.strip_prefix(&named)?.to_owned())
+            };
+            Some(WorkerInfo {
+                worker_name,
+                rawname: raw,
+                fields,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_are_found_by_connection_name() {
+        let list = "id=1 addr=1.2.3.4:5 name=emq:cQ==:w:alpha age=3\n\
+                    id=2 addr=x name=emq:cQ== age=1\n\
+                    id=3 addr=y name=emq:cQ==:qe age=1\n\
+                    id=4 addr=z name= age=1\n";
+        let w = parse_workers(list, "emq:cQ==");
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].worker_name.as_deref(), Some("alpha"));
+        assert_eq!(w[0].fields["addr"], "1.2.3.4:5");
+        assert_eq!(w[1].worker_name, None);
+        assert_eq!(w[1].rawname, "emq:cQ==");
+    }
+}

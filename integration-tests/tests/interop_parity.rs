@@ -1,0 +1,773 @@
+//! Issue 16, proven both ways with the real BullMQ 6.2.0 Node client on one
+//! queue: deduplication, global limits, rate limiting and the getters.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
+use echomq::{
+    Deduplication, JobOptions, JobState, LockManagerMsg, NewJob, Queue, RateLimit, WorkerArgs,
+    WorkerMsg, WorkerOptions,
+};
+use echomq_integration_tests::{bullmq, events, wait_until, NullSupervisor, RedisServer};
+use fred::prelude::*;
+use ractor::{Actor, ActorRef};
+use serde_json::{json, Value as Json};
+
+mod parity_support;
+use parity_support::{assert_window_budget, peak_overlap};
+
+const Q: &str = "par";
+
+/// Runs Node ops (`driver.js ops`) and returns their results.
+fn node(url: &str, ops: Json) -> Vec<Json> {
+    match bullmq("ops", url, Q, json!({ "ops": ops })) {
+        Json::Array(v) => v,
+        other => panic!("ops answered {other}"),
+    }
+}
+
+async fn hash(c: &Client, key: &str) -> std::collections::HashMap<String, String> {
+    c.hgetall(key).await.unwrap()
+}
+
+#[tokio::test]
+async fn deduplication_is_one_protocol_for_both_clients() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    let de = json!({"id": "N", "ttl": 60000, "extend": true});
+    let rust_de = || Deduplication::new("N").ttl(60_000).extend(true);
+
+    // Node owns N; a Rust add with the same settings is dropped in its favour.
+    let r = node(&url, json!([["add", "a", {"v": 1}, {"deduplication": de}]]));
+    assert_eq!(r, vec![json!("1")]);
+    assert_eq!(
+        q.get_deduplication_job_id("N").await.unwrap().as_deref(),
+        Some("1")
+    );
+    let dropped = q
+        .add(
+            "a",
+            &json!({"v": 2}),
+            JobOptions::new().deduplication(rust_de()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dropped, "1");
+
+    // Rust owns R; Node's add is dropped and Node reads the owner.
+    let r_id = q
+        .add(
+            "b",
+            &json!({"v": 3}),
+            JobOptions::new().deduplication(Deduplication::new("R").ttl(60_000).extend(true)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r_id, "3");
+    let r = node(
+        &url,
+        json!([
+            ["add", "b", {"v": 4}, {"deduplication": {"id": "R", "ttl": 60000, "extend": true}}],
+            ["dedup-job-id", "R"],
+            ["dedup-job-id", "N"]
+        ]),
+    );
+    assert_eq!(r, vec![json!("3"), json!("3"), json!("1")]);
+
+    // The stored forms are the same: `de` in opts, `deid` on the hash.
+    let node_job = hash(&c, "emq:par:1").await;
+    let rust_job = hash(&c, "emq:par:3").await;
+    let opts = |h: &std::collections::HashMap<String, String>| -> Json {
+        serde_json::from_str(&h["opts"]).unwrap()
+    };
+    assert_eq!(opts(&node_job)["de"], de);
+    assert_eq!(
+        opts(&rust_job)["de"],
+        json!({"id": "R", "ttl": 60000, "extend": true})
+    );
+    assert_eq!(node_job["deid"], "N");
+    assert_eq!(rust_job["deid"], "R");
+    let read = bullmq("read-jobs", &url, Q, json!({"ids": ["3"]}));
+    assert_eq!(
+        read["3"]["opts"]["deduplication"],
+        json!({"id": "R", "ttl": 60000, "extend": true}),
+        "Node reads the Rust job's deduplication under its public name"
+    );
+
+    // The `deduplicated` events of both dropped adds have the same fields.
+    let ev: Vec<Vec<(String, String)>> = events(&c, "emq:par:events")
+        .await
+        .into_iter()
+        .filter(|(n, _)| n == "deduplicated")
+        .map(|(_, f)| f)
+        .collect();
+    let pairs = |a: &str, b: &str, d: &str| {
+        vec![
+            ("jobId".to_string(), a.to_string()),
+            ("deduplicationId".to_string(), b.to_string()),
+            ("deduplicatedJobId".to_string(), d.to_string()),
+        ]
+    };
+    assert_eq!(ev, vec![pairs("1", "N", "2"), pairs("3", "R", "4")]);
+
+    // Each side frees the other's key through the owner-checked script…
+    let r = node(
+        &url,
+        json!([["job-remove-dedup-key", "3"], ["dedup-job-id", "R"]]),
+    );
+    assert_eq!(r, vec![json!(true), Json::Null]);
+    assert!(q.remove_job_deduplication_key("1").await.unwrap());
+    assert_eq!(node(&url, json!([["dedup-job-id", "N"]])), vec![Json::Null]);
+
+    // …and through the queue-wide delete.
+    q.add(
+        "c",
+        &json!(0),
+        JobOptions::new().deduplication(Deduplication::new("Z")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        node(&url, json!([["remove-dedup-key", "Z"]])),
+        vec![json!(1)]
+    );
+    node(
+        &url,
+        json!([["add", "c", {}, {"deduplication": {"id": "Y"}}]]),
+    );
+    assert!(q.remove_deduplication_key("Y").await.unwrap());
+    assert_eq!(node(&url, json!([["dedup-job-id", "Y"]])), vec![Json::Null]);
+}
+
+/// The same adds, one side each on its own server, leave byte-identical job
+/// options and the same key expiry.
+#[tokio::test]
+async fn deduplicated_adds_store_byte_identical_options() {
+    let t = 1_700_000_000_000u64;
+    for de in [
+        json!({"id": "A"}),
+        json!({"id": "A", "ttl": 5000}),
+        json!({"id": "A", "ttl": 5000, "extend": true}),
+        json!({"id": "A", "ttl": 5000, "extend": true, "replace": true}),
+        json!({"id": "A", "keepLastIfActive": true}),
+    ] {
+        let node_redis = RedisServer::start();
+        node(
+            &node_redis.url(),
+            json!([["add", "j", {"x": 1}, {"deduplication": de, "timestamp": t}]]),
+        );
+        let rust_redis = RedisServer::start();
+        let conn = rust_redis.connect().await;
+        let q = Queue::new(&conn, Q).await.unwrap();
+        let m = de.as_object().unwrap();
+        let mut d = Deduplication::new("A");
+        d.ttl = m.get("ttl").and_then(Json::as_u64);
+        d.extend = m.contains_key("extend");
+        d.replace = m.contains_key("replace");
+        d.keep_last_if_active = m.contains_key("keepLastIfActive");
+        q.add(
+            "j",
+            &json!({"x": 1}),
+            JobOptions::new().deduplication(d).timestamp(t),
+        )
+        .await
+        .unwrap();
+        let (nc, rc) = (node_redis.client().await, rust_redis.client().await);
+        let (nh, rh) = (hash(&nc, "emq:par:1").await, hash(&rc, "emq:par:1").await);
+        assert_eq!(nh["opts"], rh["opts"], "opts of {de}");
+        assert_eq!(nh["deid"], rh["deid"]);
+        let (nt, rt): (i64, i64) = (
+            nc.pttl("emq:par:de:A").await.unwrap(),
+            rc.pttl("emq:par:de:A").await.unwrap(),
+        );
+        assert_eq!(nt.signum(), rt.signum(), "expiry of {de}: {nt} vs {rt}");
+    }
+}
+
+#[tokio::test]
+async fn global_limits_written_by_one_client_are_read_by_the_other() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+
+    q.set_global_concurrency(3).await.unwrap();
+    q.set_global_rate_limit(RateLimit {
+        max: 7,
+        duration: Duration::from_millis(900),
+    })
+    .await
+    .unwrap();
+    let r = node(
+        &url,
+        json!([
+            ["get-global-concurrency"],
+            ["get-global-rate-limit"],
+            ["is-maxed"]
+        ]),
+    );
+    assert_eq!(
+        r,
+        vec![json!(3), json!({"max": 7, "duration": 900}), json!(false)]
+    );
+    let _: () = c
+        .lpush("emq:par:active", vec!["a", "b", "c"])
+        .await
+        .unwrap();
+    assert_eq!(node(&url, json!([["is-maxed"]])), vec![json!(true)]);
+    assert!(q.is_maxed().await.unwrap());
+
+    node(
+        &url,
+        json!([
+            ["set-global-concurrency", 5],
+            ["set-global-rate-limit", 4, 2500]
+        ]),
+    );
+    assert_eq!(q.get_global_concurrency().await.unwrap(), Some(5));
+    assert_eq!(
+        q.get_global_rate_limit().await.unwrap(),
+        Some(RateLimit {
+            max: 4,
+            duration: Duration::from_millis(2500)
+        })
+    );
+    assert!(!q.is_maxed().await.unwrap());
+    node(
+        &url,
+        json!([["remove-global-concurrency"], ["remove-global-rate-limit"]]),
+    );
+    assert_eq!(q.get_global_concurrency().await.unwrap(), None);
+    assert_eq!(q.get_global_rate_limit().await.unwrap(), None);
+
+    // rateLimit / getRateLimitTtl across clients.
+    node(&url, json!([["rate-limit", 2000]]));
+    let ttl = q.rate_limit_ttl(Some(1)).await.unwrap();
+    assert!(ttl > Duration::from_millis(1500), "{ttl:?}");
+    let _: () = c.del("emq:par:limiter").await.unwrap();
+    q.rate_limit(Duration::from_millis(2000)).await.unwrap();
+    let r = node(&url, json!([["rate-limit-ttl", 1], ["rate-limit-ttl"]]));
+    for ms in &r {
+        let ms = ms.as_i64().unwrap();
+        assert!(ms > 1500 && ms <= 2000, "{r:?}");
+    }
+    let mut keyspace_a: Vec<String> = c.hkeys("emq:par:meta").await.unwrap();
+    keyspace_a.sort();
+    assert_eq!(keyspace_a, vec!["opts.maxLenEvents", "version"]);
+}
+
+/// (start ms, end ms) of every job the Rust worker ran.
+type Spans = Arc<Mutex<Vec<(u64, u64)>>>;
+
+struct Running {
+    worker: ActorRef<WorkerMsg>,
+    _lm: ActorRef<LockManagerMsg>,
+    _host: ActorRef<()>,
+}
+
+async fn rust_worker(q: &Queue, options: WorkerOptions, sleep_ms: u64, spans: Spans) -> Running {
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let processor = processor_fn(move |_job: JobContext| {
+        let spans = spans.clone();
+        async move {
+            let t0 = echomq::clock::now_ms();
+            tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+            spans.lock().unwrap().push((t0, echomq::clock::now_ms()));
+            Ok::<_, ProcessError>(json!(null))
+        }
+    });
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = options;
+    let (worker, lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    Running {
+        worker,
+        _lm: lm,
+        _host: host,
+    }
+}
+
+/// A run of Node workers beside one Rust worker.
+struct Fleet {
+    /// Jobs added once both are up.
+    n: usize,
+    /// How long each job sleeps.
+    sleep_ms: u64,
+    /// Node `Worker` options (plus `count`: how many Node workers).
+    node_opts: Json,
+    /// The Rust worker's options.
+    rust_opts: WorkerOptions,
+    /// How long the Node workers run.
+    node_ms: u64,
+    /// Whether both sides must have run jobs.
+    require_both: bool,
+}
+
+/// Runs a [`Fleet`] on `q`; answers (Rust spans, Node spans).
+async fn mixed_fleet(q: &Queue, url: &str, fleet: Fleet) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+    let Fleet {
+        n,
+        sleep_ms,
+        node_opts,
+        rust_opts,
+        node_ms,
+        require_both,
+    } = fleet;
+    let (url2, opts2) = (url.to_owned(), node_opts.clone());
+    let node_run = tokio::task::spawn_blocking(move || {
+        node(&url2, json!([["work-timed", node_ms, opts2, sleep_ms]]))
+    });
+    // Node needs about a second to start its workers.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let spans: Spans = Default::default();
+    let w = rust_worker(q, rust_opts, sleep_ms, spans.clone()).await;
+    let jobs = (0..n)
+        .map(|i| NewJob {
+            name: "j".into(),
+            data: json!({ "i": i }),
+            options: JobOptions::new(),
+        })
+        .collect();
+    q.add_bulk(jobs).await.unwrap();
+    let c = q.clone();
+    wait_until("every job completed", Duration::from_secs(30), async || {
+        c.counts().await.unwrap().completed == n as u64
+    })
+    .await;
+    w.worker.stop(None);
+    let node_seen = node_run.await.unwrap();
+    let node_spans: Vec<(u64, u64)> = node_seen[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["start"].as_u64().unwrap(), s["end"].as_u64().unwrap()))
+        .collect();
+    let rust_spans = spans.lock().unwrap().clone();
+    assert_eq!(rust_spans.len() + node_spans.len(), n, "every job once");
+    assert!(
+        !require_both || (!rust_spans.is_empty() && !node_spans.is_empty()),
+        "both clients worked: rust {}, node {}",
+        rust_spans.len(),
+        node_spans.len()
+    );
+    (rust_spans, node_spans)
+}
+
+/// A worker that finishes a job takes the next in the same call, so at the
+/// cap the side holding the slots keeps them: each run gives the wider
+/// concurrency to one side, which alone would go over the cap.
+#[tokio::test]
+async fn rust_and_node_workers_share_the_global_concurrency() {
+    for rust_is_wide in [true, false] {
+        let redis = RedisServer::start();
+        let url = redis.url();
+        let conn = redis.connect().await;
+        let q = Queue::new(&conn, Q).await.unwrap();
+        // Set by one client, honoured by both.
+        if rust_is_wide {
+            q.set_global_concurrency(2).await.unwrap();
+        } else {
+            node(&url, json!([["set-global-concurrency", 2]]));
+        }
+        let (node_c, rust_c) = if rust_is_wide { (1, 4) } else { (4, 1) };
+        let fleet = Fleet {
+            n: 24,
+            sleep_ms: 100,
+            node_opts: json!({"concurrency": node_c, "count": 1}),
+            rust_opts: WorkerOptions::default()
+                .concurrency(rust_c)
+                .drain_delay(Duration::from_millis(200)),
+            node_ms: 6000,
+            require_both: rust_is_wide,
+        };
+        let (rust, node_spans) = mixed_fleet(&q, &url, fleet).await;
+        let all: Vec<(u64, u64)> = rust.iter().chain(&node_spans).copied().collect();
+        let peak = peak_overlap(&all);
+        assert!(
+            peak <= 2,
+            "rust wide {rust_is_wide}: peak {peak} over the global concurrency of 2"
+        );
+        let wide = if rust_is_wide { &rust } else { &node_spans };
+        assert!(
+            peak_overlap(wide) >= 1 && wide.len() >= 4,
+            "the wide side worked"
+        );
+    }
+}
+
+#[tokio::test]
+async fn rust_and_node_workers_share_one_worker_rate_limiter() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    let limit = RateLimit {
+        max: 2,
+        duration: Duration::from_millis(500),
+    };
+    let fleet = Fleet {
+        n: 12,
+        sleep_ms: 5,
+        node_opts: json!({"concurrency": 4, "count": 2, "limiter": {"max": 2, "duration": 500}}),
+        rust_opts: WorkerOptions::default()
+            .concurrency(4)
+            .drain_delay(Duration::from_millis(200))
+            .limiter(limit),
+        node_ms: 7000,
+        require_both: true,
+    };
+    let (rust, node_spans) = mixed_fleet(&q, &redis.url(), fleet).await;
+    let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
+    starts.sort();
+    assert_window_budget(&starts, limit, "mixed fleet");
+}
+
+fn state_of(name: &str) -> JobState {
+    match name {
+        "waiting" => JobState::Waiting,
+        "prioritized" => JobState::Prioritized,
+        "delayed" => JobState::Delayed,
+        "active" => JobState::Active,
+        "completed" => JobState::Completed,
+        "failed" => JobState::Failed,
+        "waiting-children" => JobState::WaitingChildren,
+        other => panic!("state {other}"),
+    }
+}
+
+#[tokio::test]
+async fn getters_answer_as_node_does() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+
+    // 1..=5 ready (priorities 0, 0, 3, 3, 7), 6 delayed, 7 completed, 8 failed.
+    let setup = node(
+        &url,
+        json!([
+            ["add", "a", {"mode": "ok"}, {}],
+            ["add", "b", {"mode": "ok"}, {}],
+            ["add", "c", {"mode": "ok"}, {"priority": 3}],
+            ["add", "d", {"mode": "ok"}, {"priority": 3}],
+            ["add", "e", {"mode": "ok"}, {"priority": 7}],
+            ["add", "f", {"mode": "ok"}, {"delay": 60000}],
+            ["log", "1", "one", 0], ["log", "1", "two", 0], ["log", "1", "three", 0],
+            ["log", "1", "four", 0], ["log", "1", "five", 0]
+        ]),
+    );
+    assert_eq!(setup[0], json!("1"));
+
+    // Counts per priority, duplicates folded, as Node's object.
+    let node_counts = node(&url, json!([["counts-per-priority", [0, 3, 7, 3, 9]]]));
+    let rust_counts = q.get_counts_per_priority(&[0, 3, 7, 3, 9]).await.unwrap();
+    let as_obj: serde_json::Map<String, Json> = rust_counts
+        .iter()
+        .map(|(p, n)| (p.to_string(), json!(n)))
+        .collect();
+    assert_eq!(node_counts[0], Json::Object(as_obj));
+    assert_eq!(rust_counts, vec![(0, 2), (3, 2), (7, 1), (9, 0)]);
+    assert!(q.get_counts_per_priority(&[2_097_152]).await.is_err());
+
+    // Logs, both orders, with the total.
+    for (start, end, asc) in [(0, -1, true), (1, 3, true), (1, 3, false), (0, 0, false)] {
+        let n = node(&url, json!([["job-logs", "1", start, end, asc]]));
+        let r = q.get_job_logs("1", start, end, asc).await.unwrap();
+        assert_eq!(
+            n[0],
+            json!({"logs": r.logs, "count": r.count}),
+            "logs {start}..{end} asc {asc}"
+        );
+    }
+
+    // Finish 7 and 8 by a Node worker run only on them: they are added now,
+    // once the ready jobs above are out of the way (moved to delayed by hand).
+    let _: () = c.del("emq:par:wait").await.unwrap();
+    let _: () = c.del("emq:par:prioritized").await.unwrap();
+    let ids = node(
+        &url,
+        json!([
+            ["add", "g", {"mode": "ok", "ret": {"r": [1, "x"]}}, {}],
+            ["add", "h", {"mode": "fail", "reason": "bad thing"}, {}],
+            ["work"]
+        ]),
+    );
+    assert_eq!((ids[0].clone(), ids[1].clone()), (json!("7"), json!("8")));
+    let _: () = c.rpush("emq:par:wait", vec!["2", "1"]).await.unwrap();
+    let _: () = c
+        .zadd(
+            "emq:par:prioritized",
+            None,
+            None,
+            false,
+            false,
+            vec![
+                (3.0 * 4294967296.0, "3"),
+                (3.0 * 4294967296.0 + 1.0, "4"),
+                (7.0 * 4294967296.0, "5"),
+            ],
+        )
+        .await
+        .unwrap();
+
+    assert_eq!(
+        q.is_finished("7").await.unwrap(),
+        echomq::Finished::Completed(json!({"r": [1, "x"]}))
+    );
+    assert_eq!(
+        q.is_finished("8").await.unwrap(),
+        echomq::Finished::Failed("bad thing".into())
+    );
+    assert_eq!(q.is_finished("1").await.unwrap(), echomq::Finished::No);
+
+    // States by BullMQ's names.
+    for id in ["1", "3", "6", "7", "8", "404"] {
+        let n = node(&url, json!([["job-state", id]]));
+        let r = q.get_job_state(id).await.unwrap();
+        assert_eq!(n[0], json!(r.as_str()), "state of {id}");
+    }
+
+    // getJobs: the same ids in the same order, a vanished id skipped and the
+    // bounded page refilled behind it.
+    let _: () = c.del("emq:par:3").await.unwrap();
+    let queries = [
+        (vec!["waiting", "prioritized"], 0, 1, true),
+        (vec!["waiting", "prioritized"], 0, 1, false),
+        (vec!["prioritized"], 0, 1, true),
+        (vec!["prioritized", "waiting", "waiting"], 0, -1, false),
+        (vec!["completed", "failed", "delayed"], 0, 10, true),
+        (vec!["waiting"], 5, 9, true),
+        (vec!["waiting"], -1, -1, true),
+    ];
+    for (types, start, end, asc) in queries {
+        let n = bullmq(
+            "get-jobs",
+            &url,
+            Q,
+            json!({"types": types, "start": start, "end": end, "asc": asc}),
+        );
+        let states: Vec<JobState> = types.iter().map(|t| state_of(t)).collect();
+        let r: Vec<Json> = q
+            .get_jobs(&states, start, end, asc)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|j| json!(j.id))
+            .collect();
+        assert_eq!(
+            n,
+            Json::Array(r),
+            "getJobs {types:?} {start}..{end} asc {asc}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn get_workers_lists_rust_and_node_workers_alike() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    let spans: Spans = Default::default();
+    let w = rust_worker(&q, WorkerOptions::default().name("rusty"), 0, spans.clone()).await;
+    let u = url.clone();
+    let node_run = tokio::task::spawn_blocking(move || {
+        node(&u, json!([["work-timed", 4000, {"name": "nodey"}, 0]]))
+    });
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let mut rust_view: Vec<String> = q
+        .get_workers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.rawname)
+        .collect();
+    let u = url.clone();
+    let node_view = tokio::task::spawn_blocking(move || bullmq("workers", &u, Q, json!({})))
+        .await
+        .unwrap();
+    let mut node_view: Vec<String> = node_view
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            assert_eq!(w["name"], json!(Q));
+            w["rawname"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    rust_view.sort();
+    node_view.sort();
+    assert_eq!(rust_view, node_view);
+    let b64 = "cGFy"; // base64("par")
+    assert!(
+        rust_view.contains(&format!("emq:{b64}:w:rusty")),
+        "{rust_view:?}"
+    );
+    assert!(
+        rust_view.contains(&format!("emq:{b64}:w:nodey")),
+        "{rust_view:?}"
+    );
+    let named: Vec<Option<String>> = q
+        .get_workers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.worker_name)
+        .collect();
+    assert!(named.contains(&Some("rusty".into())));
+    node_run.await.unwrap();
+    w.worker.stop(None);
+}
+
+/// `queue.rate_limit(ms)` + `ProcessError::RateLimited` in a Rust processor
+/// hold Node workers too, and a Node `rateLimit` holds Rust workers. As in
+/// BullMQ, the fetching scripts test the limiter key only for workers with a
+/// limiter (or under a global rate limit), so both sides set a generous one.
+#[tokio::test]
+async fn a_rate_limit_set_by_either_client_holds_both() {
+    const LIMIT_MS: u64 = 2500;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+
+    // A: the Rust processor rate-limits on its first job.
+    let limited_at = Arc::new(Mutex::new(None::<u64>));
+    let starts: Spans = Default::default();
+    let (l, s) = (limited_at.clone(), starts.clone());
+    let processor = processor_fn(move |job: JobContext| {
+        let (l, s) = (l.clone(), s.clone());
+        async move {
+            let now = echomq::clock::now_ms();
+            if job.data()["rl"].as_bool() == Some(true) && l.lock().unwrap().is_none() {
+                job.queue()
+                    .rate_limit(Duration::from_millis(LIMIT_MS))
+                    .await
+                    .map_err(|e| ProcessError::failed(e.to_string()))?;
+                *l.lock().unwrap() = Some(now);
+                return Err(ProcessError::RateLimited);
+            }
+            s.lock().unwrap().push((now, now));
+            Ok(json!(null))
+        }
+    });
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions::default()
+        .drain_delay(Duration::from_millis(200))
+        .limiter(RateLimit {
+            max: 100,
+            duration: Duration::from_millis(1000),
+        });
+    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    q.add("trigger", &json!({"rl": true}), JobOptions::new())
+        .await
+        .unwrap();
+    wait_until("the rate limit", Duration::from_secs(10), async || {
+        limited_at.lock().unwrap().is_some()
+    })
+    .await;
+    let t_limit = limited_at.lock().unwrap().unwrap();
+    // From here on only Node works: it must wait out the Rust window.
+    worker.stop(None);
+    let u = url.clone();
+    let node_run = tokio::task::spawn_blocking(move || {
+        node(
+            &u,
+            json!([["work-timed", LIMIT_MS + 2500, {"concurrency": 2, "limiter": {"max": 100, "duration": 1000}}, 0]]),
+        )
+    });
+    for i in 0..6 {
+        q.add("j", &json!({ "i": i }), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    let node_seen = node_run.await.unwrap();
+    wait_until("all 7 completed", Duration::from_secs(10), async || {
+        q.counts().await.unwrap().completed == 7
+    })
+    .await;
+    let mut all: Vec<u64> = starts.lock().unwrap().iter().map(|s| s.0).collect();
+    let node_starts: Vec<u64> = node_seen[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["start"].as_u64().unwrap())
+        .collect();
+    assert_eq!(node_starts.len(), 7, "Node ran every job after the window");
+    all.extend(&node_starts);
+    for s in &all {
+        assert!(
+            *s + 30 >= t_limit + LIMIT_MS,
+            "a job started {} ms into the {LIMIT_MS} ms window",
+            s - t_limit
+        );
+    }
+    // The rate-limited run did not count an attempt.
+    let atm: String = c.hget("emq:par:1", "atm").await.unwrap();
+    assert_eq!(atm, "1");
+
+    // B: Node's rateLimit holds a running Rust worker.
+    let spans: Spans = Default::default();
+    let limited = WorkerOptions::default()
+        .drain_delay(Duration::from_millis(200))
+        .limiter(RateLimit {
+            max: 100,
+            duration: Duration::from_millis(1000),
+        });
+    let w = rust_worker(&q, limited, 0, spans.clone()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t_node = echomq::clock::now_ms();
+    node(&url, json!([["rate-limit", LIMIT_MS]]));
+    for i in 0..3 {
+        q.add("k", &json!({ "i": i }), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    wait_until("3 more", Duration::from_secs(10), async || {
+        spans.lock().unwrap().len() == 3
+    })
+    .await;
+    for s in spans.lock().unwrap().iter() {
+        assert!(
+            s.0 + 30 >= t_node + LIMIT_MS,
+            "a Rust job started {} ms into Node's window",
+            s.0 - t_node
+        );
+    }
+    w.worker.stop(None);
+}
+
+/// A global rate limit (meta `max`/`duration`) set by Node holds Rust and
+/// Node workers that have no limiter of their own.
+#[tokio::test]
+async fn rust_and_node_workers_share_a_global_rate_limit() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    node(&url, json!([["set-global-rate-limit", 2, 500]]));
+    let limit = RateLimit {
+        max: 2,
+        duration: Duration::from_millis(500),
+    };
+    let fleet = Fleet {
+        n: 12,
+        sleep_ms: 5,
+        node_opts: json!({"concurrency": 4, "count": 2}),
+        rust_opts: WorkerOptions::default()
+            .concurrency(4)
+            .drain_delay(Duration::from_millis(200)),
+        node_ms: 7000,
+        require_both: true,
+    };
+    let (rust, node_spans) = mixed_fleet(&q, &url, fleet).await;
+    let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
+    starts.sort();
+    assert_window_budget(&starts, limit, "global limit, mixed fleet");
+}

@@ -1,0 +1,235 @@
+//! Global concurrency, global rate limit and the worker rate limiter
+//! (issue 16) against a real Redis: the Queue setters, getters and removal
+//! with their refusals, isMaxed and getRateLimitTtl, and Rust workers
+//! honouring each limit.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
+use echomq::{
+    Error, JobOptions, LockManagerMsg, NewJob, Queue, RateLimit, WorkerArgs, WorkerMsg,
+    WorkerOptions,
+};
+use echomq_integration_tests::{wait_until, NullSupervisor, RedisServer};
+use fred::prelude::*;
+use ractor::{Actor, ActorRef};
+use serde_json::json;
+
+mod parity_support;
+use parity_support::{assert_window_budget, peak_overlap};
+
+/// (start ms, end ms) of every job a worker ran.
+type Spans = Arc<Mutex<Vec<(u64, u64)>>>;
+
+struct Running {
+    worker: ActorRef<WorkerMsg>,
+    _lm: ActorRef<LockManagerMsg>,
+    _host: ActorRef<()>,
+}
+
+async fn start(q: &Queue, options: WorkerOptions, sleep_ms: u64, spans: Spans) -> Running {
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let processor = processor_fn(move |_job: JobContext| {
+        let spans = spans.clone();
+        async move {
+            let t0 = echomq::clock::now_ms();
+            tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+            spans.lock().unwrap().push((t0, echomq::clock::now_ms()));
+            Ok::<_, ProcessError>(json!(null))
+        }
+    });
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = options;
+    let (worker, lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    Running {
+        worker,
+        _lm: lm,
+        _host: host,
+    }
+}
+
+async fn add_n(q: &Queue, n: usize) {
+    let jobs = (0..n)
+        .map(|i| NewJob {
+            name: "j".into(),
+            data: json!({ "i": i }),
+            options: JobOptions::new(),
+        })
+        .collect();
+    q.add_bulk(jobs).await.unwrap();
+}
+
+#[tokio::test]
+async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "gl").await.unwrap();
+
+    assert_eq!(q.get_global_concurrency().await.unwrap(), None);
+    assert_eq!(q.get_global_rate_limit().await.unwrap(), None);
+    assert!(matches!(
+        q.set_global_concurrency(0).await,
+        Err(Error::Config(_))
+    ));
+    let bad = [
+        RateLimit {
+            max: 0,
+            duration: Duration::from_secs(1),
+        },
+        RateLimit {
+            max: 1,
+            duration: Duration::ZERO,
+        },
+    ];
+    for limit in bad {
+        assert!(matches!(
+            q.set_global_rate_limit(limit).await,
+            Err(Error::Config(_))
+        ));
+    }
+    let fields: Vec<Option<String>> = c
+        .hmget("emq:gl:meta", vec!["concurrency", "max", "duration"])
+        .await
+        .unwrap();
+    assert_eq!(fields, vec![None, None, None], "a refusal writes nothing");
+
+    q.set_global_concurrency(3).await.unwrap();
+    let limit = RateLimit {
+        max: 10,
+        duration: Duration::from_millis(2000),
+    };
+    q.set_global_rate_limit(limit).await.unwrap();
+    let fields: Vec<Option<String>> = c
+        .hmget("emq:gl:meta", vec!["concurrency", "max", "duration"])
+        .await
+        .unwrap();
+    assert_eq!(
+        fields,
+        vec![Some("3".into()), Some("10".into()), Some("2000".into())]
+    );
+    assert_eq!(q.get_global_concurrency().await.unwrap(), Some(3));
+    assert_eq!(q.get_global_rate_limit().await.unwrap(), Some(limit));
+
+    // isMaxed: active holds at least the global concurrency.
+    assert!(!q.is_maxed().await.unwrap());
+    let _: () = c.lpush("emq:gl:active", vec!["a", "b", "c"]).await.unwrap();
+    assert!(q.is_maxed().await.unwrap());
+    q.remove_global_concurrency().await.unwrap();
+    assert!(!q.is_maxed().await.unwrap());
+    assert_eq!(q.get_global_concurrency().await.unwrap(), None);
+
+    q.remove_global_rate_limit().await.unwrap();
+    assert_eq!(q.get_global_rate_limit().await.unwrap(), None);
+    let left: Vec<String> = c.hkeys("emq:gl:meta").await.unwrap();
+    assert!(
+        !left.iter().any(|k| k == "max" || k == "duration"),
+        "{left:?}"
+    );
+}
+
+#[tokio::test]
+async fn rate_limit_ttl_follows_the_limiter_key() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "rl").await.unwrap();
+
+    assert_eq!(q.rate_limit_ttl(None).await.unwrap(), Duration::ZERO);
+    assert!(matches!(
+        q.rate_limit(Duration::ZERO).await,
+        Err(Error::Config(_))
+    ));
+    q.rate_limit(Duration::from_millis(1500)).await.unwrap();
+    let v: String = c.get("emq:rl:limiter").await.unwrap();
+    assert_eq!(v, "9007199254740991", "Node's counter value");
+    for max in [None, Some(5)] {
+        let ttl = q.rate_limit_ttl(max).await.unwrap();
+        assert!(
+            ttl > Duration::from_millis(1000) && ttl <= Duration::from_millis(1500),
+            "{max:?}: {ttl:?}"
+        );
+    }
+    // A window with budget left is open whatever its expiry.
+    let _: () = c
+        .set(
+            "emq:rl:limiter",
+            "1",
+            Some(Expiration::PX(1000)),
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(q.rate_limit_ttl(Some(2)).await.unwrap(), Duration::ZERO);
+    q.set_global_rate_limit(RateLimit {
+        max: 1,
+        duration: Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
+    assert!(q.rate_limit_ttl(None).await.unwrap() > Duration::ZERO);
+    assert!(q.remove_rate_limit_key().await.unwrap());
+    assert_eq!(q.rate_limit_ttl(None).await.unwrap(), Duration::ZERO);
+}
+
+#[tokio::test]
+async fn rust_workers_honour_the_global_concurrency() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "gc").await.unwrap();
+    q.set_global_concurrency(2).await.unwrap();
+    add_n(&q, 10).await;
+    let spans: Spans = Default::default();
+    let opts = || {
+        WorkerOptions::default()
+            .concurrency(4)
+            .drain_delay(Duration::from_millis(200))
+    };
+    let a = start(&q, opts(), 100, spans.clone()).await;
+    let b = start(&q, opts(), 100, spans.clone()).await;
+    wait_until("10 jobs", Duration::from_secs(20), async || {
+        spans.lock().unwrap().len() == 10
+    })
+    .await;
+    let peak = peak_overlap(&spans.lock().unwrap());
+    assert!(peak <= 2, "peak {peak} over the global concurrency of 2");
+    assert_eq!(peak, 2, "two slots were in use");
+    a.worker.stop(None);
+    b.worker.stop(None);
+}
+
+#[tokio::test]
+async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
+    for global in [false, true] {
+        let redis = RedisServer::start();
+        let conn = redis.connect().await;
+        let q = Queue::new(&conn, "lim").await.unwrap();
+        let limit = RateLimit {
+            max: 2,
+            duration: Duration::from_millis(400),
+        };
+        let mut opts = WorkerOptions::default()
+            .concurrency(5)
+            .drain_delay(Duration::from_millis(200));
+        if global {
+            q.set_global_rate_limit(limit).await.unwrap();
+        } else {
+            opts = opts.limiter(limit);
+        }
+        add_n(&q, 10).await;
+        let spans: Spans = Default::default();
+        let a = start(&q, opts.clone(), 5, spans.clone()).await;
+        let b = start(&q, opts, 5, spans.clone()).await;
+        wait_until("10 jobs", Duration::from_secs(30), async || {
+            spans.lock().unwrap().len() == 10
+        })
+        .await;
+        let mut starts: Vec<u64> = spans.lock().unwrap().iter().map(|s| s.0).collect();
+        starts.sort();
+        assert_window_budget(&starts, limit, &format!("global={global}"));
+        a.worker.stop(None);
+        b.worker.stop(None);
+    }
+}
