@@ -200,7 +200,7 @@ pub fn resolve(
     }
     let limiter = match args.limiter.clone().or(file.limiter) {
         Some(text) => {
-            Some(crate::parity::parse_rate_limit(&text).map_err(|e| format!("limiter {e}"))?)
+            Some(crate::parity::parse_rate_limit(&text).map_err(|e| format!("--limiter: {e}"))?)
         }
         None => None,
     };
