@@ -108,6 +108,20 @@ script_ids! {
     GetJobScheduler => "getJobScheduler", 1;
     /// EchoMQ extension: the consistency audit's read-only snapshot of a queue.
     AuditSnapshot => "auditSnapshot", 1;
+    /// Add a flow parent, parked in waiting-children.
+    AddParentJob => "addParentJob", 6;
+    /// Park an active parent until its children finish.
+    MoveToWaitingChildren => "moveToWaitingChildren", 7;
+    /// Children counts of a parent by group.
+    GetDependencyCounts => "getDependencyCounts", 4;
+    /// One page of a set or hash (a parent's children).
+    Paginate => "paginate", 1;
+    /// Detach a child from its parent.
+    RemoveChildDependency => "removeChildDependency", 1;
+    /// Remove the unprocessed children of a parent.
+    RemoveUnprocessedChildren => "removeUnprocessedChildren", 2;
+    /// Read a metrics series.
+    GetMetrics => "getMetrics", 2;
 }
 
 impl ScriptId {

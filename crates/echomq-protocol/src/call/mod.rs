@@ -19,7 +19,9 @@ pub mod add;
 pub mod admin;
 pub mod audit;
 pub mod decode;
+pub mod flow;
 pub mod lifecycle;
+pub mod metrics;
 pub mod scheduler;
 pub mod stalled;
 
