@@ -205,3 +205,191 @@ async fn adding_under_an_existing_parent_matches_node() {
     assert!(!q.job_exists("o").await.unwrap());
     let _ = Duration::ZERO;
 }
+
+/// What a worker saw of one run.
+#[derive(Debug, Clone)]
+struct Run {
+    queue: String,
+    id: String,
+    children: Json,
+}
+
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<Run>>>;
+
+/// Rust workers on `queues`: each run is recorded with the children values
+/// its job saw; jobs behave as their data says (`behave`), and a job with
+/// `spawn` adds that child to itself, waits for it, then returns
+/// `{children}`.
+async fn rust_workers(
+    conn: &echomq::Connection,
+    queues: &[&str],
+    seen: &Seen,
+) -> Vec<ractor::ActorRef<echomq::WorkerMsg>> {
+    use echomq::worker::{processor_fn, JobContext};
+    use echomq::ProcessError;
+    use ractor::Actor;
+    let (host, _) = Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for name in queues {
+        let q = Queue::new(conn, name).await.unwrap();
+        let seen = seen.clone();
+        let conn = conn.clone();
+        let p = processor_fn(move |job: JobContext| {
+            let seen = seen.clone();
+            let conn = conn.clone();
+            async move {
+                let children = job.children_values().await.unwrap();
+                seen.lock().unwrap().push(Run {
+                    queue: job.queue().name().to_owned(),
+                    id: job.id().to_owned(),
+                    children: json!(children),
+                });
+                let d = job.data().clone();
+                if let Some(spawn) = d.get("spawn") {
+                    if d.get("step").is_none() {
+                        let child = FlowJob::new(
+                            spawn["name"].as_str().unwrap(),
+                            spawn["queue"].as_str().unwrap(),
+                            spawn["data"].clone(),
+                        )
+                        .parent(echomq::ParentRef {
+                            id: job.id().to_owned(),
+                            queue: job.queue().keys().queue_key(),
+                        });
+                        FlowProducer::new(&conn).add(child).await.unwrap();
+                        let mut d2 = d.clone();
+                        d2["step"] = json!("waiting");
+                        job.update_data(&d2).await.unwrap();
+                        let parked = job.move_to_waiting_children(None).await.unwrap();
+                        if parked == echomq::protocol::call::flow::WaitOutcome::Parked {
+                            return Err(ProcessError::WaitingChildren);
+                        }
+                    }
+                    return Ok(json!({ "children": children }));
+                }
+                echomq_integration_tests::behave(&job).await
+            }
+        });
+        let mut args = echomq::WorkerArgs::new(q, p);
+        args.options.drain_delay = Duration::from_millis(200);
+        let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+            .await
+            .unwrap();
+        out.push(w);
+    }
+    out
+}
+
+async fn close_workers(workers: Vec<ractor::ActorRef<echomq::WorkerMsg>>) {
+    for w in workers {
+        let _ = ractor::call_t!(w, echomq::WorkerMsg::Close, 10_000, Duration::from_secs(2));
+    }
+}
+
+/// A flow over two queues whose values the parents must see; returns the
+/// flow and, per parent id, the children values it must report.
+fn valued_flow(tag: &str) -> (Json, Vec<(String, Json)>) {
+    let id = |s: &str| format!("{tag}-{s}");
+    let ok = |ret: Json| json!({"mode": "ok", "ret": ret});
+    let flow = json!({
+        "name": "root", "queueName": "q", "data": ok(json!("root-done")), "opts": {"jobId": id("root")},
+        "children": [
+            {"name": "mid", "queueName": "q2", "data": ok(json!({"mid": true})), "opts": {"jobId": id("mid")},
+             "children": [
+                {"name": "a", "queueName": "q", "data": ok(json!(1)), "opts": {"jobId": id("a")}},
+                {"name": "b", "queueName": "q2", "data": ok(json!([2, "two"])), "opts": {"jobId": id("b")}},
+             ]},
+            {"name": "c", "queueName": "q", "data": ok(json!(null)), "opts": {"jobId": id("c")}},
+            {"name": "d", "queueName": "q2", "data": ok(json!("dee")), "opts": {"jobId": id("d")}},
+        ]
+    });
+    let expect = vec![
+        (
+            id("root"),
+            json!({format!("emq:q2:{}", id("mid")): {"mid": true}, format!("emq:q:{}", id("c")): null, format!("emq:q2:{}", id("d")): "dee"}),
+        ),
+        (
+            id("mid"),
+            json!({format!("emq:q:{}", id("a")): 1, format!("emq:q2:{}", id("b")): [2, "two"]}),
+        ),
+    ];
+    (flow, expect)
+}
+
+const FLOW_IDS: [&str; 6] = ["root", "mid", "a", "b", "c", "d"];
+
+fn assert_runs(runs: &[(String, String, Json)], tag: &str, expect: &[(String, Json)]) {
+    for s in FLOW_IDS {
+        let id = format!("{tag}-{s}");
+        let n = runs.iter().filter(|r| r.1 == id).count();
+        assert_eq!(n, 1, "{id} ran {n} times: {runs:?}");
+    }
+    for (id, children) in expect {
+        let run = runs.iter().find(|r| &r.1 == id).unwrap();
+        assert_eq!(&run.2, children, "children values seen by {id}");
+    }
+}
+
+/// Node's FlowProducer adds; Rust workers on both queues run every job
+/// exactly once, children before parents, and each parent reads its
+/// children's values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_flow_runs_on_rust_workers() {
+    let redis = RedisServer::start();
+    let (flow, expect) = valued_flow("n");
+    node_flows("add-flow", &redis.url(), "q", json!({ "flow": flow }));
+    let conn = redis.connect().await;
+    let seen: Seen = Default::default();
+    let workers = rust_workers(&conn, &["q", "q2"], &seen).await;
+    let q = Queue::new(&conn, "q").await.unwrap();
+    echomq_integration_tests::wait_until("root completed", Duration::from_secs(20), async || {
+        q.get_state("n-root").await.unwrap() == echomq::JobState::Completed
+    })
+    .await;
+    close_workers(workers).await;
+    let runs: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| (r.queue.clone(), r.id.clone(), r.children.clone()))
+        .collect();
+    assert_runs(&runs, "n", &expect);
+    assert_eq!(
+        q.get_children_values("n-root").await.unwrap(),
+        serde_json::from_value(expect[0].1.clone()).unwrap()
+    );
+}
+
+/// EchoMQ's FlowProducer adds; Node workers run every job exactly once and
+/// each parent reads its children's values (Node's getChildrenValues).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_flow_runs_on_node_workers() {
+    let redis = RedisServer::start();
+    let (flow, expect) = valued_flow("r");
+    let conn = redis.connect().await;
+    FlowProducer::new(&conn)
+        .add(FlowJob::from_json(&flow).unwrap())
+        .await
+        .unwrap();
+    let seen = node_flows("work", &redis.url(), "q", json!({"queues": ["q", "q2"]}));
+    let runs: Vec<_> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["queue"].as_str().unwrap().to_owned(),
+                r["id"].as_str().unwrap().to_owned(),
+                r["children"].clone(),
+            )
+        })
+        .collect();
+    assert_runs(&runs, "r", &expect);
+    let q = Queue::new(&conn, "q").await.unwrap();
+    assert_eq!(
+        q.get_state("r-root").await.unwrap(),
+        echomq::JobState::Completed
+    );
+}

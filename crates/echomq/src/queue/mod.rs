@@ -7,6 +7,7 @@
 mod add;
 mod admin;
 mod edit;
+mod flows;
 mod types;
 
 use std::collections::{HashMap, HashSet};
@@ -20,6 +21,7 @@ use fred::prelude::{ClientLike, HashesInterface, KeysInterface, ListInterface};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 
+pub use flows::{Dependencies, FlowNode};
 pub use types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};
 
 /// Meta hash fields the queue handle writes or reads.

@@ -11,6 +11,7 @@ mod blocking;
 mod core;
 mod due_timer;
 mod fetcher;
+mod flow_ctx;
 mod gate;
 mod hints;
 mod job;
