@@ -212,6 +212,7 @@ struct Run {
     queue: String,
     id: String,
     children: Json,
+    ignored: Json,
 }
 
 type Seen = std::sync::Arc<std::sync::Mutex<Vec<Run>>>;
@@ -241,10 +242,12 @@ async fn rust_workers(
             let conn = conn.clone();
             async move {
                 let children = job.children_values().await.unwrap();
+                let ignored = job.ignored_children_failures().await.unwrap();
                 seen.lock().unwrap().push(Run {
                     queue: job.queue().name().to_owned(),
                     id: job.id().to_owned(),
                     children: json!(children),
+                    ignored: json!(ignored),
                 });
                 let d = job.data().clone();
                 if let Some(spawn) = d.get("spawn") {
@@ -392,4 +395,173 @@ async fn rust_flow_runs_on_node_workers() {
         q.get_state("r-root").await.unwrap(),
         echomq::JobState::Completed
     );
+}
+
+/// A Rust processor adds a child to its own job, parks the job in
+/// waiting-children and returns `WaitingChildren`; the child runs on a Node
+/// worker, and the parent is resumed on the Rust worker and sees the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_parent_waits_for_a_child_run_by_node() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "q").await.unwrap();
+    let data = json!({"spawn": {"queue": "q2", "name": "kid", "data": {"mode": "ok", "ret": 42}}});
+    q.add("parent", &data, JobOptions::new().job_id("p"))
+        .await
+        .unwrap();
+    let seen: Seen = Default::default();
+    let workers = rust_workers(&conn, &["q"], &seen).await;
+    echomq_integration_tests::wait_until("parent parked", Duration::from_secs(10), async || {
+        q.get_state("p").await.unwrap() == echomq::JobState::WaitingChildren
+    })
+    .await;
+    let url = redis.url();
+    let node = tokio::task::spawn_blocking(move || {
+        node_flows("work", &url, "q2", json!({"queues": ["q2"]}))
+    })
+    .await
+    .unwrap();
+    assert_eq!(node.as_array().unwrap().len(), 1, "the child ran once: {node}");
+    echomq_integration_tests::wait_until("parent completed", Duration::from_secs(10), async || {
+        q.get_state("p").await.unwrap() == echomq::JobState::Completed
+    })
+    .await;
+    close_workers(workers).await;
+    let kid = format!("emq:q2:{}", node[0]["id"].as_str().unwrap());
+    let runs: Vec<Json> = seen.lock().unwrap().iter().map(|r| r.children.clone()).collect();
+    assert_eq!(runs, [json!({}), json!({ kid.clone(): 42 })], "two runs of the parent");
+    let job = q.get_job("p").await.unwrap().unwrap();
+    assert_eq!(job.return_value, Some(json!({"children": {kid: 42}})));
+}
+
+/// The same pattern the other way: a Node processor spawns a child that a
+/// Rust worker runs, and is resumed (WaitingChildrenError).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_parent_waits_for_a_child_run_by_rust() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "q").await.unwrap();
+    let data = json!({"spawn": {"queue": "q2", "name": "kid", "data": {"mode": "ok", "ret": "v"}}});
+    q.add("parent", &data, JobOptions::new().job_id("p"))
+        .await
+        .unwrap();
+    let seen: Seen = Default::default();
+    let workers = rust_workers(&conn, &["q2"], &seen).await;
+    let url = redis.url();
+    let node = tokio::task::spawn_blocking(move || {
+        node_flows("work", &url, "q", json!({"queues": ["q"], "idleMs": 1000}))
+    })
+    .await
+    .unwrap();
+    close_workers(workers).await;
+    assert_eq!(q.get_state("p").await.unwrap(), echomq::JobState::Completed);
+    let kid_runs: Vec<Run> = seen.lock().unwrap().clone();
+    assert_eq!(kid_runs.len(), 1, "the child ran once");
+    let kid = format!("emq:q2:{}", kid_runs[0].id);
+    let parent_runs: Vec<&Json> = node.as_array().unwrap().iter().map(|r| &r["children"]).collect();
+    assert_eq!(parent_runs, [&json!({}), &json!({ kid: "v" })]);
+}
+
+/// The four failure options, each with the failing child on the Rust side
+/// (queue q) and on the Node side (queue q2), its sibling on the other side.
+/// Parents (queue q, Rust) end as BullMQ's rules say, every job runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failure_options_with_children_split_between_rust_and_node() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let options = [
+        "failParentOnFailure",
+        "continueParentOnFailure",
+        "ignoreDependencyOnFailure",
+        "removeDependencyOnFailure",
+    ];
+    let mut flows = Vec::new();
+    for opt in options {
+        for (bad_q, good_q) in [("q", "q2"), ("q2", "q")] {
+            let tag = format!("{opt}-{bad_q}");
+            // The failing child fails twice, 3 s apart, so that its sibling is
+            // done first (a continued parent completes only without pending children).
+            flows.push(json!({
+                "name": "parent", "queueName": "q", "data": {"mode": "ok", "ret": "p"}, "opts": {"jobId": format!("{tag}-p")},
+                "children": [
+                    {"name": "bad", "queueName": bad_q, "data": {"mode": "fail", "reason": "boom"},
+                     "opts": {"jobId": format!("{tag}-bad"), opt: true, "attempts": 2, "backoff": 3000}},
+                    {"name": "good", "queueName": good_q, "data": {"mode": "ok", "ret": "g"}, "opts": {"jobId": format!("{tag}-good")}},
+                ]
+            }));
+        }
+    }
+    let fp = FlowProducer::new(&conn);
+    fp.add_bulk(flows.iter().map(|f| FlowJob::from_json(f).unwrap()).collect())
+        .await
+        .unwrap();
+    let seen: Seen = Default::default();
+    let workers = rust_workers(&conn, &["q"], &seen).await;
+    let url = redis.url();
+    let node = tokio::task::spawn_blocking(move || {
+        node_flows("work", &url, "q2", json!({"queues": ["q2"], "idleMs": 4000}))
+    })
+    .await
+    .unwrap();
+    let q = Queue::new(&conn, "q").await.unwrap();
+    let parents: Vec<String> = options
+        .iter()
+        .flat_map(|o| [format!("{o}-q-p"), format!("{o}-q2-p")])
+        .collect();
+    echomq_integration_tests::wait_until("parents finished", Duration::from_secs(20), async || {
+        for p in &parents {
+            let s = q.get_state(p).await.unwrap();
+            if s != echomq::JobState::Completed && s != echomq::JobState::Failed {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    close_workers(workers).await;
+
+    let rust_runs: Vec<Run> = seen.lock().unwrap().clone();
+    let node_runs = node.as_array().unwrap();
+    let runs_of = |id: &str| {
+        rust_runs.iter().filter(|r| r.id == id).count()
+            + node_runs.iter().filter(|r| r["id"] == id).count()
+    };
+    for opt in options {
+        for bad_q in ["q", "q2"] {
+            let tag = format!("{opt}-{bad_q}");
+            let bad_key = format!("emq:{bad_q}:{tag}-bad");
+            let good_q = if bad_q == "q" { "q2" } else { "q" };
+            let good_key = format!("emq:{good_q}:{tag}-good");
+            assert_eq!(runs_of(&format!("{tag}-good")), 1, "{tag}: good ran once");
+            assert_eq!(runs_of(&format!("{tag}-bad")), 2, "{tag}: bad ran its two attempts");
+            let parent = format!("{tag}-p");
+            let state = q.get_state(&parent).await.unwrap();
+            let ignored = q.get_ignored_children_failures(&parent).await.unwrap();
+            let values = q.get_children_values(&parent).await.unwrap();
+            let counts = q.get_dependencies_count(&parent).await.unwrap();
+            match opt {
+                "failParentOnFailure" => {
+                    assert_eq!(state, echomq::JobState::Failed, "{tag}");
+                    assert_eq!(runs_of(&parent), 0, "{tag}: a failed parent never runs");
+                    let job = q.get_job(&parent).await.unwrap().unwrap();
+                    assert_eq!(job.failed_reason.as_deref(), Some(format!("child {bad_key} failed").as_str()));
+                    assert_eq!(counts.failed, 1, "{tag}");
+                }
+                _ => {
+                    let why = q.get_job(&parent).await.unwrap().unwrap().failed_reason;
+                    assert_eq!(state, echomq::JobState::Completed, "{tag}: {why:?}");
+                    assert_eq!(runs_of(&parent), 1, "{tag}: the parent ran once");
+                    assert_eq!(values, [(good_key.clone(), json!("g"))].into_iter().collect(), "{tag}");
+                    let run = rust_runs.iter().find(|r| r.id == parent).unwrap();
+                    if opt == "removeDependencyOnFailure" {
+                        assert!(ignored.is_empty(), "{tag}: {ignored:?}");
+                    } else {
+                        assert_eq!(ignored, [(bad_key.clone(), "boom".to_owned())].into_iter().collect(), "{tag}");
+                        assert_eq!(run.ignored, json!({ bad_key.clone(): "boom" }), "{tag}: seen by the processor");
+                        assert_eq!(counts.ignored, 1, "{tag}");
+                    }
+                }
+            }
+        }
+    }
 }
