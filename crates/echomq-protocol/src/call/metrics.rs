@@ -34,7 +34,9 @@ pub struct Metrics {
     pub prev_ts: Option<u64>,
     /// `count` at that time.
     pub prev_count: u64,
-    /// Jobs per minute, newest minute first, for the requested range.
+    /// Jobs per minute for the requested range, in the stored order: each
+    /// push LPUSHes the count since the previous point followed by a zero per
+    /// further elapsed minute (so the head is the latest push's last value).
     pub data: Vec<u64>,
     /// Data points stored in all.
     pub total_points: u64,
