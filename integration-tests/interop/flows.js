@@ -58,7 +58,10 @@ async function main() {
       const c = conn();
       const fp = new FlowProducer({ connection: c, prefix: 'emq' });
       try {
-        const node = await fp.getFlow({ id: args.id, queueName, prefix: 'emq', depth: args.depth, maxChildren: args.maxChildren });
+        const opts = { id: args.id, queueName, prefix: 'emq' };
+        if (args.depth !== undefined) opts.depth = args.depth;
+        if (args.maxChildren !== undefined) opts.maxChildren = args.maxChildren;
+        const node = await fp.getFlow(opts);
         return node ? await flowTree(node) : null;
       } finally { await fp.close(); c.disconnect(); }
     }

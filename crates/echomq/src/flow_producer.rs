@@ -260,7 +260,11 @@ impl FlowProducer {
             .ok_or_else(|| Error::protocol("addFlow", "empty reply".to_owned()))
     }
 
-    /// Adds several flows in one transaction: all or none.
+    /// Adds several flows in one transaction. A root whose `parent` does not
+    /// exist is refused (`ParentJobNotExist`) with its whole subtree (each
+    /// child's add finds no parent); the other flows of the bulk are
+    /// written all the same, as with BullMQ's `addBulk`. The error is
+    /// returned after the transaction.
     pub async fn add_bulk(&self, flows: Vec<FlowJob>) -> Result<Vec<JobNode>> {
         let trees = flows
             .iter()

@@ -154,9 +154,10 @@ impl Queue {
         })
     }
 
-    /// The flow below job `id`: the job, its state and its children, down to
-    /// `depth` levels (0: the job alone), at most `max_children` per group of
-    /// each parent. Children may be in other queues of the prefix. `None`
+    /// The flow below job `id`: the job, its state and its children, in
+    /// `depth` levels counting the job's own, as BullMQ's `getFlow` counts
+    /// them (1 or 0: the job alone; BullMQ's default is 10), at most
+    /// `max_children` per group of each parent (BullMQ's default: 20). Children may be in other queues of the prefix. `None`
     /// when the job does not exist.
     pub async fn get_flow(
         &self,
@@ -169,7 +170,7 @@ impl Queue {
         };
         let state = self.get_state(id).await?;
         let mut children = Vec::new();
-        if depth > 0 {
+        if depth > 1 {
             let deps = self.get_dependencies(id, 0, max_children).await?;
             let keys = deps
                 .processed
