@@ -28,6 +28,18 @@ pub async fn run(cli: Cli) -> Res {
         conn.close().await;
         return r;
     }
+    if let Command::AddFlow { file } = &cli.command {
+        let flows = crate::flows::read_flow_file(file)?;
+        let conn = Connection::connect(ConnectionConfig {
+            url: cli.url.clone(),
+            prefix: cli.prefix.clone(),
+            ..Default::default()
+        })
+        .await?;
+        let r = crate::flows::add_flow(&conn, flows).await;
+        conn.close().await;
+        return r;
+    }
     // Validate everything that can be validated before touching Redis.
     let queue_name = queue_of(&cli.command);
     QueueKeys::new(&cli.prefix, queue_name)?;
@@ -49,6 +61,8 @@ pub async fn run(cli: Cli) -> Res {
             | Command::Job { .. }
             | Command::Events { .. }
             | Command::Audit { .. }
+            | Command::Flow { .. }
+            | Command::Metrics { .. }
     );
     let queue = Queue::with_options(
         &conn,
@@ -78,8 +92,10 @@ fn queue_of(c: &Command) -> &str {
         | Command::Events { queue, .. }
         | Command::Audit { queue }
         | Command::Work { queue, .. }
-        | Command::Schedulers { queue, .. } => queue,
-        Command::Demo => "demo",
+        | Command::Schedulers { queue, .. }
+        | Command::Flow { queue, .. }
+        | Command::Metrics { queue } => queue,
+        Command::Demo | Command::AddFlow { .. } => "demo",
     }
 }
 
@@ -263,6 +279,13 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             ..
         } => list_jobs(q, state, start, end, asc).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
+        Command::Flow {
+            id,
+            depth,
+            max_children,
+            ..
+        } => crate::flows::show_flow(q, &id, depth, max_children).await,
+        Command::Metrics { .. } => crate::flows::metrics(q).await,
         Command::Retry { id, count, .. } => retry(q, id, count).await,
         Command::Promote { id, count, .. } => promote(q, id, count).await,
         Command::Remove {
@@ -284,7 +307,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             };
             crate::work::work(q.clone(), settings).await
         }
-        Command::Demo => unreachable!("handled before connecting"),
+        Command::Demo | Command::AddFlow { .. } => unreachable!("handled before connecting"),
         Command::Schedulers { action, .. } => schedulers(conn, q, action, plan).await,
         Command::Audit { .. } => audit(conn, q).await,
     }
@@ -501,6 +524,7 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
     for (k, v) in fields {
         anstream::println!("  {k:<13}{v}");
     }
+    crate::flows::show_dependencies(q, id).await?;
     let logs = q.get_logs(id, 0, -1).await?;
     if !logs.is_empty() {
         anstream::println!("{}", paint(style::BOLD, "logs"));
