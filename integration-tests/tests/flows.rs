@@ -178,3 +178,37 @@ async fn a_bulk_with_a_missing_parent_writes_the_other_flows() {
     assert_eq!(t.id.len(), 36);
     assert_eq!(q.get_state(&t.children[0].id).await.unwrap(), JobState::Waiting);
 }
+
+/// The audit's flow checks: a consistent flow passes; a dangling dependency
+/// (F2) and a parked parent without pending children (F1) are hard findings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_checks_flow_invariants() {
+    use fred::prelude::*;
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    FlowProducer::new(&conn).add(tree()).await.unwrap();
+    for q in ["q", "q2"] {
+        let r = echomq::audit::audit(&conn, q).await.unwrap();
+        assert!(r.is_consistent(), "{q}: {:?}", r.violations);
+    }
+    let c = redis.client().await;
+    let _: () = c.del("emq:q:c").await.unwrap();
+    let r = echomq::audit::audit(&conn, "q").await.unwrap();
+    let checks: Vec<_> = r
+        .violations
+        .iter()
+        .filter(|v| v.check.starts_with('F'))
+        .map(|v| (v.check.as_str(), v.job_id.as_deref()))
+        .collect();
+    assert_eq!(checks, [("F2", Some("root"))]);
+    let _: () = c.del("emq:q2:mid:dependencies").await.unwrap();
+    let r = echomq::audit::audit(&conn, "q2").await.unwrap();
+    let checks: Vec<_> = r
+        .violations
+        .iter()
+        .filter(|v| v.check.starts_with('F'))
+        .map(|v| (v.check.as_str(), v.job_id.as_deref()))
+        .collect();
+    assert_eq!(checks, [("F1", Some("mid"))]);
+    assert!(!r.is_consistent());
+}

@@ -122,6 +122,8 @@ script_ids! {
     RemoveUnprocessedChildren => "removeUnprocessedChildren", 2;
     /// Read a metrics series.
     GetMetrics => "getMetrics", 2;
+    /// EchoMQ extension: the audit's read-only check of flow parents.
+    AuditFlows => "auditFlows", 1;
 }
 
 impl ScriptId {

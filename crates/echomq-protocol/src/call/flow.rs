@@ -414,6 +414,59 @@ impl ScriptCall for RemoveUnprocessedChildren<'_> {
     }
 }
 
+/// One broken flow invariant found by [`AuditFlows`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowFinding {
+    /// `F1` (parked parent without pending children) or `F2` (dangling
+    /// dependency).
+    pub check: String,
+    /// The parent.
+    pub parent_id: String,
+    /// What was found.
+    pub detail: String,
+}
+
+/// auditFlows-1 (EchoMQ extension, read-only): the flow invariants of the
+/// first `limit` parents in `waiting-children`.
+#[derive(Debug, Clone)]
+pub struct AuditFlows<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Most parents to look at.
+    pub limit: u64,
+}
+
+impl ScriptCall for AuditFlows<'_> {
+    type Output = Vec<FlowFinding>;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::AuditFlows
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.waiting_children()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![Arg::str(self.keys.prefix_key()), Arg::int(self.limit.max(1))]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Vec<FlowFinding>, ReplyError> {
+        let items = decode::strings(self.script(), reply)?;
+        if items.len() % 3 != 0 {
+            return Err(ReplyError::shape(self.script(), "findings come in threes"));
+        }
+        Ok(items
+            .chunks(3)
+            .map(|c| FlowFinding {
+                check: c[0].clone(),
+                parent_id: c[1].clone(),
+                detail: c[2].clone(),
+            })
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,6 +579,16 @@ mod tests {
                 PageItem::Member("emq:q:2".into())
             ]
         );
+    }
+
+    #[test]
+    fn audit_flows_findings() {
+        let k = k();
+        let c = AuditFlows { keys: &k, limit: 10 };
+        assert_eq!(argv_text(&c), ["emq:q:", "10"]);
+        let r = Reply::Array(["F1", "p", "x"].iter().map(|s| Reply::text(s)).collect());
+        assert_eq!(c.decode(r).unwrap()[0].check, "F1");
+        assert!(c.decode(Reply::Array(vec![Reply::text("F1")])).is_err());
     }
 
     #[test]
