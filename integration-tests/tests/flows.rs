@@ -53,7 +53,11 @@ fn sort_node(v: &mut Json) {
 
 fn tree() -> FlowJob {
     job("root", "q", "root")
-        .child(job("mid", "q2", "mid").child(job("a", "q", "a")).child(job("b", "q2", "b")))
+        .child(
+            job("mid", "q2", "mid")
+                .child(job("a", "q", "a"))
+                .child(job("b", "q2", "b")),
+        )
         .child(job("c", "q", "c"))
 }
 
@@ -72,7 +76,12 @@ async fn get_flow_reads_the_tree_as_node_does() {
     let shallow = q.get_flow("root", 2, 20).await.unwrap().unwrap();
     assert_eq!(shallow.children.len(), 2);
     assert!(shallow.children.iter().all(|c| c.children.is_empty()));
-    let mut node = node_flows("get-flow", &redis.url(), "q", json!({"id": "root", "depth": 2}));
+    let mut node = node_flows(
+        "get-flow",
+        &redis.url(),
+        "q",
+        json!({"id": "root", "depth": 2}),
+    );
     sort_node(&mut node);
     assert_eq!(shape(&shallow), node);
     assert!(q.get_flow("nope", 3, 10).await.unwrap().is_none());
@@ -111,15 +120,22 @@ async fn detaching_and_removing_children() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let fp = FlowProducer::new(&conn);
-    fp.add(job("p", "q", "p").child(job("c1", "q", "c1")).child(job("c2", "q2", "c2")))
-        .await
-        .unwrap();
+    fp.add(
+        job("p", "q", "p")
+            .child(job("c1", "q", "c1"))
+            .child(job("c2", "q2", "c2")),
+    )
+    .await
+    .unwrap();
     let q = Queue::new(&conn, "q").await.unwrap();
     let q2 = Queue::new(&conn, "q2").await.unwrap();
 
     // Detach both children: the parent, left without pending children, moves to wait.
     assert!(q.remove_child_dependency("c1").await.unwrap());
-    assert!(!q.remove_child_dependency("c1").await.unwrap(), "already detached");
+    assert!(
+        !q.remove_child_dependency("c1").await.unwrap(),
+        "already detached"
+    );
     assert_eq!(q.get_state("p").await.unwrap(), JobState::WaitingChildren);
     assert!(q2.remove_child_dependency("c2").await.unwrap());
     assert_eq!(q.get_state("p").await.unwrap(), JobState::Waiting);
@@ -131,9 +147,13 @@ async fn detaching_and_removing_children() {
     ));
 
     // Unprocessed children go, recursively; the parent stays.
-    fp.add(job("p2", "q", "p2").child(job("m", "q2", "m").child(job("g", "q", "g"))).child(job("d", "q", "d")))
-        .await
-        .unwrap();
+    fp.add(
+        job("p2", "q", "p2")
+            .child(job("m", "q2", "m").child(job("g", "q", "g")))
+            .child(job("d", "q", "d")),
+    )
+    .await
+    .unwrap();
     q.remove_unprocessed_children("p2").await.unwrap();
     for (queue, id) in [(&q2, "m"), (&q, "g"), (&q, "d")] {
         assert!(!queue.job_exists(id).await.unwrap(), "{id} removed");
@@ -155,12 +175,17 @@ async fn a_bulk_with_a_missing_parent_writes_the_other_flows() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let fp = FlowProducer::new(&conn);
-    let orphan = job("o", "q", "o").child(job("oc", "q", "oc")).parent(ParentRef {
-        id: "missing".into(),
-        queue: "emq:q".into(),
-    });
+    let orphan = job("o", "q", "o")
+        .child(job("oc", "q", "oc"))
+        .parent(ParentRef {
+            id: "missing".into(),
+            queue: "emq:q".into(),
+        });
     let err = fp
-        .add_bulk(vec![job("f1", "q", "f1").child(job("f1c", "q", "f1c")), orphan])
+        .add_bulk(vec![
+            job("f1", "q", "f1").child(job("f1c", "q", "f1c")),
+            orphan,
+        ])
         .await
         .unwrap_err();
     assert_eq!(
@@ -176,7 +201,10 @@ async fn a_bulk_with_a_missing_parent_writes_the_other_flows() {
         .await
         .unwrap();
     assert_eq!(t.id.len(), 36);
-    assert_eq!(q.get_state(&t.children[0].id).await.unwrap(), JobState::Waiting);
+    assert_eq!(
+        q.get_state(&t.children[0].id).await.unwrap(),
+        JobState::Waiting
+    );
 }
 
 /// The audit's flow checks: a consistent flow passes; a dangling dependency

@@ -134,7 +134,11 @@ async fn assert_same(node: &Map<String, Json>, rust: &Map<String, Json>) {
         k.sort();
         k
     };
-    assert_eq!(keys(rust), keys(node), "key sets differ (left Rust, right Node)");
+    assert_eq!(
+        keys(rust),
+        keys(node),
+        "key sets differ (left Rust, right Node)"
+    );
     for (k, v) in node {
         assert_eq!(&rust[k], v, "key {k} differs (left Rust, right Node)");
     }
@@ -178,7 +182,12 @@ async fn adding_under_an_existing_parent_matches_node() {
         "opts": {"jobId": "c2", "timestamp": t, "parent": {"id": "p", "queue": "emq:q"}}});
 
     let node_redis = RedisServer::start();
-    node_flows("add-flow", &node_redis.url(), "q", json!({ "flow": parent }));
+    node_flows(
+        "add-flow",
+        &node_redis.url(),
+        "q",
+        json!({ "flow": parent }),
+    );
     node_flows("add-flow", &node_redis.url(), "q", json!({ "flow": extra }));
     let node_state = snapshot(&node_redis.client().await).await;
 
@@ -421,15 +430,28 @@ async fn rust_parent_waits_for_a_child_run_by_node() {
     })
     .await
     .unwrap();
-    assert_eq!(node.as_array().unwrap().len(), 1, "the child ran once: {node}");
+    assert_eq!(
+        node.as_array().unwrap().len(),
+        1,
+        "the child ran once: {node}"
+    );
     echomq_integration_tests::wait_until("parent completed", Duration::from_secs(10), async || {
         q.get_state("p").await.unwrap() == echomq::JobState::Completed
     })
     .await;
     close_workers(workers).await;
     let kid = format!("emq:q2:{}", node[0]["id"].as_str().unwrap());
-    let runs: Vec<Json> = seen.lock().unwrap().iter().map(|r| r.children.clone()).collect();
-    assert_eq!(runs, [json!({}), json!({ kid.clone(): 42 })], "two runs of the parent");
+    let runs: Vec<Json> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.children.clone())
+        .collect();
+    assert_eq!(
+        runs,
+        [json!({}), json!({ kid.clone(): 42 })],
+        "two runs of the parent"
+    );
     let job = q.get_job("p").await.unwrap().unwrap();
     assert_eq!(job.return_value, Some(json!({"children": {kid: 42}})));
 }
@@ -458,7 +480,12 @@ async fn node_parent_waits_for_a_child_run_by_rust() {
     let kid_runs: Vec<Run> = seen.lock().unwrap().clone();
     assert_eq!(kid_runs.len(), 1, "the child ran once");
     let kid = format!("emq:q2:{}", kid_runs[0].id);
-    let parent_runs: Vec<&Json> = node.as_array().unwrap().iter().map(|r| &r["children"]).collect();
+    let parent_runs: Vec<&Json> = node
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["children"])
+        .collect();
     assert_eq!(parent_runs, [&json!({}), &json!({ kid: "v" })]);
 }
 
@@ -492,14 +519,24 @@ async fn failure_options_with_children_split_between_rust_and_node() {
         }
     }
     let fp = FlowProducer::new(&conn);
-    fp.add_bulk(flows.iter().map(|f| FlowJob::from_json(f).unwrap()).collect())
-        .await
-        .unwrap();
+    fp.add_bulk(
+        flows
+            .iter()
+            .map(|f| FlowJob::from_json(f).unwrap())
+            .collect(),
+    )
+    .await
+    .unwrap();
     let seen: Seen = Default::default();
     let workers = rust_workers(&conn, &["q"], &seen).await;
     let url = redis.url();
     let node = tokio::task::spawn_blocking(move || {
-        node_flows("work", &url, "q2", json!({"queues": ["q2"], "idleMs": 4000}))
+        node_flows(
+            "work",
+            &url,
+            "q2",
+            json!({"queues": ["q2"], "idleMs": 4000}),
+        )
     })
     .await
     .unwrap();
@@ -533,7 +570,11 @@ async fn failure_options_with_children_split_between_rust_and_node() {
             let good_q = if bad_q == "q" { "q2" } else { "q" };
             let good_key = format!("emq:{good_q}:{tag}-good");
             assert_eq!(runs_of(&format!("{tag}-good")), 1, "{tag}: good ran once");
-            assert_eq!(runs_of(&format!("{tag}-bad")), 2, "{tag}: bad ran its two attempts");
+            assert_eq!(
+                runs_of(&format!("{tag}-bad")),
+                2,
+                "{tag}: bad ran its two attempts"
+            );
             let parent = format!("{tag}-p");
             let state = q.get_state(&parent).await.unwrap();
             let ignored = q.get_ignored_children_failures(&parent).await.unwrap();
@@ -544,20 +585,35 @@ async fn failure_options_with_children_split_between_rust_and_node() {
                     assert_eq!(state, echomq::JobState::Failed, "{tag}");
                     assert_eq!(runs_of(&parent), 0, "{tag}: a failed parent never runs");
                     let job = q.get_job(&parent).await.unwrap().unwrap();
-                    assert_eq!(job.failed_reason.as_deref(), Some(format!("child {bad_key} failed").as_str()));
+                    assert_eq!(
+                        job.failed_reason.as_deref(),
+                        Some(format!("child {bad_key} failed").as_str())
+                    );
                     assert_eq!(counts.failed, 1, "{tag}");
                 }
                 _ => {
                     let why = q.get_job(&parent).await.unwrap().unwrap().failed_reason;
                     assert_eq!(state, echomq::JobState::Completed, "{tag}: {why:?}");
                     assert_eq!(runs_of(&parent), 1, "{tag}: the parent ran once");
-                    assert_eq!(values, [(good_key.clone(), json!("g"))].into_iter().collect(), "{tag}");
+                    assert_eq!(
+                        values,
+                        [(good_key.clone(), json!("g"))].into_iter().collect(),
+                        "{tag}"
+                    );
                     let run = rust_runs.iter().find(|r| r.id == parent).unwrap();
                     if opt == "removeDependencyOnFailure" {
                         assert!(ignored.is_empty(), "{tag}: {ignored:?}");
                     } else {
-                        assert_eq!(ignored, [(bad_key.clone(), "boom".to_owned())].into_iter().collect(), "{tag}");
-                        assert_eq!(run.ignored, json!({ bad_key.clone(): "boom" }), "{tag}: seen by the processor");
+                        assert_eq!(
+                            ignored,
+                            [(bad_key.clone(), "boom".to_owned())].into_iter().collect(),
+                            "{tag}"
+                        );
+                        assert_eq!(
+                            run.ignored,
+                            json!({ bad_key.clone(): "boom" }),
+                            "{tag}: seen by the processor"
+                        );
                         assert_eq!(counts.ignored, 1, "{tag}");
                     }
                 }

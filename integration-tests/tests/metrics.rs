@@ -44,9 +44,13 @@ async fn add_jobs(q: &Queue, ok: usize, failing: usize) {
             .unwrap();
     }
     for _ in 0..failing {
-        q.add("bad", &json!({"mode": "fail", "reason": "no"}), JobOptions::new())
-            .await
-            .unwrap();
+        q.add(
+            "bad",
+            &json!({"mode": "fail", "reason": "no"}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -67,7 +71,8 @@ async fn age_metrics(c: &Client, kind: &str, minutes: u64) {
 }
 
 async fn rust_work(q: &Queue, points: u64) {
-    let p = processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
+    let p =
+        processor_fn(|job: JobContext| async move { echomq_integration_tests::behave(&job).await });
     let mut args = WorkerArgs::new(q.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
     args.options.max_metrics_size = Some(points);
@@ -92,14 +97,22 @@ async fn node_records_rust_reads_and_the_reverse() {
 
     // Node writes: the first finish of each kind only starts the series.
     add_jobs(&q, 3, 2).await;
-    node_flows("work", &redis.url(), "q", json!({"queues": ["q"], "metrics": 5}));
+    node_flows(
+        "work",
+        &redis.url(),
+        "q",
+        json!({"queues": ["q"], "metrics": 5}),
+    );
     let completed = q.get_metrics(MetricsKind::Completed, 0, -1).await.unwrap();
     let failed = q.get_metrics(MetricsKind::Failed, 0, -1).await.unwrap();
     assert_eq!(completed.count, 3);
     assert_eq!(failed.count, 2);
     assert!(completed.prev_ts.is_some() && completed.data.is_empty());
     for (kind, ours) in [("completed", &completed), ("failed", &failed)] {
-        assert_eq!(node_flows("metrics", &redis.url(), "q", json!({"type": kind})), as_node(ours));
+        assert_eq!(
+            node_flows("metrics", &redis.url(), "q", json!({"type": kind})),
+            as_node(ours)
+        );
     }
 
     // Three minutes later (aged), Node pushes three points: the 3 jobs counted
@@ -107,7 +120,12 @@ async fn node_records_rust_reads_and_the_reverse() {
     // head is a zero), exactly as BullMQ stores them.
     age_metrics(&client, "completed", 3).await;
     add_jobs(&q, 1, 0).await;
-    node_flows("work", &redis.url(), "q", json!({"queues": ["q"], "metrics": 5}));
+    node_flows(
+        "work",
+        &redis.url(),
+        "q",
+        json!({"queues": ["q"], "metrics": 5}),
+    );
     let completed = q.get_metrics(MetricsKind::Completed, 0, -1).await.unwrap();
     assert_eq!(completed.data, [0, 0, 3]);
     assert_eq!(completed.total_points, 3);
@@ -128,12 +146,20 @@ async fn node_records_rust_reads_and_the_reverse() {
     assert_eq!(failed.count, 3);
     assert_eq!(failed.data, [2]);
     for (kind, ours) in [("completed", &completed), ("failed", &failed)] {
-        assert_eq!(node_flows("metrics", &redis.url(), "q", json!({"type": kind})), as_node(ours));
+        assert_eq!(
+            node_flows("metrics", &redis.url(), "q", json!({"type": kind})),
+            as_node(ours)
+        );
     }
     let slice = q.get_metrics(MetricsKind::Completed, 1, 2).await.unwrap();
     assert_eq!(slice.data, [1, 0]);
     assert_eq!(
-        node_flows("metrics", &redis.url(), "q", json!({"type": "completed", "start": 1, "end": 2})),
+        node_flows(
+            "metrics",
+            &redis.url(),
+            "q",
+            json!({"type": "completed", "start": 1, "end": 2})
+        ),
         as_node(&slice)
     );
 }

@@ -66,6 +66,14 @@ fn state_style(s: JobState) -> anstyle::Style {
     }
 }
 
+/// The state as BullMQ names it (`waiting`, not the list's name `wait`).
+fn state_name(s: JobState) -> &'static str {
+    match s {
+        JobState::Waiting => "waiting",
+        other => other.key_suffix(),
+    }
+}
+
 fn print_node(n: &FlowNode, depth: usize) {
     let value = n
         .job
@@ -79,7 +87,7 @@ fn print_node(n: &FlowNode, depth: usize) {
         paint(style::BOLD, &n.job.id),
         n.job.name,
         paint(style::DIM, format!("({})", n.queue)),
-        paint(state_style(n.state), n.state.key_suffix()),
+        paint(state_style(n.state), state_name(n.state)),
         value
     );
     for c in &n.children {
@@ -131,7 +139,10 @@ pub async fn metrics(q: &Queue) -> Res {
         if m.prev_ts.is_none() {
             anstream::println!(
                 "  {}",
-                paint(style::DIM, "no data (workers record with max_metrics_size / metrics.maxDataPoints)")
+                paint(
+                    style::DIM,
+                    "no data (workers record with max_metrics_size / metrics.maxDataPoints)"
+                )
             );
             continue;
         }

@@ -119,13 +119,15 @@ async fn flow_checks(conn: &Connection, keys: &QueueKeys, report: &mut AuditRepo
             limit: FLOW_AUDIT_LIMIT,
         })
         .await?;
-    report.violations.extend(findings.into_iter().map(|f| Violation {
-        check: f.check,
-        severity: Severity::Hard,
-        hard: true,
-        job_id: Some(f.parent_id),
-        detail: f.detail,
-    }));
+    report
+        .violations
+        .extend(findings.into_iter().map(|f| Violation {
+            check: f.check,
+            severity: Severity::Hard,
+            hard: true,
+            job_id: Some(f.parent_id),
+            detail: f.detail,
+        }));
     Ok(())
 }
 

@@ -131,7 +131,10 @@ impl FlowJob {
     pub fn from_json(v: &Value) -> std::result::Result<FlowJob, ValidationError> {
         let bad = |reason: &str| ValidationError::Data(format!("flow job: {reason}"));
         let o = v.as_object().ok_or_else(|| bad("not an object"))?;
-        let name = o.get("name").and_then(Value::as_str).ok_or_else(|| bad("no name"))?;
+        let name = o
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("no name"))?;
         let queue = o
             .get("queueName")
             .and_then(Value::as_str)
@@ -150,8 +153,14 @@ impl FlowJob {
             for (long, rule) in [
                 ("failParentOnFailure", OnChildFailure::FailParent),
                 ("continueParentOnFailure", OnChildFailure::ContinueParent),
-                ("ignoreDependencyOnFailure", OnChildFailure::IgnoreDependency),
-                ("removeDependencyOnFailure", OnChildFailure::RemoveDependency),
+                (
+                    "ignoreDependencyOnFailure",
+                    OnChildFailure::IgnoreDependency,
+                ),
+                (
+                    "removeDependencyOnFailure",
+                    OnChildFailure::RemoveDependency,
+                ),
             ] {
                 let on = [opts.remove(long), opts.remove(rule.short_name())]
                     .into_iter()
@@ -268,7 +277,7 @@ impl FlowProducer {
     pub async fn add_bulk(&self, flows: Vec<FlowJob>) -> Result<Vec<JobNode>> {
         let trees = flows
             .iter()
-            .map(|f| Self::assign_ids(f))
+            .map(Self::assign_ids)
             .collect::<Result<Vec<_>>>()?;
         // Level by level over the whole forest, as BullMQ's FlowProducer
         // queues its entries: the event streams then come out in the same
@@ -396,7 +405,9 @@ impl FlowProducer {
             return Ok(());
         }
         let slot = |k: &str| fred::util::redis_keyslot(k.as_bytes());
-        let mut slots = entries.iter().map(|e| (slot(&e.keys.wait()), e.keys.name()));
+        let mut slots = entries
+            .iter()
+            .map(|e| (slot(&e.keys.wait()), e.keys.name()));
         if let Some((first, first_queue)) = slots.next() {
             if let Some((_, other)) = slots.find(|(s, _)| *s != first) {
                 return Err(Error::Config(format!(
@@ -424,7 +435,11 @@ impl FlowProducer {
             args.push(FredValue::String(def.source.into()));
             args.push(FredValue::Integer(keys.len() as i64));
             args.extend(keys.into_iter().map(|k| FredValue::String(k.into())));
-            args.extend(call.args().into_iter().map(|a| FredValue::Bytes(a.into_bytes())));
+            args.extend(
+                call.args()
+                    .into_iter()
+                    .map(|a| FredValue::Bytes(a.into_bytes())),
+            );
             trx.custom::<(), _>(eval.clone(), args).await?;
         }
         let replies: Vec<FredValue> = trx.exec(true).await?;

@@ -47,10 +47,10 @@ pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, EventKind, JobOptions, JobRecord as Job, KeepJobs};
 pub use error::{Error, Result};
 pub use flow_producer::{FlowJob, FlowProducer, JobNode, OnChildFailure, ParentRef};
-pub use queue::{Dependencies, FlowNode};
 pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport};
 pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
+pub use queue::{Dependencies, FlowNode};
 pub use queue::{Finished, JobCounts, JobState, NewJob, Queue, QueueOptions, RemoveOutcome};
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,

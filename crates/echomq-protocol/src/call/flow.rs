@@ -328,7 +328,10 @@ impl ScriptCall for Paginate<'_> {
         let (Some(cursor), Some(offset), Some(items), Some(total)) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
-            return Err(ReplyError::shape(s, "expected [cursor, offset, items, total]"));
+            return Err(ReplyError::shape(
+                s,
+                "expected [cursor, offset, items, total]",
+            ));
         };
         let items = decode::array(s, items)?
             .into_iter()
@@ -448,7 +451,10 @@ impl ScriptCall for AuditFlows<'_> {
     }
 
     fn args(&self) -> Vec<Arg> {
-        vec![Arg::str(self.keys.prefix_key()), Arg::int(self.limit.max(1))]
+        vec![
+            Arg::str(self.keys.prefix_key()),
+            Arg::int(self.limit.max(1)),
+        ]
     }
 
     fn decode(&self, reply: Reply) -> Result<Vec<FlowFinding>, ReplyError> {
@@ -516,7 +522,10 @@ mod tests {
         assert_eq!(c.keys()[3], "emq:q:3:dependencies");
         assert_eq!(c.keys()[4], "emq:q:3:unsuccessful");
         assert_eq!(c.decode(Reply::Int(0)).unwrap(), WaitOutcome::Parked);
-        assert_eq!(c.decode(Reply::Int(1)).unwrap(), WaitOutcome::NothingPending);
+        assert_eq!(
+            c.decode(Reply::Int(1)).unwrap(),
+            WaitOutcome::NothingPending
+        );
         assert_eq!(
             c.decode(Reply::Int(-9)).unwrap_err().code(),
             Some(ScriptErrorCode::JobHasFailedChildren)
@@ -537,7 +546,12 @@ mod tests {
                 "emq:q:p:unsuccessful"
             ]
         );
-        let r = Reply::Array(vec![Reply::Int(1), Reply::Int(2), Reply::Int(3), Reply::Int(4)]);
+        let r = Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Int(2),
+            Reply::Int(3),
+            Reply::Int(4),
+        ]);
         assert_eq!(
             c.decode(r).unwrap(),
             DependencyCounts {
@@ -584,7 +598,10 @@ mod tests {
     #[test]
     fn audit_flows_findings() {
         let k = k();
-        let c = AuditFlows { keys: &k, limit: 10 };
+        let c = AuditFlows {
+            keys: &k,
+            limit: 10,
+        };
         assert_eq!(argv_text(&c), ["emq:q:", "10"]);
         let r = Reply::Array(["F1", "p", "x"].iter().map(|s| Reply::text(s)).collect());
         assert_eq!(c.decode(r).unwrap()[0].check, "F1");

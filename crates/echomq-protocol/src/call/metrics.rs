@@ -75,8 +75,7 @@ impl ScriptCall for GetMetrics<'_> {
     fn decode(&self, reply: Reply) -> Result<Metrics, ReplyError> {
         let s = self.script();
         let mut parts = decode::array(s, reply)?.into_iter();
-        let (Some(meta), Some(data), Some(len)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(meta), Some(data), Some(len)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(ReplyError::shape(s, "expected [meta, data, length]"));
         };
         let meta = decode::array(s, meta)?;
@@ -114,9 +113,16 @@ mod tests {
             end: -1,
         };
         assert_eq!(argv_text(&c), ["0", "-1"]);
-        assert_eq!(c.keys(), ["emq:q:metrics:failed", "emq:q:metrics:failed:data"]);
+        assert_eq!(
+            c.keys(),
+            ["emq:q:metrics:failed", "emq:q:metrics:failed:data"]
+        );
         let r = Reply::Array(vec![
-            Reply::Array(vec![Reply::text("7"), Reply::text("120000"), Reply::text("5")]),
+            Reply::Array(vec![
+                Reply::text("7"),
+                Reply::text("120000"),
+                Reply::text("5"),
+            ]),
             Reply::Array(vec![Reply::text("2"), Reply::text("0")]),
             Reply::Int(2),
         ]);

@@ -140,7 +140,15 @@ impl Queue {
             Some(end) => {
                 self.conn
                     .pool()
-                    .zrange(keys.unsuccessful, start as i64, end as i64, None, false, None, false)
+                    .zrange(
+                        keys.unsuccessful,
+                        start as i64,
+                        end as i64,
+                        None,
+                        false,
+                        None,
+                        false,
+                    )
                     .await?
             }
             None => Vec::new(),

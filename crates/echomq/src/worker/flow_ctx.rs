@@ -23,7 +23,9 @@ impl JobContext {
 
     /// Positions `start..start + count` of each group of this job's children.
     pub async fn dependencies(&self, start: u64, count: u64) -> Result<Dependencies> {
-        self.queue.get_dependencies(&self.job.id, start, count).await
+        self.queue
+            .get_dependencies(&self.job.id, start, count)
+            .await
     }
 
     /// How many children are in each group.
