@@ -184,6 +184,6 @@ mod tests {
             ..Default::default()
         };
         let c = chart(&m);
-        assert!(c.starts_with("▁█ "), "{c}");
+        assert!(c.starts_with("▂█ "), "oldest right, zero blank: {c}");
     }
 }

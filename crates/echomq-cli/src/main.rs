@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod demo;
+mod demo_flow;
 mod flows;
 mod style;
 mod work;

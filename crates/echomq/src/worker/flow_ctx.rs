@@ -7,6 +7,7 @@ use echomq_protocol::call::flow::{DependencyCounts, MoveToWaitingChildren, WaitO
 use serde_json::Value;
 
 use super::processor::JobContext;
+use super::{ActiveJob, FinishFailed};
 use crate::error::Result;
 use crate::queue::Dependencies;
 
@@ -52,6 +53,44 @@ impl JobContext {
                 timestamp: crate::clock::now_ms(),
             })
             .await
+    }
+}
+
+/// What [`ActiveJob::move_to_waiting_children`] did.
+#[derive(Debug)]
+pub enum Parking {
+    /// The job waits in `waiting-children`; the handle and its token are gone.
+    Parked,
+    /// Nothing pending: the handle comes back, still owning the job.
+    StillHeld(ActiveJob),
+}
+
+impl ActiveJob {
+    /// Parks the held job in `waiting-children` while it has pending
+    /// children (or while `child_key` is pending), for code that holds jobs
+    /// by hand rather than through a processor. The handle is consumed only
+    /// when the job is parked; on an error (a refusal such as
+    /// `JobHasFailedChildren`, or a connection error) it comes back with it.
+    pub async fn move_to_waiting_children(
+        self,
+        child_key: Option<&str>,
+    ) -> std::result::Result<Parking, FinishFailed> {
+        let core = self.core().clone();
+        let call = MoveToWaitingChildren {
+            keys: core.keys(),
+            id: self.id(),
+            token: self.token(),
+            child_key,
+            timestamp: crate::clock::now_ms(),
+        };
+        match core.conn().call(&call).await {
+            Ok(WaitOutcome::Parked) => {
+                self.abandon();
+                Ok(Parking::Parked)
+            }
+            Ok(WaitOutcome::NothingPending) => Ok(Parking::StillHeld(self)),
+            Err(error) => Err(FinishFailed { job: self, error }),
+        }
     }
 }
 
