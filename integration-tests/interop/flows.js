@@ -119,6 +119,20 @@ async function main() {
       const q = new Queue(queueName, { connection: c, prefix: 'emq' });
       try { return await q.getMetrics(args.type, args.start || 0, args.end === undefined ? -1 : args.end); } finally { await q.close(); c.disconnect(); }
     }
+    case 'remove-ops': {
+      // args: {ops: [[queue, 'remove', id, removeChildren] | [queue, 'obliterate']]}
+      const c = conn();
+      const out = [];
+      try {
+        for (const [name, op, id, removeChildren] of args.ops) {
+          const q = new Queue(name, { connection: c, prefix: 'emq' });
+          if (op === 'remove') out.push(await q.remove(id, { removeChildren }));
+          else { await q.obliterate({ force: true }); out.push(null); }
+          await q.close();
+        }
+        return out;
+      } finally { c.disconnect(); }
+    }
     default:
       throw new Error(`unknown command ${command}`);
   }

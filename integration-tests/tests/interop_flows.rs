@@ -621,3 +621,54 @@ async fn failure_options_with_children_split_between_rust_and_node() {
         }
     }
 }
+
+/// Removing inside a flow, both sides from the same flow: a middle node with
+/// its subtree, a leaf (its parent's dependency goes), then obliterating one
+/// of the flow's queues. Identical keyspaces after each side's calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_in_a_flow_leaves_the_same_keyspace() {
+    let t = now_ms();
+    let flow = sample_flow(t);
+    let ops = json!([
+        ["q2", "remove", "mid", true],
+        ["q", "remove", "late", false],
+        ["q2", "obliterate"]
+    ]);
+
+    let node_redis = RedisServer::start();
+    node_flows("add-flow", &node_redis.url(), "q", json!({ "flow": flow }));
+    let node_out = node_flows("remove-ops", &node_redis.url(), "q", json!({ "ops": ops }));
+    let node_state = snapshot(&node_redis.client().await).await;
+
+    let rust_redis = RedisServer::start();
+    let conn = rust_redis.connect().await;
+    FlowProducer::new(&conn)
+        .add(FlowJob::from_json(&flow).unwrap())
+        .await
+        .unwrap();
+    let mut rust_out = Vec::new();
+    for op in ops.as_array().unwrap() {
+        // Like Node's, opening the Queue writes its meta hash.
+        let q = Queue::new(&conn, op[0].as_str().unwrap()).await.unwrap();
+        match op[1].as_str().unwrap() {
+            "remove" => {
+                let r = q
+                    .remove(op[2].as_str().unwrap(), op[3].as_bool().unwrap())
+                    .await
+                    .unwrap();
+                rust_out.push(json!(if r == echomq::RemoveOutcome::Removed {
+                    1
+                } else {
+                    0
+                }));
+            }
+            _ => {
+                q.obliterate(true).await.unwrap();
+                rust_out.push(Json::Null);
+            }
+        }
+    }
+    let rust_state = snapshot(&rust_redis.client().await).await;
+    assert_eq!(json!(rust_out), node_out);
+    assert_same(&node_state, &rust_state).await;
+}
