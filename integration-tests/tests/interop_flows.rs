@@ -672,3 +672,53 @@ async fn removing_in_a_flow_leaves_the_same_keyspace() {
     assert_eq!(json!(rust_out), node_out);
     assert_same(&node_state, &rust_state).await;
 }
+
+/// `Queue::add_child` stores what Node's `queue.add` with `opts.parent`
+/// stores (child hash, parent descriptor with the failure flag, the
+/// parent's dependencies, events).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_child_matches_node_queue_add_with_parent() {
+    let t = now_ms();
+    let parent = json!({"name": "p", "queueName": "q", "data": {}, "opts": {"jobId": "p", "timestamp": t},
+        "children": [{"name": "c1", "queueName": "q", "data": {}, "opts": {"jobId": "c1", "timestamp": t}}]});
+
+    let node_redis = RedisServer::start();
+    node_flows(
+        "add-flow",
+        &node_redis.url(),
+        "q",
+        json!({ "flow": parent }),
+    );
+    let opts = json!({"jobId": "c2", "timestamp": t, "parent": {"id": "p", "queue": "emq:q"}, "failParentOnFailure": true});
+    echomq_integration_tests::bullmq(
+        "ops",
+        &node_redis.url(),
+        "q2",
+        json!({"ops": [["add", "c2", {"x": 1}, opts]]}),
+    );
+    let node_state = snapshot(&node_redis.client().await).await;
+
+    let rust_redis = RedisServer::start();
+    let conn = rust_redis.connect().await;
+    FlowProducer::new(&conn)
+        .add(FlowJob::from_json(&parent).unwrap())
+        .await
+        .unwrap();
+    let q2 = Queue::new(&conn, "q2").await.unwrap();
+    let id = q2
+        .add_child(
+            "c2",
+            &json!({"x": 1}),
+            JobOptions::new().job_id("c2").timestamp(t),
+            echomq::ParentRef {
+                id: "p".into(),
+                queue: "emq:q".into(),
+            },
+            Some(echomq::OnChildFailure::FailParent),
+        )
+        .await
+        .unwrap();
+    assert_eq!(id, "c2");
+    let rust_state = snapshot(&rust_redis.client().await).await;
+    assert_same(&node_state, &rust_state).await;
+}

@@ -267,6 +267,27 @@ impl Queue {
             .await
     }
 
+    /// Adds one job as a child of an existing job (BullMQ's `queue.add` with
+    /// `opts.parent`): the parent waits for it too. `on_failure` is what its
+    /// failure does to the parent. A missing parent is `ParentJobNotExist`.
+    pub async fn add_child(
+        &self,
+        name: &str,
+        data: &impl serde::Serialize,
+        options: echomq_protocol::JobOptions,
+        parent: crate::ParentRef,
+        on_failure: Option<crate::OnChildFailure>,
+    ) -> Result<String> {
+        let data = serde_json::to_value(data)
+            .map_err(|e| echomq_protocol::validate::ValidationError::Data(e.to_string()))?;
+        let mut job = crate::FlowJob::new(name, self.name(), data)
+            .options(options)
+            .parent(parent);
+        job.on_failure = on_failure;
+        let node = crate::FlowProducer::new(&self.conn).add(job).await?;
+        Ok(node.id)
+    }
+
     /// Whether `child_key` is a pending dependency of `id`.
     pub async fn is_pending_child(&self, id: &str, child_key: &str) -> Result<bool> {
         let keys = ChildKeys::of(&self.keys.job(id));
