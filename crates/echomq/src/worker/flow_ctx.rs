@@ -74,7 +74,7 @@ impl ActiveJob {
     pub async fn move_to_waiting_children(
         self,
         child_key: Option<&str>,
-    ) -> std::result::Result<Parking, FinishFailed> {
+    ) -> std::result::Result<Parking, Box<FinishFailed>> {
         let core = self.core().clone();
         let call = MoveToWaitingChildren {
             keys: core.keys(),
@@ -89,7 +89,7 @@ impl ActiveJob {
                 Ok(Parking::Parked)
             }
             Ok(WaitOutcome::NothingPending) => Ok(Parking::StillHeld(self)),
-            Err(error) => Err(FinishFailed { job: self, error }),
+            Err(error) => Err(Box::new(FinishFailed { job: self, error })),
         }
     }
 }

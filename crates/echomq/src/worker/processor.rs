@@ -90,7 +90,9 @@ pub enum ProcessError {
     },
     /// The processor parked the job with
     /// [`JobContext::move_to_waiting_children`]: it no longer owns it, and
-    /// nothing is written (BullMQ's `WaitingChildrenError`).
+    /// nothing is written (BullMQ's `WaitingChildrenError`). Returned without
+    /// a successful park, the job is simply abandoned: still active, its lock
+    /// no longer renewed, it is recovered by the stalled checker.
     WaitingChildren,
 }
 
