@@ -244,6 +244,22 @@ pub enum Command {
         #[command(subcommand)]
         action: crate::parity::DedupAction,
     },
+    /// Add a flow from a JSON file in BullMQ's FlowJob shape (or an array of
+    /// them); prints the tree of ids.
+    AddFlow { file: std::path::PathBuf },
+    /// The flow below a job: the tree with states and return values.
+    Flow {
+        queue: String,
+        id: String,
+        /// Levels, counting the job's own (BullMQ's getFlow depth).
+        #[arg(long, default_value_t = 10)]
+        depth: u32,
+        /// Children read per group of each parent.
+        #[arg(long, default_value_t = 20)]
+        max_children: u64,
+    },
+    /// Completed/failed metrics and a chart of the last hour.
+    Metrics { queue: String },
     /// Read-only consistency audit; exits 1 on a hard violation.
     Audit { queue: String },
     /// The guided tour (about a minute) on a fresh queue.

@@ -27,6 +27,13 @@ pub async fn run(cli: Cli) -> Res {
         conn.close().await;
         return r;
     }
+    if let Command::AddFlow { file } = &cli.command {
+        let flows = crate::flows::read_flow_file(file)?;
+        let conn = Connection::connect(cli.connection_config()).await?;
+        let r = crate::flows::add_flow(&conn, flows).await;
+        conn.close().await;
+        return r;
+    }
     // Validate everything that can be validated before touching Redis.
     let queue_name = queue_of(&cli.command);
     QueueKeys::new(&cli.prefix, queue_name)?;
@@ -43,6 +50,8 @@ pub async fn run(cli: Cli) -> Res {
             | Command::Job { .. }
             | Command::Events { .. }
             | Command::Audit { .. }
+            | Command::Flow { .. }
+            | Command::Metrics { .. }
     ) || crate::parity::reads_only(&cli.command);
     let queue = Queue::with_options(
         &conn,
@@ -74,9 +83,11 @@ fn queue_of(c: &Command) -> &str {
         | Command::Schedulers { queue, .. }
         | Command::Limiter { queue, .. }
         | Command::Concurrency { queue, .. }
-        | Command::Dedup { queue, .. } => queue,
+        | Command::Dedup { queue, .. }
+        | Command::Flow { queue, .. }
+        | Command::Metrics { queue } => queue,
         Command::Work(_) => "work",
-        Command::Demo => "demo",
+        Command::Demo | Command::AddFlow { .. } => "demo",
     }
 }
 
@@ -240,6 +251,13 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
         Command::Concurrency { action, .. } => crate::parity::concurrency(q, action).await,
         Command::Dedup { action, .. } => crate::parity::dedup(q, action).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
+        Command::Flow {
+            id,
+            depth,
+            max_children,
+            ..
+        } => crate::flows::show_flow(q, &id, depth, max_children).await,
+        Command::Metrics { .. } => crate::flows::metrics(q).await,
         Command::Retry { id, count, .. } => retry(q, id, count).await,
         Command::Promote { id, count, .. } => promote(q, id, count).await,
         Command::Remove {
@@ -256,7 +274,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
         } => clean(q, state, grace, limit).await,
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
         Command::Work(_) => Ok(()),
-        Command::Demo => unreachable!("handled before connecting"),
+        Command::Demo | Command::AddFlow { .. } => unreachable!("handled before connecting"),
         Command::Schedulers { action, .. } => schedulers(conn, q, action, plan).await,
         Command::Audit { .. } => audit(conn, q).await,
     }
@@ -480,6 +498,7 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
     for (k, v) in fields {
         anstream::println!("  {k:<13}{v}");
     }
+    crate::flows::show_dependencies(q, id).await?;
     let logs = q.get_logs(id, 0, -1).await?;
     if !logs.is_empty() {
         anstream::println!("{}", paint(style::BOLD, "logs"));

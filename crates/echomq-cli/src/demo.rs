@@ -86,6 +86,7 @@ struct Tour {
 
 pub async fn demo(conn: Connection, url: &str) -> Res {
     // Set-up: the queue, the supervisor, the live feed.
+    let flow_conn = conn.clone();
     let (tour, host_handle) = Tour::start(conn, url).await?;
     let feed = tour.start_feed().await?;
     // 1. The producer.
@@ -98,7 +99,8 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
     let schedulers = tour.start_schedulers().await?;
     tour.watch(set_id).await;
     tour.shut_down(&schedulers, host_handle, feed).await?;
-    // 4. The summary.
+    // 4. A small flow (fan-out/fan-in), then the summary.
+    crate::demo_flow::demo_flow(&flow_conn).await?;
     tour.summary(&all_ids, &orphaned).await
 }
 

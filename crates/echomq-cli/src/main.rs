@@ -9,6 +9,8 @@
 mod cli;
 mod commands;
 mod demo;
+mod demo_flow;
+mod flows;
 mod parity;
 mod service;
 mod style;

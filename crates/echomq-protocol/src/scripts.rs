@@ -121,6 +121,22 @@ script_ids! {
     /// EchoMQ extension: one page of a state scan filtered on the server by
     /// job name and data text.
     SearchJobs => "searchJobs", 1;
+    /// Add a flow parent, parked in waiting-children.
+    AddParentJob => "addParentJob", 6;
+    /// Park an active parent until its children finish.
+    MoveToWaitingChildren => "moveToWaitingChildren", 7;
+    /// Children counts of a parent by group.
+    GetDependencyCounts => "getDependencyCounts", 4;
+    /// One page of a set or hash (a parent's children).
+    Paginate => "paginate", 1;
+    /// Detach a child from its parent.
+    RemoveChildDependency => "removeChildDependency", 1;
+    /// Remove the unprocessed children of a parent.
+    RemoveUnprocessedChildren => "removeUnprocessedChildren", 2;
+    /// Read a metrics series.
+    GetMetrics => "getMetrics", 2;
+    /// EchoMQ extension: the audit's read-only check of flow parents.
+    AuditFlows => "auditFlows", 1;
 }
 
 impl ScriptId {

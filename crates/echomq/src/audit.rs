@@ -101,7 +101,34 @@ pub async fn audit_with(
 ) -> Result<AuditReport> {
     let keys = QueueKeys::new(conn.prefix(), queue)?;
     let snapshot = conn.call(&AuditSnapshot { keys: &keys }).await?;
-    Ok(check(&snapshot, opts))
+    let mut report = check(&snapshot, opts);
+    flow_checks(conn, &keys, &mut report).await?;
+    Ok(report)
+}
+
+/// Most parents the flow checks look at in one audit.
+const FLOW_AUDIT_LIMIT: u64 = 10_000;
+
+/// The flow invariants F1/F2 (docs/flows.md §Audit), hard: every flow
+/// transition is one script, so no client ever leaves them broken.
+async fn flow_checks(conn: &Connection, keys: &QueueKeys, report: &mut AuditReport) -> Result<()> {
+    use echomq_protocol::call::flow::AuditFlows;
+    let findings = conn
+        .call(&AuditFlows {
+            keys,
+            limit: FLOW_AUDIT_LIMIT,
+        })
+        .await?;
+    report
+        .violations
+        .extend(findings.into_iter().map(|f| Violation {
+            check: f.check,
+            severity: Severity::Hard,
+            hard: true,
+            job_id: Some(f.parent_id),
+            detail: f.detail,
+        }));
+    Ok(())
 }
 
 /// Runs every check over one snapshot.

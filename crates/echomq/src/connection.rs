@@ -426,7 +426,7 @@ async fn pipeline(
 }
 
 /// fred's value as the protocol's wire reply.
-fn to_reply(v: Value) -> Reply {
+pub(crate) fn to_reply(v: Value) -> Reply {
     match v {
         Value::Null | Value::Queued => Reply::Nil,
         Value::Integer(n) => Reply::Int(n),

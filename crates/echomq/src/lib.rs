@@ -30,6 +30,7 @@ pub mod connect;
 pub mod connection;
 pub mod diagnose;
 pub mod error;
+pub mod flow_producer;
 pub mod health;
 pub mod host_supervisor;
 pub mod job_scheduler;
@@ -52,12 +53,13 @@ pub use echomq_protocol::{
     Backoff, Deduplication, EventKind, JobOptions, JobRecord as Job, KeepJobs,
 };
 pub use error::{Error, Result};
+pub use flow_producer::{FlowJob, FlowProducer, JobNode, OnChildFailure, ParentRef};
 pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport};
 pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
 pub use queue::{
-    Finished, JobCounts, JobFilter, JobLogs, JobState, NewJob, Queue, QueueOptions, RateLimit,
-    RemoveOutcome, WorkerInfo,
+    Dependencies, Finished, FlowNode, JobCounts, JobFilter, JobLogs, JobState, NewJob, Queue,
+    QueueOptions, RateLimit, RemoveOutcome, WorkerInfo,
 };
 pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,

@@ -20,9 +20,11 @@ pub mod admin;
 pub mod audit;
 pub mod decode;
 pub mod dedup;
+pub mod flow;
 pub mod getters;
 pub mod lifecycle;
 pub mod limits;
+pub mod metrics;
 pub mod scheduler;
 pub mod stalled;
 

@@ -8,6 +8,7 @@ mod add;
 mod admin;
 mod dedup;
 mod edit;
+mod flows;
 mod getters;
 mod limits;
 mod types;
@@ -24,6 +25,7 @@ use fred::prelude::{ClientLike, HashesInterface, KeysInterface, ListInterface};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 
+pub use flows::{Dependencies, FlowNode};
 pub use getters::{JobFilter, JobLogs, WorkerInfo};
 pub use limits::RateLimit;
 pub use types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};

@@ -185,6 +185,10 @@ impl ActiveJob {
         self.held.token()
     }
 
+    pub(crate) fn core(&self) -> &Arc<WorkerCore> {
+        &self.core
+    }
+
     pub(crate) fn token_arc(&self) -> Arc<str> {
         self.held.token().clone()
     }

@@ -12,6 +12,7 @@ mod blocking;
 mod core;
 mod due_timer;
 mod fetcher;
+mod flow_ctx;
 mod gate;
 mod hints;
 mod job;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
+pub use self::flow_ctx::Parking;
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
 pub use self::manual::{Fetched, ManualJob, ManualWorker};
 pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};

@@ -89,6 +89,12 @@ pub enum ProcessError {
         /// How long from now.
         delay: Duration,
     },
+    /// The processor parked the job with
+    /// [`JobContext::move_to_waiting_children`]: it no longer owns it, and
+    /// nothing is written (BullMQ's `WaitingChildrenError`). Returned without
+    /// a successful park, the job is simply abandoned: still active, its lock
+    /// no longer renewed, it is recovered by the stalled checker.
+    WaitingChildren,
 }
 
 impl ProcessError {
@@ -113,7 +119,9 @@ impl ProcessError {
             ProcessError::Failed { message, .. } | ProcessError::Unrecoverable { message } => {
                 message
             }
-            ProcessError::RateLimited | ProcessError::Delay { .. } => "",
+            ProcessError::RateLimited
+            | ProcessError::Delay { .. }
+            | ProcessError::WaitingChildren => "",
         }
     }
 }
@@ -125,6 +133,7 @@ impl fmt::Display for ProcessError {
             ProcessError::Unrecoverable { message } => write!(f, "unrecoverable: {message}"),
             ProcessError::RateLimited => write!(f, "rate limited"),
             ProcessError::Delay { delay } => write!(f, "delayed by {} ms", delay.as_millis()),
+            ProcessError::WaitingChildren => write!(f, "waiting for children"),
         }
     }
 }

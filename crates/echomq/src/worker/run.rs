@@ -74,6 +74,7 @@ async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob
             };
             finish(core, job, t).await
         }
+        Ran::Returned(Err(ProcessError::WaitingChildren)) => crate::worker::flow_ctx::parked(job),
         Ran::Returned(Err(e)) => fail_job(core, job, e).await,
     }
 }

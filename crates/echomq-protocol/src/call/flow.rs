@@ -1,0 +1,626 @@
+//! Flows (parent/child jobs): adding a parent, parking an active parent
+//! until its children finish, reading and detaching children.
+//!
+//! A parent's children live in four keys next to its hash (docs/flows.md):
+//! `:dependencies` (SET of pending child keys), `:processed` (HASH child key
+//! -> return value JSON), `:failed` (HASH child key -> reason, failures the
+//! parent ignores or continues on) and `:unsuccessful` (ZSET of children that
+//! failed the parent).
+
+use serde_json::{Map, Value};
+
+use super::add::AddJob;
+use super::decode::{self, Reply};
+use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::QueueKeys;
+use crate::packing::AddArgs;
+use crate::scripts::ScriptId;
+
+/// The per-parent child bookkeeping keys, from the parent's full key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildKeys {
+    /// SET of pending child keys.
+    pub dependencies: String,
+    /// HASH child key -> return value (JSON text).
+    pub processed: String,
+    /// HASH child key -> failure reason (ignored or continued failures).
+    pub failed: String,
+    /// ZSET of child keys that failed the parent.
+    pub unsuccessful: String,
+}
+
+impl ChildKeys {
+    /// The keys of the parent stored at `job_key`.
+    pub fn of(job_key: &str) -> Self {
+        ChildKeys {
+            dependencies: format!("{job_key}:dependencies"),
+            processed: format!("{job_key}:processed"),
+            failed: format!("{job_key}:failed"),
+            unsuccessful: format!("{job_key}:unsuccessful"),
+        }
+    }
+}
+
+/// addParentJob-6: stores a flow parent and parks it in `waiting-children`.
+/// Answers the id, like [`AddJob`] (the existing id for a duplicate custom
+/// id, the owner's id when deduplicated).
+#[derive(Debug, Clone)]
+pub struct AddParentJob<'a> {
+    /// The parent's queue.
+    pub keys: &'a QueueKeys,
+    /// Name, id, timestamp and the parent's own parent (nested flows).
+    pub args: AddArgs<'a>,
+    /// The payload as JSON text.
+    pub data: &'a str,
+    /// The options in their stored (Node) spelling.
+    pub opts: &'a Map<String, Value>,
+}
+
+impl ScriptCall for AddParentJob<'_> {
+    type Output = String;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::AddParentJob
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let k = self.keys;
+        vec![
+            k.meta(),
+            k.id(),
+            k.delayed(),
+            k.waiting_children(),
+            k.completed(),
+            k.events(),
+        ]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::packed(self.args.pack()),
+            Arg::str(self.data),
+            Arg::packed(crate::packing::pack_map(self.opts)),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<String, ReplyError> {
+        id_or_code(self.script(), reply)
+    }
+}
+
+fn id_or_code(script: ScriptId, reply: Reply) -> Result<String, ReplyError> {
+    if let Reply::Int(n) = reply {
+        return decode::code(script, n).map(|n| n.to_string());
+    }
+    decode::text(script, &reply)
+}
+
+/// One job of a flow: a leaf (an ordinary add script) or a node with
+/// children (addParentJob). A flow is sent as a list of these in one
+/// transaction, parents before their children.
+#[derive(Debug, Clone)]
+pub enum FlowAdd<'a> {
+    /// A job without children.
+    Leaf(AddJob<'a>),
+    /// A job with children.
+    Parent(AddParentJob<'a>),
+}
+
+impl ScriptCall for FlowAdd<'_> {
+    type Output = String;
+
+    fn script(&self) -> ScriptId {
+        match self {
+            FlowAdd::Leaf(c) => c.script(),
+            FlowAdd::Parent(c) => c.script(),
+        }
+    }
+
+    fn keys(&self) -> Vec<String> {
+        match self {
+            FlowAdd::Leaf(c) => c.keys(),
+            FlowAdd::Parent(c) => c.keys(),
+        }
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        match self {
+            FlowAdd::Leaf(c) => c.args(),
+            FlowAdd::Parent(c) => c.args(),
+        }
+    }
+
+    fn decode(&self, reply: Reply) -> Result<String, ReplyError> {
+        match self {
+            FlowAdd::Leaf(c) => c.decode(reply),
+            FlowAdd::Parent(c) => c.decode(reply),
+        }
+    }
+}
+
+/// What moveToWaitingChildren did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// The job released its lock and waits in `waiting-children`.
+    Parked,
+    /// Nothing pending (or the given child already finished): the job is
+    /// still active and locked by the caller.
+    NothingPending,
+}
+
+/// moveToWaitingChildren-7: an active job waits for its pending children.
+#[derive(Debug, Clone)]
+pub struct MoveToWaitingChildren<'a> {
+    /// The job's queue.
+    pub keys: &'a QueueKeys,
+    /// The job.
+    pub id: &'a str,
+    /// The lock token held.
+    pub token: &'a str,
+    /// Wait only while this child (full key) is pending; `None`: any child.
+    pub child_key: Option<&'a str>,
+    /// Score in `waiting-children`, ms.
+    pub timestamp: u64,
+}
+
+impl ScriptCall for MoveToWaitingChildren<'_> {
+    type Output = WaitOutcome;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::MoveToWaitingChildren
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let k = self.keys;
+        let job = k.job(self.id);
+        let children = ChildKeys::of(&job);
+        vec![
+            k.active(),
+            k.waiting_children(),
+            job,
+            children.dependencies,
+            children.unsuccessful,
+            k.stalled(),
+            k.events(),
+        ]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.token),
+            self.child_key.map(Arg::str).unwrap_or_else(Arg::empty),
+            Arg::int(self.timestamp),
+            Arg::str(self.id),
+            Arg::str(self.keys.prefix_key()),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<WaitOutcome, ReplyError> {
+        match decode::int_or_code(self.script(), &reply)? {
+            0 => Ok(WaitOutcome::Parked),
+            1 => Ok(WaitOutcome::NothingPending),
+            n => Err(ReplyError::shape(self.script(), format!("unexpected {n}"))),
+        }
+    }
+}
+
+/// How many children of a parent are in each group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DependencyCounts {
+    /// Completed children (their values are in `:processed`).
+    pub processed: u64,
+    /// Children not finished yet.
+    pub unprocessed: u64,
+    /// Failed children the parent ignored or continued on (`:failed`).
+    pub ignored: u64,
+    /// Failed children that failed the parent (`:unsuccessful`).
+    pub failed: u64,
+}
+
+/// getDependencyCounts-4, asking for all four groups.
+#[derive(Debug, Clone)]
+pub struct GetDependencyCounts<'a> {
+    /// The parent's queue.
+    pub keys: &'a QueueKeys,
+    /// The parent.
+    pub id: &'a str,
+}
+
+const GROUPS: [&str; 4] = ["processed", "unprocessed", "ignored", "failed"];
+
+impl ScriptCall for GetDependencyCounts<'_> {
+    type Output = DependencyCounts;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::GetDependencyCounts
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let c = ChildKeys::of(&self.keys.job(self.id));
+        vec![c.processed, c.dependencies, c.failed, c.unsuccessful]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        GROUPS.iter().map(|g| Arg::str(g)).collect()
+    }
+
+    fn decode(&self, reply: Reply) -> Result<DependencyCounts, ReplyError> {
+        let items = decode::array(self.script(), reply)?;
+        if items.len() != GROUPS.len() {
+            return Err(ReplyError::shape(self.script(), "expected four counts"));
+        }
+        let n = |i: usize| -> Result<u64, ReplyError> {
+            Ok(decode::int_or_code(self.script(), &items[i])?.max(0) as u64)
+        };
+        Ok(DependencyCounts {
+            processed: n(0)?,
+            unprocessed: n(1)?,
+            ignored: n(2)?,
+            failed: n(3)?,
+        })
+    }
+}
+
+/// One element of a paginated set or hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageItem {
+    /// A set member.
+    Member(String),
+    /// A hash field and its value.
+    Field(String, String),
+}
+
+/// One page of a set or hash.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Page {
+    /// Scan cursor to continue from (`"0"`: the scan is complete).
+    pub cursor: String,
+    /// Items scanned so far, to pass back with the cursor.
+    pub offset: u64,
+    /// The items of this page.
+    pub items: Vec<PageItem>,
+    /// Size of the whole set or hash.
+    pub total: u64,
+}
+
+/// paginate-1: one page of a parent's `:dependencies` (set) or
+/// `:processed`/`:failed` (hash) by SSCAN/HSCAN.
+#[derive(Debug, Clone)]
+pub struct Paginate<'a> {
+    /// The set or hash.
+    pub key: &'a str,
+    /// First position wanted.
+    pub start: u64,
+    /// Last position wanted, `None` for all.
+    pub end: Option<u64>,
+    /// Cursor from the previous page (`"0"` to begin).
+    pub cursor: &'a str,
+    /// Offset from the previous page (0 to begin).
+    pub offset: u64,
+    /// Upper bound on SCAN round trips inside the script.
+    pub max_iterations: u64,
+}
+
+impl ScriptCall for Paginate<'_> {
+    type Output = Page;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::Paginate
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.key.to_owned()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::int(self.start),
+            self.end.map(Arg::int).unwrap_or_else(|| Arg::int(-1)),
+            Arg::str(self.cursor),
+            Arg::int(self.offset),
+            Arg::int(self.max_iterations),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Page, ReplyError> {
+        let s = self.script();
+        let mut parts = decode::array(s, reply)?.into_iter();
+        let (Some(cursor), Some(offset), Some(items), Some(total)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(ReplyError::shape(
+                s,
+                "expected [cursor, offset, items, total]",
+            ));
+        };
+        let items = decode::array(s, items)?
+            .into_iter()
+            .map(|item| match item {
+                Reply::Array(_) => {
+                    let mut kv = decode::strings(s, item)?.into_iter();
+                    match (kv.next(), kv.next()) {
+                        (Some(k), Some(v)) => Ok(PageItem::Field(k, v)),
+                        _ => Err(ReplyError::shape(s, "hash item without a value")),
+                    }
+                }
+                other => decode::text(s, &other).map(PageItem::Member),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page {
+            cursor: decode::text(s, &cursor)?,
+            offset: offset.as_i64().unwrap_or(0).max(0) as u64,
+            items,
+            total: total.as_i64().unwrap_or(0).max(0) as u64,
+        })
+    }
+}
+
+/// removeChildDependency-1: detaches a child from its parent. `true` when it
+/// was a pending dependency of that parent (now detached).
+#[derive(Debug, Clone)]
+pub struct RemoveChildDependency<'a> {
+    /// The child's queue.
+    pub keys: &'a QueueKeys,
+    /// The child.
+    pub id: &'a str,
+    /// The parent's full key.
+    pub parent_key: &'a str,
+}
+
+impl ScriptCall for RemoveChildDependency<'_> {
+    type Output = bool;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::RemoveChildDependency
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.prefix_key().to_owned()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![Arg::text(self.keys.job(self.id)), Arg::str(self.parent_key)]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<bool, ReplyError> {
+        Ok(decode::int_or_code(self.script(), &reply)? == 0)
+    }
+}
+
+/// removeUnprocessedChildren-2: removes, recursively, the children of a job
+/// that neither finished nor run (locked ones stay).
+#[derive(Debug, Clone)]
+pub struct RemoveUnprocessedChildren<'a> {
+    /// The parent's queue.
+    pub keys: &'a QueueKeys,
+    /// The parent.
+    pub id: &'a str,
+}
+
+impl ScriptCall for RemoveUnprocessedChildren<'_> {
+    type Output = ();
+
+    fn script(&self) -> ScriptId {
+        ScriptId::RemoveUnprocessedChildren
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.job(self.id), self.keys.meta()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![Arg::str(self.keys.prefix_key()), Arg::str(self.id)]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<(), ReplyError> {
+        decode::unit(self.script(), &reply)
+    }
+}
+
+/// One broken flow invariant found by [`AuditFlows`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowFinding {
+    /// `F1` (parked parent without pending children) or `F2` (dangling
+    /// dependency).
+    pub check: String,
+    /// The parent.
+    pub parent_id: String,
+    /// What was found.
+    pub detail: String,
+}
+
+/// auditFlows-1 (EchoMQ extension, read-only): the flow invariants of the
+/// first `limit` parents in `waiting-children`.
+#[derive(Debug, Clone)]
+pub struct AuditFlows<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Most parents to look at.
+    pub limit: u64,
+}
+
+impl ScriptCall for AuditFlows<'_> {
+    type Output = Vec<FlowFinding>;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::AuditFlows
+    }
+
+    fn keys(&self) -> Vec<String> {
+        vec![self.keys.waiting_children()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.keys.prefix_key()),
+            Arg::int(self.limit.max(1)),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<Vec<FlowFinding>, ReplyError> {
+        let items = decode::strings(self.script(), reply)?;
+        if items.len() % 3 != 0 {
+            return Err(ReplyError::shape(self.script(), "findings come in threes"));
+        }
+        Ok(items
+            .chunks(3)
+            .map(|c| FlowFinding {
+                check: c[0].clone(),
+                parent_id: c[1].clone(),
+                detail: c[2].clone(),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::argv_text;
+    use crate::reply::ScriptErrorCode;
+
+    fn k() -> QueueKeys {
+        QueueKeys::new("emq", "q").unwrap()
+    }
+
+    #[test]
+    fn add_parent_keys_and_args() {
+        let k = k();
+        let opts = Map::new();
+        let c = AddParentJob {
+            keys: &k,
+            args: AddArgs {
+                prefix_key: k.prefix_key(),
+                name: "p",
+                ..Default::default()
+            },
+            data: "{}",
+            opts: &opts,
+        };
+        let argv = argv_text(&c);
+        assert_eq!(argv.len(), 3);
+        assert_eq!(c.keys()[3], "emq:q:waiting-children");
+        assert_eq!(c.keys()[5], "emq:q:events");
+        assert_eq!(c.decode(Reply::text("7")).unwrap(), "7");
+        assert_eq!(
+            c.decode(Reply::Int(-5)).unwrap_err().code(),
+            Some(ScriptErrorCode::ParentJobNotExist)
+        );
+    }
+
+    #[test]
+    fn move_to_waiting_children_order() {
+        let k = k();
+        let c = MoveToWaitingChildren {
+            keys: &k,
+            id: "3",
+            token: "tok",
+            child_key: None,
+            timestamp: 42,
+        };
+        assert_eq!(argv_text(&c), ["tok", "", "42", "3", "emq:q:"]);
+        assert_eq!(c.keys()[3], "emq:q:3:dependencies");
+        assert_eq!(c.keys()[4], "emq:q:3:unsuccessful");
+        assert_eq!(c.decode(Reply::Int(0)).unwrap(), WaitOutcome::Parked);
+        assert_eq!(
+            c.decode(Reply::Int(1)).unwrap(),
+            WaitOutcome::NothingPending
+        );
+        assert_eq!(
+            c.decode(Reply::Int(-9)).unwrap_err().code(),
+            Some(ScriptErrorCode::JobHasFailedChildren)
+        );
+    }
+
+    #[test]
+    fn dependency_counts_order() {
+        let k = k();
+        let c = GetDependencyCounts { keys: &k, id: "p" };
+        assert_eq!(argv_text(&c), GROUPS);
+        assert_eq!(
+            c.keys(),
+            [
+                "emq:q:p:processed",
+                "emq:q:p:dependencies",
+                "emq:q:p:failed",
+                "emq:q:p:unsuccessful"
+            ]
+        );
+        let r = Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Int(2),
+            Reply::Int(3),
+            Reply::Int(4),
+        ]);
+        assert_eq!(
+            c.decode(r).unwrap(),
+            DependencyCounts {
+                processed: 1,
+                unprocessed: 2,
+                ignored: 3,
+                failed: 4
+            }
+        );
+    }
+
+    #[test]
+    fn paginate_args_and_items() {
+        let c = Paginate {
+            key: "emq:q:p:processed",
+            start: 0,
+            end: None,
+            cursor: "0",
+            offset: 0,
+            max_iterations: 5,
+        };
+        assert_eq!(argv_text(&c), ["0", "-1", "0", "0", "5"]);
+        let r = Reply::Array(vec![
+            Reply::text("0"),
+            Reply::Int(2),
+            Reply::Array(vec![
+                Reply::Array(vec![Reply::text("emq:q:1"), Reply::text("5")]),
+                Reply::text("emq:q:2"),
+            ]),
+            Reply::Int(2),
+            Reply::Array(vec![]),
+        ]);
+        let page = c.decode(r).unwrap();
+        assert_eq!(page.total, 2);
+        assert_eq!(
+            page.items,
+            [
+                PageItem::Field("emq:q:1".into(), "5".into()),
+                PageItem::Member("emq:q:2".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn audit_flows_findings() {
+        let k = k();
+        let c = AuditFlows {
+            keys: &k,
+            limit: 10,
+        };
+        assert_eq!(argv_text(&c), ["emq:q:", "10"]);
+        let r = Reply::Array(["F1", "p", "x"].iter().map(|s| Reply::text(s)).collect());
+        assert_eq!(c.decode(r).unwrap()[0].check, "F1");
+        assert!(c.decode(Reply::Array(vec![Reply::text("F1")])).is_err());
+    }
+
+    #[test]
+    fn detach_and_remove_children_order() {
+        let k = k();
+        let c = RemoveChildDependency {
+            keys: &k,
+            id: "c",
+            parent_key: "emq:p:1",
+        };
+        assert_eq!(argv_text(&c), ["emq:q:c", "emq:p:1"]);
+        assert!(c.decode(Reply::Int(0)).unwrap());
+        assert!(!c.decode(Reply::Int(1)).unwrap());
+        let r = RemoveUnprocessedChildren { keys: &k, id: "p" };
+        assert_eq!(argv_text(&r), ["emq:q:", "p"]);
+        assert_eq!(r.keys(), ["emq:q:p", "emq:q:meta"]);
+    }
+}
