@@ -257,6 +257,23 @@ async function parityOp(queue, op, p) {
     case 'counts-per-priority': return await queue.getCountsPerPriority(p[0]);
     case 'job-logs': return await queue.getJobLogs(p[0], p[1], p[2], p[3]);
     case 'job-state': return await queue.getJobState(p[0]);
+    case 'take-and-move-to-wait': {
+      // [token, rateLimitMs]: takes the next job by hand (getNextJob), sets
+      // the queue's rate limit (unless 0), and puts the job back with job.moveToWait
+      // (moveJobFromActiveToWait); answers {id, pttl}.
+      const c = new IORedis(url, { maxRetriesPerRequest: null });
+      const w = new Worker(queue.name, null, { connection: c, prefix: 'emq', autorun: false });
+      try {
+        const j = await w.getNextJob(p[0], { block: false });
+        if (!j) throw new Error('no job to take');
+        if (p[1] > 0) await queue.rateLimit(p[1]);
+        const pttl = await j.moveToWait(p[0]);
+        return { id: j.id, pttl };
+      } finally {
+        await w.close();
+        c.disconnect();
+      }
+    }
     case 'work-timed': {
       // [ms, workerOpts, sleepMs]: real BullMQ workers (workerOpts.count of
       // them, default 1) with workerOpts (limiter, concurrency) for ms; each

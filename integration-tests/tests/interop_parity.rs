@@ -1,13 +1,17 @@
 //! Issue 16, proven both ways with the real BullMQ 6.2.0 Node client on one
-//! queue: deduplication, global limits, rate limiting and the getters.
+//! queue: deduplication, global limits, rate limiting, manual processing
+//! and the getters.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
+use echomq::worker::{
+    processor_fn, spawn_linked, Fetched, JobContext, ManualJob, ManualParking, ManualWorker,
+    ProcessError,
+};
 use echomq::{
-    Deduplication, JobOptions, JobState, LockManagerMsg, NewJob, Queue, RateLimit, WorkerArgs,
-    WorkerMsg, WorkerOptions,
+    Deduplication, FlowJob, FlowProducer, JobOptions, JobState, LockManagerMsg, NewJob, ParentRef,
+    Queue, RateLimit, WorkerArgs, WorkerMsg, WorkerOptions,
 };
 use echomq_integration_tests::{bullmq, events, wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
@@ -770,4 +774,198 @@ async fn rust_and_node_workers_share_a_global_rate_limit() {
     let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
     starts.sort();
     assert_window_budget(&starts, limit, "global limit, mixed fleet");
+}
+
+/// A global rate limit set by Rust (`Queue::set_global_rate_limit`) holds a
+/// mixed fleet of Rust and Node workers without a limiter of their own.
+#[tokio::test]
+async fn a_global_rate_limit_set_by_rust_holds_rust_and_node_workers() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    let limit = RateLimit {
+        max: 2,
+        duration: Duration::from_millis(500),
+    };
+    q.set_global_rate_limit(limit).await.unwrap();
+    assert_eq!(
+        node(&url, json!([["get-global-rate-limit"]])),
+        vec![json!({"max": 2, "duration": 500})],
+        "Node reads the limit Rust set"
+    );
+    let fleet = Fleet {
+        n: 12,
+        sleep_ms: 5,
+        node_opts: json!({"concurrency": 4, "count": 2}),
+        rust_opts: WorkerOptions::default()
+            .concurrency(4)
+            .drain_delay(Duration::from_millis(200)),
+        node_ms: 7000,
+        require_both: true,
+    };
+    let (rust, node_spans) = mixed_fleet(&q, &url, fleet).await;
+    let mut starts: Vec<u64> = rust.iter().chain(&node_spans).map(|s| s.0).collect();
+    starts.sort();
+    assert_window_budget(&starts, limit, "global limit set by Rust, mixed fleet");
+}
+
+/// Takes the next job by hand with `token`; panics when there is none.
+async fn take_by_hand(m: &ManualWorker, token: &str) -> Box<ManualJob> {
+    match m.get_next_job(token).await.unwrap() {
+        Fetched::Job(j) => j,
+        other => panic!("nothing to take: {other:?}"),
+    }
+}
+
+/// `ManualJob::move_to_waiting_children` as BullMQ's
+/// `job.moveToWaitingChildren(token)`: a parent with no pending child is not
+/// parked; with a Rust-added child it is, the child runs on a Node worker,
+/// and the parent comes back to `wait` and is finished by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_parent_waits_for_a_child_run_by_node() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    q.add("parent", &json!({}), JobOptions::new().job_id("p"))
+        .await
+        .unwrap();
+    let m = ManualWorker::new(q.clone(), WorkerOptions::default()).unwrap();
+    let p = take_by_hand(&m, "tok-p").await;
+    assert_eq!(p.job().id, "p");
+
+    // No child yet: not parked, the handle and the lock stay.
+    let ManualParking::StillHeld(p) = p.move_to_waiting_children(None).await.unwrap() else {
+        panic!("a parent without children was parked")
+    };
+    assert_eq!(q.get_state("p").await.unwrap(), JobState::Active);
+    let lock: String = c.get("emq:par:p:lock").await.unwrap();
+    assert_eq!(lock, "tok-p");
+
+    // A child added by Rust to the active parent.
+    let kid = FlowProducer::new(&conn)
+        .add(
+            FlowJob::new("kid", "kid", json!({"k": 1})).parent(ParentRef {
+                id: "p".into(),
+                queue: "emq:par".into(),
+            }),
+        )
+        .await
+        .unwrap();
+    let kid_key = format!("emq:kid:{}", kid.id);
+    let parked = p.move_to_waiting_children(None).await.unwrap();
+    assert!(matches!(parked, ManualParking::Parked), "{parked:?}");
+    assert_eq!(q.get_state("p").await.unwrap(), JobState::WaitingChildren);
+    let lock: Option<String> = c.get("emq:par:p:lock").await.unwrap();
+    assert_eq!(lock, None, "parking released the lock");
+    let active: Vec<String> = c.lrange("emq:par:active", 0, -1).await.unwrap();
+    assert!(active.is_empty(), "{active:?}");
+
+    // The child runs on a Node worker; the parent goes back to wait.
+    let u = url.clone();
+    let seen = tokio::task::spawn_blocking(move || {
+        bullmq(
+            "ops",
+            &u,
+            "kid",
+            json!({"ops": [["work-timed", 1500, {"concurrency": 1}, 0]]}),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen[0].as_array().unwrap().len(), 1, "the child ran once");
+    assert_eq!(q.get_state("p").await.unwrap(), JobState::Waiting);
+    let processed: Vec<String> = c.hkeys("emq:par:p:processed").await.unwrap();
+    assert_eq!(processed, vec![kid_key]);
+
+    // Taken again by hand and finished; Node reads it completed.
+    let p = take_by_hand(&m, "tok-p2").await;
+    assert_eq!(p.job().id, "p");
+    p.move_to_completed(&json!("done"), false).await.unwrap();
+    assert_eq!(
+        node(&url, json!([["job-state", "p"]])),
+        vec![json!("completed")]
+    );
+}
+
+/// Compat item 31: a job put back after a manual rate limit
+/// (moveJobFromActiveToWait, Node `job.moveToWait(token)`, Rust
+/// `ManualJob::move_to_wait`) goes back to the head of `wait` — the right
+/// end, the next one taken — with no attempt counted, and the reply is the
+/// limiter key's PTTL. Run once from each side on a fresh server.
+#[tokio::test]
+async fn a_job_put_back_after_a_manual_rate_limit_is_next_and_answers_the_pttl() {
+    const LIMIT_MS: u64 = 5000;
+    for rust_side in [true, false] {
+        let redis = RedisServer::start();
+        let url = redis.url();
+        let conn = redis.connect().await;
+        let c = redis.client().await;
+        let q = Queue::new(&conn, Q).await.unwrap();
+        for name in ["x", "b", "c"] {
+            q.add(name, &json!({}), JobOptions::new()).await.unwrap();
+        }
+        let wait: Vec<String> = c.lrange("emq:par:wait", 0, -1).await.unwrap();
+        assert_eq!(wait, ["3", "2", "1"], "1 is next");
+        let (id, reply) = if rust_side {
+            let m = ManualWorker::new(q.clone(), WorkerOptions::default()).unwrap();
+            let x = take_by_hand(&m, "tok-x").await;
+            let id = x.job().id.clone();
+            q.rate_limit(Duration::from_millis(LIMIT_MS)).await.unwrap();
+            let window = x.move_to_wait().await.unwrap();
+            (id, window.as_millis() as u64)
+        } else {
+            let r = node(&url, json!([["take-and-move-to-wait", "tok-x", LIMIT_MS]]));
+            (
+                r[0]["id"].as_str().unwrap().to_owned(),
+                r[0]["pttl"].as_u64().unwrap(),
+            )
+        };
+        let left: i64 = c.pttl("emq:par:limiter").await.unwrap();
+        assert_eq!(id, "1", "rust side {rust_side}");
+        assert!(
+            reply as i64 >= left && reply <= LIMIT_MS && reply + 1000 > LIMIT_MS,
+            "rust side {rust_side}: reply {reply}, limiter PTTL now {left}"
+        );
+        let wait: Vec<String> = c.lrange("emq:par:wait", 0, -1).await.unwrap();
+        assert_eq!(
+            wait,
+            ["3", "2", "1"],
+            "rust side {rust_side}: back at the head (RPUSH)"
+        );
+        let active: Vec<String> = c.lrange("emq:par:active", 0, -1).await.unwrap();
+        assert!(active.is_empty(), "{active:?}");
+        let job = hash(&c, "emq:par:1").await;
+        assert_eq!(job.get("atm"), None, "rust side {rust_side}: no attempt");
+        assert_eq!(job.get("ats").map(String::as_str), Some("1"));
+        let lock: Option<String> = c.get("emq:par:1:lock").await.unwrap();
+        assert_eq!(lock, None, "rust side {rust_side}: lock released");
+        let all = events(&c, "emq:par:events").await;
+        let (_, last) = all.last().unwrap();
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            last,
+            &vec![
+                pair("event", "waiting"),
+                pair("jobId", "1"),
+                pair("prev", "active")
+            ]
+        );
+
+        // Without a limiter key the reply is 0.
+        let _: () = c.del("emq:par:limiter").await.unwrap();
+        let reply = if rust_side {
+            let m = ManualWorker::new(q.clone(), WorkerOptions::default()).unwrap();
+            let x = take_by_hand(&m, "tok-y").await;
+            assert_eq!(x.job().id, "1", "the put-back job is taken first");
+            x.move_to_wait().await.unwrap().as_millis() as u64
+        } else {
+            let r = node(&url, json!([["take-and-move-to-wait", "tok-y", 0]]));
+            assert_eq!(r[0]["id"], "1", "the put-back job is taken first");
+            r[0]["pttl"].as_u64().unwrap()
+        };
+        assert_eq!(reply, 0, "rust side {rust_side}: no limiter, reply 0");
+    }
 }

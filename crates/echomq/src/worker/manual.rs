@@ -1,7 +1,7 @@
 //! Manual processing: taking and finishing jobs without the Worker loop, as
 //! BullMQ's `worker.getNextJob(token)` with `job.moveToCompleted`,
-//! `job.moveToFailed`, `job.moveToDelayed` and `job.extendLock`
-//! (docs/worker.md §Manual processing).
+//! `job.moveToFailed`, `job.moveToDelayed`, `job.moveToWaitingChildren` and
+//! `job.extendLock` (docs/worker.md §Manual processing).
 //!
 //! The caller owns the token and the lock: nothing renews it, so a job held
 //! longer than the lock duration must be extended with
@@ -9,9 +9,10 @@
 
 use std::time::Duration;
 
+use echomq_protocol::call::flow::{MoveToWaitingChildren, WaitOutcome};
 use echomq_protocol::call::lifecycle::{
-    DelayKind, EpochMs, ExtendLock, FinishTarget, MoveToActive, MoveToDelayed, MoveToFinished,
-    NextJob, PushEnd, Refusal, RetryJob, Verdict,
+    DelayKind, EpochMs, ExtendLock, FinishTarget, MoveJobFromActiveToWait, MoveToActive,
+    MoveToDelayed, MoveToFinished, NextJob, PushEnd, Refusal, RetryJob, Verdict,
 };
 use echomq_protocol::job::field;
 use echomq_protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
@@ -48,6 +49,18 @@ pub struct ManualJob {
     worker: ManualWorker,
     job: Job,
     token: String,
+}
+
+/// What [`ManualJob::move_to_waiting_children`] did.
+#[derive(Debug)]
+pub enum ManualParking {
+    /// The job waits in `waiting-children`; its lock is released, so the
+    /// handle is gone. When its last child finishes it goes back to `wait`
+    /// and is taken again like any job.
+    Parked,
+    /// No child is pending: the job stays active and the handle, with its
+    /// token, comes back.
+    StillHeld(Box<ManualJob>),
 }
 
 impl ManualWorker {
@@ -280,6 +293,46 @@ impl ManualJob {
         };
         let v = self.worker.queue.connection().call(&call).await?;
         self.next_of("moveToDelayed", v).map(|_| ())
+    }
+}
+
+impl ManualJob {
+    /// Puts the job back at the head of `wait` (of its priority when it has
+    /// one) without counting an attempt, as BullMQ's `job.moveToWait(token)`
+    /// after a manual rate limit (moveJobFromActiveToWait). Answers the rate
+    /// limiter's remaining window (zero when there is none): fetch nothing
+    /// before it ends.
+    pub async fn move_to_wait(self) -> Result<Duration> {
+        let call = MoveJobFromActiveToWait {
+            keys: self.worker.queue.keys(),
+            id: &self.job.id,
+            token: &self.token,
+        };
+        match self.worker.queue.connection().call(&call).await? {
+            Verdict::Done(window) => Ok(window.unwrap_or(Duration::ZERO)),
+            Verdict::Refused(r) => Err(refused("moveJobFromActiveToWait", r)),
+        }
+    }
+
+    /// Parks the job in `waiting-children` while it has pending children (or
+    /// while the child with full key `child_key` is pending), as BullMQ's
+    /// `job.moveToWaitingChildren(token, { child })`: BullMQ's `true` is
+    /// [`ManualParking::Parked`], its `false` is
+    /// [`ManualParking::StillHeld`]. A lock no longer ours, or a child that
+    /// failed its parent (`JobHasFailedChildren`), is an error, and nothing
+    /// changes.
+    pub async fn move_to_waiting_children(self, child_key: Option<&str>) -> Result<ManualParking> {
+        let call = MoveToWaitingChildren {
+            keys: self.worker.queue.keys(),
+            id: &self.job.id,
+            token: &self.token,
+            child_key,
+            timestamp: crate::clock::now_ms(),
+        };
+        Ok(match self.worker.queue.connection().call(&call).await? {
+            WaitOutcome::Parked => ManualParking::Parked,
+            WaitOutcome::NothingPending => ManualParking::StillHeld(Box::new(self)),
+        })
     }
 }
 

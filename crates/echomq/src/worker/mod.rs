@@ -32,7 +32,7 @@ use tracing::{debug, info, warn};
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
 pub use self::flow_ctx::Parking;
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
-pub use self::manual::{Fetched, ManualJob, ManualWorker};
+pub use self::manual::{Fetched, ManualJob, ManualParking, ManualWorker};
 pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};
 
 use self::core::WorkerCore;
