@@ -50,6 +50,10 @@ pub struct WorkArgs {
     /// every worker of the queue that has one, Node's included).
     #[arg(long, env = "ECHOMQ_LIMITER")]
     pub limiter: Option<String>,
+    /// Record per-minute completed/failed counts, keeping this many minutes
+    /// (BullMQ's `metrics.maxDataPoints`) [default: off].
+    #[arg(long, env = "ECHOMQ_METRICS", value_name = "MAX_DATA_POINTS")]
+    pub metrics: Option<u64>,
     /// No per-second lines (`--quiet` or `--quiet=false`).
     #[arg(long, env = "ECHOMQ_QUIET", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
@@ -101,6 +105,7 @@ struct FileConfig {
     max_jobs: Option<u64>,
     name: Option<String>,
     limiter: Option<String>,
+    metrics: Option<u64>,
     quiet: Option<bool>,
     connect_timeout: Option<u64>,
     health_addr: Option<SocketAddr>,
@@ -204,6 +209,10 @@ pub fn resolve(
         }
         None => None,
     };
+    let metrics = args.metrics.or(file.metrics);
+    if metrics == Some(0) {
+        return Err("--metrics: MAX_DATA_POINTS must be at least 1".into());
+    }
     let ms = Duration::from_millis;
     Ok(Resolved {
         url,
@@ -222,6 +231,7 @@ pub fn resolve(
             max_jobs: args.max_jobs.or(file.max_jobs),
             name: args.name.clone().or(file.name),
             limiter,
+            metrics,
             quiet: args.quiet.or(file.quiet).unwrap_or(false),
             close_timeout: ms(args.close_timeout.or(file.close_timeout).unwrap_or(10_000)),
         },
