@@ -384,7 +384,7 @@ mod tests {
         let path = dir.join("echomq.toml");
         std::fs::write(
             &path,
-            "url = \"redis://file:1\"\nqueue = \"fromfile\"\nconcurrency = 3\nlock_duration = 7000\nprefix = \"{f}\"\n",
+            "url = \"redis://file:1\"\nqueue = \"fromfile\"\nconcurrency = 3\nlock_duration = 7000\nprefix = \"{f}\"\nmetrics = 60\n",
         )
         .unwrap();
         let cfg = path.to_str().unwrap();
@@ -403,6 +403,7 @@ mod tests {
         assert_eq!(r.prefix, "{e}", "env over file");
         assert_eq!(r.url, "redis://file:1", "file over default");
         assert_eq!(r.queue, "fromfile");
+        assert_eq!(r.settings.metrics, Some(60), "file over default (off)");
         assert_eq!(
             r.settings.stalled_interval,
             Duration::from_secs(30),
