@@ -3,13 +3,16 @@
 //! and worked by one process, BullMQ Node (ioredis Cluster) and EchoMQ on one
 //! queue both ways (jobs, and the worker listed by Node's getWorkers), and a
 //! SIGKILLed primary under load: its replica takes over and work carries on.
+//! Flows: queues sharing a hash tag run a flow end to end; a flow over two
+//! slots is refused with nothing written.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use echomq::worker::processor_fn;
 use echomq::{
-    Connection, ConnectionConfig, JobOptions, JobState, Queue, WorkerArgs, WorkerSetSpec,
+    Connection, ConnectionConfig, FlowJob, FlowProducer, JobOptions, JobState, Queue, WorkerArgs,
+    WorkerSetSpec,
 };
 use echomq_integration_tests::cluster::RedisCluster;
 use echomq_integration_tests::{bullmq, topology, NullSupervisor};
@@ -147,6 +150,73 @@ async fn queues_on_three_primaries_and_bullmq_node_on_one_cluster() {
         assert!(by_node.contains(id), "Node processed {id}: {seen}");
     }
     wait_states(&q, &rust_ids, JobState::Completed, Duration::from_secs(5)).await;
+
+    // A flow whose queues share a hash tag runs end to end on Rust workers,
+    // and the parent reads its children's values.
+    let flow = FlowJob::new("p", "{app}-a", json!({}))
+        .options(JobOptions::new().job_id("fp"))
+        .child(FlowJob::new("c", "{app}-b", json!(1)).options(JobOptions::new().job_id("fc1")))
+        .child(FlowJob::new("c", "{app}-b", json!(2)).options(JobOptions::new().job_id("fc2")));
+    let tree = FlowProducer::new(&conn).add(flow).await.unwrap();
+    assert_eq!(tree.children.len(), 2);
+    let qa = Queue::new(&conn, "{app}-a").await.unwrap();
+    let qb = Queue::new(&conn, "{app}-b").await.unwrap();
+    let parent_worker = WorkerSetSpec::new(WorkerArgs::new(
+        qa.clone(),
+        processor_fn(|ctx: echomq::JobContext| async move {
+            let values = ctx.children_values().await?;
+            Ok(json!(values))
+        }),
+    ))
+    .spawn_linked(host.get_cell())
+    .await
+    .unwrap();
+    let child_worker = WorkerSetSpec::new(WorkerArgs::new(
+        qb.clone(),
+        processor_fn(|ctx: echomq::JobContext| async move {
+            Ok(json!(ctx.data().as_i64().unwrap_or(0) * 10))
+        }),
+    ))
+    .spawn_linked(host.get_cell())
+    .await
+    .unwrap();
+    wait_states(
+        &qa,
+        &["fp".to_owned()],
+        JobState::Completed,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        qa.get_job("fp").await.unwrap().unwrap().return_value,
+        Some(json!({"emq:{app}-b:fc1": 10, "emq:{app}-b:fc2": 20}))
+    );
+    for set in [&parent_worker, &child_worker] {
+        set.worker.stop(None);
+    }
+
+    // A flow over two slots is refused before anything is written.
+    let err = FlowProducer::new(&conn)
+        .add(
+            FlowJob::new("p", names[0].as_str(), json!({}))
+                .options(JobOptions::new().job_id("xp"))
+                .child(
+                    FlowJob::new("c", names[1].as_str(), json!({}))
+                        .options(JobOptions::new().job_id("xc")),
+                ),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("hash slot") && err.contains("hash tag"),
+        "{err}"
+    );
+    let (q0, q1) = (
+        Queue::new(&conn, &names[0]).await.unwrap(),
+        Queue::new(&conn, &names[1]).await.unwrap(),
+    );
+    assert!(!q0.job_exists("xp").await.unwrap() && !q1.job_exists("xc").await.unwrap());
     host.stop(None);
     conn.close().await;
 }

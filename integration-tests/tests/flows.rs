@@ -207,6 +207,69 @@ async fn a_bulk_with_a_missing_parent_writes_the_other_flows() {
     );
 }
 
+/// `Queue::add` with `options.parent`: the child joins the parent's pending
+/// dependencies, its options keep `parent` and the failure flag, and a
+/// missing parent is refused with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_add_with_a_parent_adds_a_dependency() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    FlowProducer::new(&conn)
+        .add(job("p", "q", "p").child(job("c1", "q", "c1")))
+        .await
+        .unwrap();
+    let q = Queue::new(&conn, "q").await.unwrap();
+    let q2 = Queue::new(&conn, "q2").await.unwrap();
+    let parent = ParentRef {
+        id: "p".into(),
+        queue: "emq:q".into(),
+    };
+    let id = q2
+        .add(
+            "c2",
+            &json!(2),
+            JobOptions::new()
+                .parent(parent.clone())
+                .fail_parent_on_failure(true),
+        )
+        .await
+        .unwrap();
+    assert!(q
+        .is_pending_child("p", &format!("emq:q2:{id}"))
+        .await
+        .unwrap());
+    assert_eq!(
+        q.get_dependencies_count("p").await.unwrap(),
+        DependencyCounts {
+            unprocessed: 2,
+            ..Default::default()
+        }
+    );
+    let stored = q2.get_job(&id).await.unwrap().unwrap();
+    assert_eq!(stored.parent_key.as_deref(), Some("emq:q:p"));
+    let opts = &stored.opts;
+    assert_eq!(opts.parent.as_ref(), Some(&parent));
+    assert!(opts.fail_parent_on_failure && !opts.remove_dependency_on_failure);
+    assert_eq!(q.get_state("p").await.unwrap(), JobState::WaitingChildren);
+
+    let err = q2
+        .add(
+            "orphan",
+            &json!(3),
+            JobOptions::new().job_id("orphan").parent(ParentRef {
+                id: "missing".into(),
+                queue: "emq:q".into(),
+            }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.script_code(),
+        Some(echomq::protocol::ScriptErrorCode::ParentJobNotExist)
+    );
+    assert!(!q2.job_exists("orphan").await.unwrap());
+}
+
 /// The audit's flow checks: a consistent flow passes; a dangling dependency
 /// (F2) and a parked parent without pending children (F1) are hard findings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

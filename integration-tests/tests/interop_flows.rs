@@ -722,3 +722,54 @@ async fn add_child_matches_node_queue_add_with_parent() {
     let rust_state = snapshot(&rust_redis.client().await).await;
     assert_same(&node_state, &rust_state).await;
 }
+
+/// `Queue::add` with `options.parent` and a failure option stores what Node's
+/// `queue.add(name, data, {parent, failParentOnFailure})` stores, the id from
+/// the queue's counter included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_add_with_parent_matches_node() {
+    let t = now_ms();
+    let parent = json!({"name": "p", "queueName": "q", "data": {}, "opts": {"jobId": "p", "timestamp": t},
+        "children": [{"name": "c1", "queueName": "q", "data": {}, "opts": {"jobId": "c1", "timestamp": t}}]});
+
+    let node_redis = RedisServer::start();
+    node_flows(
+        "add-flow",
+        &node_redis.url(),
+        "q",
+        json!({ "flow": parent }),
+    );
+    let opts = json!({"timestamp": t, "parent": {"id": "p", "queue": "emq:q"}, "removeDependencyOnFailure": true});
+    echomq_integration_tests::bullmq(
+        "ops",
+        &node_redis.url(),
+        "q2",
+        json!({"ops": [["add", "c2", {"x": 1}, opts]]}),
+    );
+    let node_state = snapshot(&node_redis.client().await).await;
+
+    let rust_redis = RedisServer::start();
+    let conn = rust_redis.connect().await;
+    FlowProducer::new(&conn)
+        .add(FlowJob::from_json(&parent).unwrap())
+        .await
+        .unwrap();
+    let q2 = Queue::new(&conn, "q2").await.unwrap();
+    let id = q2
+        .add(
+            "c2",
+            &json!({"x": 1}),
+            JobOptions::new()
+                .timestamp(t)
+                .parent(echomq::ParentRef {
+                    id: "p".into(),
+                    queue: "emq:q".into(),
+                })
+                .remove_dependency_on_failure(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(id, "1");
+    let rust_state = snapshot(&rust_redis.client().await).await;
+    assert_same(&node_state, &rust_state).await;
+}

@@ -417,3 +417,108 @@ async fn a_sigkilled_worker_process_loses_nothing() {
         );
     }
 }
+
+/// A flow's child that stalls past maxStalledCount gets its deferred failure,
+/// and the worker that picks it up fails it without running it; its
+/// failParentOnFailure rule then fails the parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_stalled_too_often_fails_and_its_rule_fails_the_parent() {
+    use echomq::worker::processor_fn;
+    use echomq::{
+        FlowJob, FlowProducer, JobContext, JobState, OnChildFailure, WorkerArgs, WorkerSetSpec,
+    };
+    use echomq_integration_tests::NullSupervisor;
+
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    FlowProducer::new(&conn)
+        .add(
+            FlowJob::new("p", "fp", json!({}))
+                .options(JobOptions::new().job_id("p"))
+                .child(
+                    FlowJob::new("c", "fc", json!({}))
+                        .options(JobOptions::new().job_id("c"))
+                        .on_failure(OnChildFailure::FailParent),
+                ),
+        )
+        .await
+        .unwrap();
+    let parents = Queue::new(&conn, "fp").await.unwrap();
+    let q = Queue::new(&conn, "fc").await.unwrap();
+    let (actor, _h) = Actor::spawn(None, StalledChecker, args(&conn, "fc", None))
+        .await
+        .unwrap();
+    for round in 1..=2 {
+        let id = take(&conn, &q, &format!("tok-{round}"), 30_000)
+            .await
+            .unwrap();
+        c.del::<(), _>(q.keys().lock(&id)).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while c.llen::<u64, _>(q.keys().wait()).await.unwrap() == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "round {round}: not recovered"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    actor.stop(None);
+    assert_eq!(
+        c.hget::<String, _, _>(q.keys().job("c"), "defa")
+            .await
+            .unwrap(),
+        "job stalled more than allowable limit"
+    );
+
+    let ran = Arc::new(Mutex::new(0));
+    let seen = ran.clone();
+    let processor = processor_fn(move |_job: JobContext| {
+        let seen = seen.clone();
+        async move {
+            *seen.lock().unwrap() += 1;
+            Ok(json!("ran"))
+        }
+    });
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let _set = WorkerSetSpec::new(WorkerArgs::new(q.clone(), processor))
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while q.get_state("c").await.unwrap() != JobState::Failed {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "child not failed: {:?}",
+            q.get_state("c").await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    host.stop(None);
+    let child = q.get_job("c").await.unwrap().unwrap();
+    assert_eq!(
+        child.failed_reason.as_deref(),
+        Some("job stalled more than allowable limit")
+    );
+    // fpof: the parent is failed through a deferred failure its next worker
+    // applies, and the child is recorded as unsuccessful.
+    assert_eq!(parents.get_state("p").await.unwrap(), JobState::Waiting);
+    let parent = parents.get_job("p").await.unwrap().unwrap();
+    assert!(
+        parent
+            .deferred_failure
+            .as_deref()
+            .is_some_and(|r| r.contains("emq:fc:c")),
+        "{:?}",
+        parent.deferred_failure
+    );
+    assert!(c
+        .zscore::<Option<f64>, _, _>(
+            format!("{}:unsuccessful", parents.keys().job("p")),
+            "emq:fc:c"
+        )
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(*ran.lock().unwrap(), 0, "a deferred failure never runs");
+}

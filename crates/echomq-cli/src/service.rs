@@ -50,6 +50,10 @@ pub struct WorkArgs {
     /// every worker of the queue that has one, Node's included).
     #[arg(long, env = "ECHOMQ_LIMITER")]
     pub limiter: Option<String>,
+    /// Record per-minute completed/failed counts, keeping this many minutes
+    /// (BullMQ's `metrics.maxDataPoints`) [default: off].
+    #[arg(long, env = "ECHOMQ_METRICS", value_name = "MAX_DATA_POINTS")]
+    pub metrics: Option<u64>,
     /// No per-second lines (`--quiet` or `--quiet=false`).
     #[arg(long, env = "ECHOMQ_QUIET", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
@@ -101,6 +105,7 @@ struct FileConfig {
     max_jobs: Option<u64>,
     name: Option<String>,
     limiter: Option<String>,
+    metrics: Option<u64>,
     quiet: Option<bool>,
     connect_timeout: Option<u64>,
     health_addr: Option<SocketAddr>,
@@ -204,6 +209,10 @@ pub fn resolve(
         }
         None => None,
     };
+    let metrics = args.metrics.or(file.metrics);
+    if metrics == Some(0) {
+        return Err("--metrics: MAX_DATA_POINTS must be at least 1".into());
+    }
     let ms = Duration::from_millis;
     Ok(Resolved {
         url,
@@ -222,6 +231,7 @@ pub fn resolve(
             max_jobs: args.max_jobs.or(file.max_jobs),
             name: args.name.clone().or(file.name),
             limiter,
+            metrics,
             quiet: args.quiet.or(file.quiet).unwrap_or(false),
             close_timeout: ms(args.close_timeout.or(file.close_timeout).unwrap_or(10_000)),
         },
@@ -374,7 +384,7 @@ mod tests {
         let path = dir.join("echomq.toml");
         std::fs::write(
             &path,
-            "url = \"redis://file:1\"\nqueue = \"fromfile\"\nconcurrency = 3\nlock_duration = 7000\nprefix = \"{f}\"\n",
+            "url = \"redis://file:1\"\nqueue = \"fromfile\"\nconcurrency = 3\nlock_duration = 7000\nprefix = \"{f}\"\nmetrics = 60\n",
         )
         .unwrap();
         let cfg = path.to_str().unwrap();
@@ -393,6 +403,7 @@ mod tests {
         assert_eq!(r.prefix, "{e}", "env over file");
         assert_eq!(r.url, "redis://file:1", "file over default");
         assert_eq!(r.queue, "fromfile");
+        assert_eq!(r.settings.metrics, Some(60), "file over default (off)");
         assert_eq!(
             r.settings.stalled_interval,
             Duration::from_secs(30),

@@ -102,6 +102,8 @@ pub struct WorkSettings {
     pub name: Option<String>,
     /// The worker rate limiter, when given.
     pub limiter: Option<echomq::RateLimit>,
+    /// Minutes of metrics kept (`metrics.maxDataPoints`), when recording.
+    pub metrics: Option<u64>,
     pub quiet: bool,
     /// How long running jobs may finish at shutdown.
     pub close_timeout: Duration,
@@ -121,6 +123,7 @@ pub async fn work(
         .lock_duration(settings.lock_duration)
         .stalled_interval(settings.stalled_interval);
     args.options.name = settings.name.clone();
+    args.options.max_metrics_size = settings.metrics;
     if let Some(limit) = settings.limiter {
         args.options = args.options.limiter(limit);
     }

@@ -31,7 +31,7 @@ pub use call::{Arg, Reply, ReplyError, ScriptCall};
 pub use event::{Event, EventKind};
 pub use job::{DecodeError, JobRecord};
 pub use keys::QueueKeys;
-pub use options::{Backoff, Deduplication, JobOptions, KeepJobs};
+pub use options::{Backoff, Deduplication, JobOptions, KeepJobs, ParentRef};
 pub use reply::ScriptErrorCode;
 pub use scripts::{ScriptDef, ScriptId};
 pub use validate::ValidationError;

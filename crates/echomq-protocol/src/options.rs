@@ -222,6 +222,38 @@ impl Deduplication {
     }
 }
 
+/// The parent a job reports to: an existing job, given as its id and its
+/// queue's qualified name (`<prefix>:<queue>`, e.g. `emq:orders`). Stored as
+/// BullMQ stores `opts.parent`: `{"id", "queue"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentRef {
+    /// The parent's id.
+    pub id: String,
+    /// `<prefix>:<queue>` of the parent.
+    pub queue: String,
+}
+
+impl ParentRef {
+    /// The parent's full job key.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.queue, self.id)
+    }
+
+    fn to_value(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("id".into(), Value::from(self.id.clone()));
+        o.insert("queue".into(), Value::from(self.queue.clone()));
+        Value::Object(o)
+    }
+
+    fn from_value(v: &Value) -> Option<Self> {
+        Some(ParentRef {
+            id: v.get("id")?.as_str()?.to_owned(),
+            queue: v.get("queue")?.as_str()?.to_owned(),
+        })
+    }
+}
+
 /// Options of one job. Every field is optional; the defaults are BullMQ's.
 ///
 /// Build with the chained setters:
@@ -258,6 +290,19 @@ pub struct JobOptions {
     pub size_limit: Option<u64>,
     /// Deduplication of adds (`deduplication`, stored as `de`).
     pub deduplication: Option<Deduplication>,
+    /// An existing job this one becomes a child of (`parent`): the parent
+    /// waits for it before it runs.
+    pub parent: Option<ParentRef>,
+    /// On final failure, fail the parent too (`failParentOnFailure`, stored as `fpof`).
+    pub fail_parent_on_failure: bool,
+    /// On final failure, let the parent run now (`continueParentOnFailure`, stored as `cpof`).
+    pub continue_parent_on_failure: bool,
+    /// On final failure, record it and ignore the dependency
+    /// (`ignoreDependencyOnFailure`, stored as `idof`).
+    pub ignore_dependency_on_failure: bool,
+    /// On final failure, drop the dependency from the parent
+    /// (`removeDependencyOnFailure`, stored as `rdof`).
+    pub remove_dependency_on_failure: bool,
     /// Stored options this crate does not interpret, carried through unchanged
     /// (flows, deduplication, repeat settings, newer BullMQ options).
     pub extra: Map<String, Value>,
@@ -333,6 +378,63 @@ impl JobOptions {
     pub fn deduplication(mut self, dedup: Deduplication) -> Self {
         self.deduplication = Some(dedup);
         self
+    }
+
+    /// Sets `parent`: the job is added as a child of that existing job.
+    pub fn parent(mut self, parent: ParentRef) -> Self {
+        self.parent = Some(parent);
+        self
+    }
+
+    /// Sets `failParentOnFailure`.
+    pub fn fail_parent_on_failure(mut self, on: bool) -> Self {
+        self.fail_parent_on_failure = on;
+        self
+    }
+
+    /// Sets `continueParentOnFailure`.
+    pub fn continue_parent_on_failure(mut self, on: bool) -> Self {
+        self.continue_parent_on_failure = on;
+        self
+    }
+
+    /// Sets `ignoreDependencyOnFailure`.
+    pub fn ignore_dependency_on_failure(mut self, on: bool) -> Self {
+        self.ignore_dependency_on_failure = on;
+        self
+    }
+
+    /// Sets `removeDependencyOnFailure`.
+    pub fn remove_dependency_on_failure(mut self, on: bool) -> Self {
+        self.remove_dependency_on_failure = on;
+        self
+    }
+
+    /// The short names of the failure options that are set, in BullMQ's
+    /// order; the add scripts read them from the parent descriptor.
+    pub fn failure_flags(&self) -> Vec<&'static str> {
+        [
+            ("fpof", self.fail_parent_on_failure),
+            ("cpof", self.continue_parent_on_failure),
+            ("idof", self.ignore_dependency_on_failure),
+            ("rdof", self.remove_dependency_on_failure),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect()
+    }
+
+    /// The parent descriptor the add scripts receive (`{id, queueKey}` and
+    /// the failure flags), when the job has a parent.
+    pub fn parent_descriptor(&self) -> Option<Value> {
+        let p = self.parent.as_ref()?;
+        let mut d = Map::new();
+        d.insert("id".into(), Value::from(p.id.clone()));
+        d.insert("queueKey".into(), Value::from(p.queue.clone()));
+        for flag in self.failure_flags() {
+            d.insert(flag.into(), Value::Bool(true));
+        }
+        Some(Value::Object(d))
     }
 
     /// Checks every option's range; called by the producer before any write.
@@ -425,6 +527,13 @@ impl JobOptions {
         if let Some(d) = &self.deduplication {
             m.insert("de".into(), d.to_value());
         }
+        // After the others, in the order BullMQ's flow producer leaves them.
+        for flag in self.failure_flags() {
+            m.insert(flag.into(), Value::Bool(true));
+        }
+        if let Some(p) = &self.parent {
+            m.insert("parent".into(), p.to_value());
+        }
         m
     }
 
@@ -451,6 +560,21 @@ impl JobOptions {
                 "timestamp" => o.timestamp = v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)),
                 "stackTraceLimit" => o.stack_trace_limit = v.as_u64(),
                 "sizeLimit" => o.size_limit = v.as_u64(),
+                "fpof" | "failParentOnFailure" => {
+                    o.fail_parent_on_failure = v == &Value::Bool(true)
+                }
+                "cpof" | "continueParentOnFailure" => {
+                    o.continue_parent_on_failure = v == &Value::Bool(true)
+                }
+                "idof" | "ignoreDependencyOnFailure" => {
+                    o.ignore_dependency_on_failure = v == &Value::Bool(true)
+                }
+                "rdof" | "removeDependencyOnFailure" => {
+                    o.remove_dependency_on_failure = v == &Value::Bool(true)
+                }
+                "parent" if ParentRef::from_value(v).is_some() => {
+                    o.parent = ParentRef::from_value(v)
+                }
                 "de" if Deduplication::from_value(v).is_some() => {
                     o.deduplication = Deduplication::from_value(v)
                 }
@@ -645,5 +769,46 @@ mod tests {
             Value::Object(KeepJobs::to_keep_jobs(Some(&KeepJobs::Count(5)))),
             json!({"count": 5})
         );
+    }
+}
+
+#[cfg(test)]
+mod parent_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parent_and_failure_options_are_stored_as_bullmq_stores_them() {
+        let o = JobOptions::new()
+            .parent(ParentRef {
+                id: "p".into(),
+                queue: "emq:q".into(),
+            })
+            .fail_parent_on_failure(true)
+            .ignore_dependency_on_failure(true);
+        let stored = o.to_stored();
+        assert_eq!(stored["fpof"], json!(true));
+        assert_eq!(stored["idof"], json!(true));
+        assert!(!stored.contains_key("cpof") && !stored.contains_key("rdof"));
+        assert_eq!(stored["parent"], json!({"id": "p", "queue": "emq:q"}));
+        // The failure flags precede `parent`, last of all.
+        let keys: Vec<&str> = stored.keys().map(String::as_str).collect();
+        assert_eq!(&keys[keys.len() - 3..], ["fpof", "idof", "parent"]);
+        // `attempts` is always stored (0 by default).
+        assert_eq!(JobOptions::from_stored(&stored), o.clone().attempts(0));
+        assert_eq!(
+            o.parent_descriptor(),
+            Some(json!({"id": "p", "queueKey": "emq:q", "fpof": true, "idof": true}))
+        );
+        let public = o.to_public();
+        assert_eq!(public["failParentOnFailure"], json!(true));
+        // Long names written by other clients are read too.
+        let long = JobOptions::from_stored(
+            json!({"removeDependencyOnFailure": true})
+                .as_object()
+                .unwrap(),
+        );
+        assert!(long.remove_dependency_on_failure);
+        assert_eq!(JobOptions::new().parent_descriptor(), None);
     }
 }

@@ -25,22 +25,7 @@ use crate::error::{Error, Result};
 /// Refuse payloads larger than this, as a queue does by default.
 const MAX_DATA_BYTES: usize = 512 * 1024 * 1024;
 
-/// The parent a job reports to: an existing job, given as its id and its
-/// queue's qualified name (`<prefix>:<queue>`, e.g. `emq:orders`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParentRef {
-    /// The parent's id.
-    pub id: String,
-    /// `<prefix>:<queue>` of the parent.
-    pub queue: String,
-}
-
-impl ParentRef {
-    /// The parent's full job key.
-    pub fn key(&self) -> String {
-        format!("{}:{}", self.queue, self.id)
-    }
-}
+pub use echomq_protocol::ParentRef;
 
 /// What a failed child does to its parent (BullMQ's four options; without
 /// any, the parent keeps waiting for that child forever).
@@ -64,6 +49,21 @@ impl OnChildFailure {
             OnChildFailure::ContinueParent => "cpof",
             OnChildFailure::IgnoreDependency => "idof",
             OnChildFailure::RemoveDependency => "rdof",
+        }
+    }
+
+    /// The rule set in `options` (the first of BullMQ's order), if any.
+    pub fn from_options(options: &JobOptions) -> Option<Self> {
+        if options.fail_parent_on_failure {
+            Some(OnChildFailure::FailParent)
+        } else if options.continue_parent_on_failure {
+            Some(OnChildFailure::ContinueParent)
+        } else if options.ignore_dependency_on_failure {
+            Some(OnChildFailure::IgnoreDependency)
+        } else if options.remove_dependency_on_failure {
+            Some(OnChildFailure::RemoveDependency)
+        } else {
+            None
         }
     }
 }
@@ -287,11 +287,15 @@ impl FlowProducer {
             .iter()
             .zip(&trees)
             .map(|(f, n)| {
-                let link = f.parent.as_ref().map(|p| ParentLink {
-                    key: p.key(),
-                    id: p.id.clone(),
-                    queue: p.queue.clone(),
-                });
+                let link = f
+                    .parent
+                    .as_ref()
+                    .or(f.options.parent.as_ref())
+                    .map(|p| ParentLink {
+                        key: p.key(),
+                        id: p.id.clone(),
+                        queue: p.queue.clone(),
+                    });
                 (f, n, link)
             })
             .collect();
@@ -357,7 +361,10 @@ impl FlowProducer {
             .into());
         }
         let mut opts = job.options.to_stored();
-        if let Some(rule) = job.on_failure {
+        let on_failure = job
+            .on_failure
+            .or_else(|| OnChildFailure::from_options(&job.options));
+        if let Some(rule) = on_failure {
             opts.insert(rule.short_name().into(), Value::Bool(true));
         }
         let mut descriptor = None;
@@ -371,7 +378,7 @@ impl FlowProducer {
             let mut d = Map::new();
             d.insert("id".into(), Value::from(p.id.clone()));
             d.insert("queueKey".into(), Value::from(p.queue.clone()));
-            if let Some(rule) = job.on_failure {
+            if let Some(rule) = on_failure {
                 d.insert(rule.short_name().into(), Value::Bool(true));
             }
             descriptor = Some(Value::Object(d));

@@ -1,6 +1,7 @@
 //! Adding jobs: validation and encoding first, then one typed call per job.
 
 use echomq_protocol::call::add::{AddJob, AddKind};
+use echomq_protocol::call::flow::ChildKeys;
 use echomq_protocol::packing::AddArgs;
 use echomq_protocol::validate::ValidationError;
 use echomq_protocol::JobOptions;
@@ -21,6 +22,15 @@ struct Prepared {
     opts: Map<String, Value>,
     /// `{P}de:<id>` when the job is deduplicated, sent as AddArgs[9] as Node does.
     dedup_key: Option<String>,
+    /// With `opts.parent`: the parent's key, its `:dependencies` set and the
+    /// descriptor the add scripts store, as Node's `queue.add` sends them.
+    parent: Option<ParentArgs>,
+}
+
+struct ParentArgs {
+    key: String,
+    dependencies: String,
+    descriptor: Value,
 }
 
 impl Queue {
@@ -70,6 +80,14 @@ impl Queue {
                 .deduplication
                 .as_ref()
                 .map(|d| self.keys.dedup(&d.id)),
+            parent: options.parent.as_ref().and_then(|p| {
+                let key = p.key();
+                Some(ParentArgs {
+                    dependencies: ChildKeys::of(&key).dependencies,
+                    key,
+                    descriptor: options.parent_descriptor()?,
+                })
+            }),
         })
     }
 
@@ -83,6 +101,9 @@ impl Queue {
                 name: &p.name,
                 timestamp: p.timestamp,
                 deduplication_key: p.dedup_key.as_deref(),
+                parent_key: p.parent.as_ref().map(|a| a.key.as_str()),
+                parent_dependencies_key: p.parent.as_ref().map(|a| a.dependencies.as_str()),
+                parent: p.parent.as_ref().map(|a| &a.descriptor),
                 ..Default::default()
             },
             data: &p.data,
@@ -92,6 +113,9 @@ impl Queue {
 
     /// Adds one job and returns its id. With a custom id that already exists the
     /// existing id is returned and nothing is stored (a `duplicated` event).
+    /// With `options.parent` the job becomes a child of that existing job, as
+    /// with Node's `queue.add(name, data, {parent})`: the parent waits for it,
+    /// and a missing parent is `ParentJobNotExist` with nothing written.
     #[instrument(level = "debug", skip(self, data, options), fields(queue = %self.name()))]
     pub async fn add(
         &self,

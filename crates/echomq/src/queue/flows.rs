@@ -268,7 +268,8 @@ impl Queue {
     }
 
     /// Adds one job as a child of an existing job (BullMQ's `queue.add` with
-    /// `opts.parent`): the parent waits for it too. `on_failure` is what its
+    /// `opts.parent`; the same as [`Queue::add`] with `options.parent`): the
+    /// parent waits for it too. `on_failure` is what its
     /// failure does to the parent. A missing parent is `ParentJobNotExist`.
     pub async fn add_child(
         &self,
@@ -278,14 +279,21 @@ impl Queue {
         parent: crate::ParentRef,
         on_failure: Option<crate::OnChildFailure>,
     ) -> Result<String> {
-        let data = serde_json::to_value(data)
-            .map_err(|e| echomq_protocol::validate::ValidationError::Data(e.to_string()))?;
-        let mut job = crate::FlowJob::new(name, self.name(), data)
-            .options(options)
-            .parent(parent);
-        job.on_failure = on_failure;
-        let node = crate::FlowProducer::new(&self.conn).add(job).await?;
-        Ok(node.id)
+        let mut options = options.parent(parent);
+        match on_failure {
+            Some(crate::OnChildFailure::FailParent) => options.fail_parent_on_failure = true,
+            Some(crate::OnChildFailure::ContinueParent) => {
+                options.continue_parent_on_failure = true
+            }
+            Some(crate::OnChildFailure::IgnoreDependency) => {
+                options.ignore_dependency_on_failure = true
+            }
+            Some(crate::OnChildFailure::RemoveDependency) => {
+                options.remove_dependency_on_failure = true
+            }
+            None => {}
+        }
+        self.add(name, data, options).await
     }
 
     /// Whether `child_key` is a pending dependency of `id`.
