@@ -228,6 +228,27 @@ pub async fn keys(client: &Client, pattern: &str) -> Vec<String> {
 /// against `url`/`queue` and returns its JSON output. Panics with a clear line when
 /// Node or the npm packages are missing (`npm ci` in `integration-tests/interop`).
 pub fn bullmq(command: &str, url: &str, queue: &str, args: serde_json::Value) -> serde_json::Value {
+    node_script("driver.js", command, url, queue, args)
+}
+
+/// Runs `node interop/flows.js <command> <url> <queue> <args-json>` (BullMQ's
+/// FlowProducer and flow-aware workers) and returns the JSON it prints.
+pub fn node_flows(
+    command: &str,
+    url: &str,
+    queue: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
+    node_script("flows.js", command, url, queue, args)
+}
+
+fn node_script(
+    script: &str,
+    command: &str,
+    url: &str,
+    queue: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
     assert!(
         dir.join("node_modules/bullmq").is_dir(),
@@ -236,15 +257,15 @@ pub fn bullmq(command: &str, url: &str, queue: &str, args: serde_json::Value) ->
     );
     let out = Command::new("node")
         .current_dir(&dir)
-        .args(["driver.js", command, url, queue, &args.to_string()])
+        .args([script, command, url, queue, &args.to_string()])
         .output()
         .expect("node is installed");
     assert!(
         out.status.success(),
-        "node driver.js {command} failed:\n{}",
+        "node {script} {command} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("driver prints JSON")
+    serde_json::from_slice(&out.stdout).expect("the interop script prints JSON")
 }
 
 /// What a test job does, read from its data; the twin of `interop/behave.js`,

@@ -2,27 +2,11 @@
 //! paged dependencies, detaching children, removing unprocessed children,
 //! removing a parent with its subtree, and a bulk with a missing parent.
 
-use std::process::Command;
-
 use echomq::protocol::call::flow::DependencyCounts;
 use echomq::{FlowJob, FlowNode, FlowProducer, JobOptions, JobState, ParentRef, Queue};
+use echomq_integration_tests::node_flows;
 use echomq_integration_tests::RedisServer;
 use serde_json::{json, Value as Json};
-
-fn node_flows(command: &str, url: &str, queue: &str, args: Json) -> Json {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-    let out = Command::new("node")
-        .current_dir(&dir)
-        .args(["flows.js", command, url, queue, &args.to_string()])
-        .output()
-        .expect("node is installed");
-    assert!(
-        out.status.success(),
-        "node flows.js {command} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("flows.js prints JSON")
-}
 
 fn job(name: &str, queue: &str, id: &str) -> FlowJob {
     FlowJob::new(name, queue, json!({})).options(JobOptions::new().job_id(id))

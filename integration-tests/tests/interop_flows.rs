@@ -3,29 +3,13 @@
 //! side are run by the other side's workers, every job exactly once, and each
 //! parent sees its children's values.
 
-use std::process::Command;
 use std::time::Duration;
 
 use echomq::{FlowJob, FlowProducer, JobOptions, Queue};
+use echomq_integration_tests::node_flows;
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::{json, Map, Value as Json};
-
-/// Runs a command of `interop/flows.js` and returns its JSON output.
-pub fn node_flows(command: &str, url: &str, queue: &str, args: Json) -> Json {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-    let out = Command::new("node")
-        .current_dir(&dir)
-        .args(["flows.js", command, url, queue, &args.to_string()])
-        .output()
-        .expect("node is installed");
-    assert!(
-        out.status.success(),
-        "node flows.js {command} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("flows.js prints JSON")
-}
 
 /// Every `emq:*` key as `{key: [type, value]}`; stream entries without ids,
 /// JSON values parsed, sets sorted.

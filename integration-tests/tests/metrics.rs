@@ -2,31 +2,15 @@
 //! records, `Queue::get_metrics` reads the same series Node's `getMetrics`
 //! reads; and a Rust worker with `max_metrics_size` records what Node reads.
 
-use std::process::Command;
 use std::time::Duration;
 
 use echomq::protocol::call::metrics::{Metrics, MetricsKind};
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{JobOptions, Queue, WorkerArgs, WorkerMsg};
-use echomq_integration_tests::{NullSupervisor, RedisServer};
+use echomq_integration_tests::{node_flows, NullSupervisor, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
-
-fn node_flows(command: &str, url: &str, queue: &str, args: Json) -> Json {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-    let out = Command::new("node")
-        .current_dir(&dir)
-        .args(["flows.js", command, url, queue, &args.to_string()])
-        .output()
-        .expect("node is installed");
-    assert!(
-        out.status.success(),
-        "node flows.js {command} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("flows.js prints JSON")
-}
 
 /// Node's `getMetrics` shape built from ours: absent fields read as 0 there.
 fn as_node(m: &Metrics) -> Json {
