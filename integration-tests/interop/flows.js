@@ -93,6 +93,12 @@ async function main() {
             await c.add(d.spawn.name, d.spawn.data, { parent: { id: job.id, queue: job.queueQualifiedName } });
             await job.updateData({ ...d, step: 'waiting' });
             if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
+            // The child finished before the parent could park (BullMQ answers
+            // false): the job carries on now, seeing what a resumed run sees.
+            const now = await job.getChildrenValues();
+            seen.push({ queue: name, id: job.id, name: job.name, attempt: job.attemptsMade, children: now,
+              ignored: await job.getIgnoredChildrenFailures(), counts: await job.getDependenciesCount() });
+            return { children: now };
           }
           if (d.spawn) return { children };
           return behave(d, job.attemptsMade, (x) => job.updateProgress(x), UnrecoverableError);
