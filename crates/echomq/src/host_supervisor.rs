@@ -145,6 +145,21 @@ pub struct HostSupervisorState {
     status: HostStatus,
 }
 
+/// Registers a spawned child under `id` and answers what the caller gets.
+fn adopt<M: ractor::Message, A>(
+    list: &mut Vec<Child<M, A>>,
+    id: ChildId,
+    args: A,
+    actor: ActorRef<M>,
+) -> (ChildId, ActorRef<M>) {
+    list.push(Child {
+        id,
+        args,
+        actor: actor.clone(),
+    });
+    (id, actor)
+}
+
 impl HostSupervisorState {
     fn new_id(&mut self) -> ChildId {
         self.next_id += 1;
@@ -214,48 +229,29 @@ impl Actor for HostSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             HostSupervisorMsg::AddWorkerSet(spec, reply) => {
-                let r = match spec.spawn_linked(me.get_cell()).await {
-                    Ok(set) => {
-                        let id = s.new_id();
-                        s.sets.push(SetChild {
-                            id,
-                            spec: *spec,
-                            set: set.clone(),
-                        });
-                        Ok((id, set))
-                    }
-                    Err(e) => Err(e),
-                };
+                let r = spec.spawn_linked(me.get_cell()).await.map(|set| {
+                    let id = s.new_id();
+                    s.sets.push(SetChild {
+                        id,
+                        spec: *spec,
+                        set: set.clone(),
+                    });
+                    (id, set)
+                });
                 let _ = reply.send(r);
             }
             HostSupervisorMsg::AddJobScheduler(args, reply) => {
-                let r = match spawn_scheduler(&args, me.get_cell()).await {
-                    Ok(actor) => {
-                        let id = s.new_id();
-                        s.schedulers.push(Child {
-                            id,
-                            args: *args,
-                            actor: actor.clone(),
-                        });
-                        Ok((id, actor))
-                    }
-                    Err(e) => Err(e),
-                };
+                let r = spawn_scheduler(&args, me.get_cell()).await.map(|actor| {
+                    let id = s.new_id();
+                    adopt(&mut s.schedulers, id, *args, actor)
+                });
                 let _ = reply.send(r);
             }
             HostSupervisorMsg::AddQueueEvents(args, reply) => {
-                let r = match spawn_events(&args, me.get_cell()).await {
-                    Ok(actor) => {
-                        let id = s.new_id();
-                        s.events.push(Child {
-                            id,
-                            args: *args,
-                            actor: actor.clone(),
-                        });
-                        Ok((id, actor))
-                    }
-                    Err(e) => Err(e),
-                };
+                let r = spawn_events(&args, me.get_cell()).await.map(|actor| {
+                    let id = s.new_id();
+                    adopt(&mut s.events, id, *args, actor)
+                });
                 let _ = reply.send(r);
             }
             HostSupervisorMsg::GetWorkerSet(id, reply) => {
