@@ -10,16 +10,16 @@ use echomq::worker::{
     ProcessError,
 };
 use echomq::{
-    Deduplication, FlowJob, FlowProducer, JobOptions, JobState, LockManagerMsg, NewJob, ParentRef,
-    Queue, RateLimit, WorkerArgs, WorkerMsg, WorkerOptions,
+    Deduplication, FlowJob, FlowProducer, JobOptions, JobState, NewJob, ParentRef, Queue,
+    RateLimit, WorkerArgs, WorkerOptions,
 };
 use echomq_integration_tests::{bullmq, events, wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
-use ractor::{Actor, ActorRef};
+use ractor::Actor;
 use serde_json::{json, Value as Json};
 
 mod parity_support;
-use parity_support::{assert_window_budget, peak_overlap};
+use parity_support::{assert_window_budget, peak_overlap, timed_worker, Spans};
 
 const Q: &str = "par";
 
@@ -265,36 +265,6 @@ async fn global_limits_written_by_one_client_are_read_by_the_other() {
     assert_eq!(keyspace_a, vec!["opts.maxLenEvents", "version"]);
 }
 
-/// (start ms, end ms) of every job the Rust worker ran.
-type Spans = Arc<Mutex<Vec<(u64, u64)>>>;
-
-struct Running {
-    worker: ActorRef<WorkerMsg>,
-    _lm: ActorRef<LockManagerMsg>,
-    _host: ActorRef<()>,
-}
-
-async fn rust_worker(q: &Queue, options: WorkerOptions, sleep_ms: u64, spans: Spans) -> Running {
-    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let processor = processor_fn(move |_job: JobContext| {
-        let spans = spans.clone();
-        async move {
-            let t0 = echomq::clock::now_ms();
-            tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
-            spans.lock().unwrap().push((t0, echomq::clock::now_ms()));
-            Ok::<_, ProcessError>(json!(null))
-        }
-    });
-    let mut args = WorkerArgs::new(q.clone(), processor);
-    args.options = options;
-    let (worker, lm) = spawn_linked(host.get_cell(), args).await.unwrap();
-    Running {
-        worker,
-        _lm: lm,
-        _host: host,
-    }
-}
-
 /// A run of Node workers beside one Rust worker.
 struct Fleet {
     /// Jobs added once both are up.
@@ -328,7 +298,7 @@ async fn mixed_fleet(q: &Queue, url: &str, fleet: Fleet) -> (Vec<(u64, u64)>, Ve
     // Node needs about a second to start its workers.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let spans: Spans = Default::default();
-    let w = rust_worker(q, rust_opts, sleep_ms, spans.clone()).await;
+    let w = timed_worker(q, rust_opts, sleep_ms, spans.clone()).await;
     let jobs = (0..n)
         .map(|i| NewJob {
             name: "j".into(),
@@ -577,7 +547,7 @@ async fn get_workers_lists_rust_and_node_workers_alike() {
     let conn = redis.connect().await;
     let q = Queue::new(&conn, Q).await.unwrap();
     let spans: Spans = Default::default();
-    let w = rust_worker(&q, WorkerOptions::default().name("rusty"), 0, spans.clone()).await;
+    let w = timed_worker(&q, WorkerOptions::default().name("rusty"), 0, spans.clone()).await;
     let u = url.clone();
     let node_run = tokio::task::spawn_blocking(move || {
         node(&u, json!([["work-timed", 4000, {"name": "nodey"}, 0]]))
@@ -724,7 +694,7 @@ async fn a_rate_limit_set_by_either_client_holds_both() {
             max: 100,
             duration: Duration::from_millis(1000),
         });
-    let w = rust_worker(&q, limited, 0, spans.clone()).await;
+    let w = timed_worker(&q, limited, 0, spans.clone()).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t_node = echomq::clock::now_ms();
     node(&url, json!([["rate-limit", LIMIT_MS]]));

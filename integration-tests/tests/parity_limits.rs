@@ -3,51 +3,15 @@
 //! with their refusals, isMaxed and getRateLimitTtl, and Rust workers
 //! honouring each limit.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
-use echomq::{
-    Error, JobOptions, LockManagerMsg, NewJob, Queue, RateLimit, WorkerArgs, WorkerMsg,
-    WorkerOptions,
-};
-use echomq_integration_tests::{wait_until, NullSupervisor, RedisServer};
+use echomq::{Error, JobOptions, NewJob, Queue, RateLimit, WorkerOptions};
+use echomq_integration_tests::{wait_until, RedisServer};
 use fred::prelude::*;
-use ractor::{Actor, ActorRef};
 use serde_json::json;
 
 mod parity_support;
-use parity_support::{assert_window_budget, peak_overlap};
-
-/// (start ms, end ms) of every job a worker ran.
-type Spans = Arc<Mutex<Vec<(u64, u64)>>>;
-
-struct Running {
-    worker: ActorRef<WorkerMsg>,
-    _lm: ActorRef<LockManagerMsg>,
-    _host: ActorRef<()>,
-}
-
-async fn start(q: &Queue, options: WorkerOptions, sleep_ms: u64, spans: Spans) -> Running {
-    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let processor = processor_fn(move |_job: JobContext| {
-        let spans = spans.clone();
-        async move {
-            let t0 = echomq::clock::now_ms();
-            tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
-            spans.lock().unwrap().push((t0, echomq::clock::now_ms()));
-            Ok::<_, ProcessError>(json!(null))
-        }
-    });
-    let mut args = WorkerArgs::new(q.clone(), processor);
-    args.options = options;
-    let (worker, lm) = spawn_linked(host.get_cell(), args).await.unwrap();
-    Running {
-        worker,
-        _lm: lm,
-        _host: host,
-    }
-}
+use parity_support::{assert_window_budget, peak_overlap, timed_worker, Spans};
 
 async fn add_n(q: &Queue, n: usize) {
     let jobs = (0..n)
@@ -187,8 +151,8 @@ async fn rust_workers_honour_the_global_concurrency() {
             .concurrency(4)
             .drain_delay(Duration::from_millis(200))
     };
-    let a = start(&q, opts(), 100, spans.clone()).await;
-    let b = start(&q, opts(), 100, spans.clone()).await;
+    let a = timed_worker(&q, opts(), 100, spans.clone()).await;
+    let b = timed_worker(&q, opts(), 100, spans.clone()).await;
     wait_until("10 jobs", Duration::from_secs(20), async || {
         spans.lock().unwrap().len() == 10
     })
@@ -220,8 +184,8 @@ async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
         }
         add_n(&q, 10).await;
         let spans: Spans = Default::default();
-        let a = start(&q, opts.clone(), 5, spans.clone()).await;
-        let b = start(&q, opts, 5, spans.clone()).await;
+        let a = timed_worker(&q, opts.clone(), 5, spans.clone()).await;
+        let b = timed_worker(&q, opts, 5, spans.clone()).await;
         wait_until("10 jobs", Duration::from_secs(30), async || {
             spans.lock().unwrap().len() == 10
         })

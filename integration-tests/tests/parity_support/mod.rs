@@ -41,3 +41,45 @@ pub fn assert_window_budget(starts: &[u64], limit: RateLimit, what: &str) {
         starts.len()
     );
 }
+
+/// (start ms, end ms) of every job a worker ran.
+pub type Spans = std::sync::Arc<std::sync::Mutex<Vec<(u64, u64)>>>;
+
+/// A Rust worker whose jobs sleep `sleep_ms` and record their span.
+pub struct Running {
+    pub worker: ractor::ActorRef<echomq::WorkerMsg>,
+    _lm: ractor::ActorRef<echomq::LockManagerMsg>,
+    _host: ractor::ActorRef<()>,
+}
+
+/// Starts a [`Running`] worker on `q` under a null supervisor.
+pub async fn timed_worker(
+    q: &echomq::Queue,
+    options: echomq::WorkerOptions,
+    sleep_ms: u64,
+    spans: Spans,
+) -> Running {
+    use ractor::Actor;
+    let (host, _) = Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    let processor = echomq::processor_fn(move |_job: echomq::JobContext| {
+        let spans = spans.clone();
+        async move {
+            let t0 = echomq::clock::now_ms();
+            tokio::time::sleep(std::time::Duration::from_millis(sleep_ms)).await;
+            spans.lock().unwrap().push((t0, echomq::clock::now_ms()));
+            Ok::<_, echomq::ProcessError>(serde_json::json!(null))
+        }
+    });
+    let mut args = echomq::WorkerArgs::new(q.clone(), processor);
+    args.options = options;
+    let (worker, lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        .await
+        .unwrap();
+    Running {
+        worker,
+        _lm: lm,
+        _host: host,
+    }
+}
