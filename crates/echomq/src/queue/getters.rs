@@ -156,6 +156,44 @@ impl Queue {
         Ok(out)
     }
 
+    /// One bounded step of a search: reads `count` ids of `state` from
+    /// `cursor` (0-based, in the asked order) and answers the next cursor
+    /// (`None` once the state is exhausted) with the jobs `filter` keeps.
+    /// Unlike [`Queue::find_jobs`] the cost of one call is fixed by `count`,
+    /// whatever the number of matches, so a caller can cap a request's work.
+    pub async fn search_jobs_page(
+        &self,
+        state: JobState,
+        filter: &JobFilter,
+        cursor: u64,
+        count: u64,
+        ascending: bool,
+    ) -> Result<(Option<u64>, Vec<echomq_protocol::JobRecord>)> {
+        use echomq_protocol::call::admin::RangeOrder;
+        use echomq_protocol::call::getters::SearchJobs;
+        let call = SearchJobs {
+            keys: &self.keys,
+            state: state.key_suffix(),
+            cursor,
+            count,
+            order: if ascending {
+                RangeOrder::Ascending
+            } else {
+                RangeOrder::Descending
+            },
+            name: filter.name.as_deref(),
+            text: filter.data_contains.as_deref(),
+        };
+        let (next, page) = self.conn.call(&call).await?;
+        let jobs = page
+            .into_iter()
+            .map(|(id, fields)| {
+                echomq_protocol::JobRecord::from_hash(&id, fields.into_iter().collect())
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok((next, jobs))
+    }
+
     /// The state of job `id` by BullMQ's name (`getJobState`);
     /// [`JobState::Unknown`] when it does not exist.
     pub async fn get_job_state(&self, id: &str) -> Result<JobState> {

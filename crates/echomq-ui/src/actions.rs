@@ -1,0 +1,276 @@
+//! The operator's actions. Each is one typed method of [`Queue`]: the
+//! dashboard never writes a key itself.
+
+use std::time::Duration;
+
+use echomq::{JobOptions, JobState, Queue, RemoveOutcome};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::Failure;
+use crate::model::parse_state;
+
+/// Retried per script call by "retry all failed" (BullMQ's default chunk).
+const RETRY_CHUNK: u64 = 1000;
+/// Largest job data the add form takes, in bytes.
+const MAX_FORM_DATA: usize = 1024 * 1024;
+
+/// The fields any action may take, as a form or a JSON body sends them.
+/// Every value is text: a form has nothing else.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub(crate) struct ActionInput {
+    pub job: Option<String>,
+    pub state: Option<String>,
+    pub grace_ms: Option<String>,
+    pub limit: Option<String>,
+    pub delayed: Option<String>,
+    pub name: Option<String>,
+    pub data: Option<String>,
+    pub delay_ms: Option<String>,
+    pub attempts: Option<String>,
+    /// The CSRF token of a form.
+    pub csrf: Option<String>,
+}
+
+impl ActionInput {
+    /// Reads a JSON body: numbers, booleans and an object `data` are taken
+    /// as their text.
+    pub fn from_json(v: &Value) -> Result<Self, Failure> {
+        let Value::Object(m) = v else {
+            return Err(Failure::bad_request("the body must be a JSON object"));
+        };
+        let text = |k: &str| -> Option<String> {
+            match m.get(k)? {
+                Value::Null => None,
+                Value::String(s) => Some(s.clone()),
+                other => Some(other.to_string()),
+            }
+        };
+        Ok(ActionInput {
+            job: text("job"),
+            state: text("state"),
+            grace_ms: text("grace_ms"),
+            limit: text("limit"),
+            delayed: text("delayed"),
+            name: text("name"),
+            data: text("data"),
+            delay_ms: text("delay_ms"),
+            attempts: text("attempts"),
+            csrf: None,
+        })
+    }
+}
+
+/// One action on one queue.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Action {
+    Retry { job: String },
+    Promote { job: String },
+    Remove { job: String },
+    Pause,
+    Resume,
+    Clean { state: JobState, grace_ms: u64, limit: u64 },
+    Drain { delayed: bool },
+    Add { name: String, data: Value, delay_ms: Option<u64>, attempts: Option<i64> },
+    RetryFailed,
+}
+
+/// What the confirm step of action `name` asks, `None` for no such action.
+pub(crate) fn question(name: &str, queue: &str, job: Option<&str>) -> Option<String> {
+    let job = job.unwrap_or("?");
+    Some(match name {
+        "retry" => format!("Retry job {job} of queue {queue}?"),
+        "promote" => format!("Promote delayed job {job} of queue {queue} now?"),
+        "remove" => format!("Remove job {job} (and its children) from queue {queue}?"),
+        "pause" => format!("Pause queue {queue}? Workers stop taking its jobs."),
+        "resume" => format!("Resume queue {queue}?"),
+        "clean" => format!("Delete the jobs of queue {queue} of this state older than the grace period?"),
+        "drain" => format!("Remove every waiting job of queue {queue}? This cannot be undone."),
+        "add" => format!("Add this job to queue {queue}?"),
+        "retry-failed" => format!("Move every failed job of queue {queue} back to wait?"),
+        _ => return None,
+    })
+}
+
+/// The action names of the routes, in menu order.
+pub(crate) const ACTIONS: [&str; 9] = [
+    "retry",
+    "promote",
+    "remove",
+    "pause",
+    "resume",
+    "clean",
+    "drain",
+    "add",
+    "retry-failed",
+];
+
+fn non_empty(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn number<T: std::str::FromStr>(v: &Option<String>, what: &str) -> Result<Option<T>, Failure> {
+    non_empty(v)
+        .map(|s| {
+            s.parse::<T>()
+                .map_err(|_| Failure::bad_request(format!("{what} must be a number")))
+        })
+        .transpose()
+}
+
+fn flag(v: &Option<String>) -> bool {
+    matches!(non_empty(v), Some("true" | "on" | "1" | "yes"))
+}
+
+impl Action {
+    /// The action `name` with its input, validated before anything runs.
+    pub fn parse(name: &str, input: &ActionInput) -> Result<Action, Failure> {
+        let job = || {
+            non_empty(&input.job)
+                .map(str::to_owned)
+                .ok_or_else(|| Failure::bad_request(format!("{name} needs a job id")))
+        };
+        Ok(match name {
+            "retry" => Action::Retry { job: job()? },
+            "promote" => Action::Promote { job: job()? },
+            "remove" => Action::Remove { job: job()? },
+            "pause" => Action::Pause,
+            "resume" => Action::Resume,
+            "clean" => Action::Clean {
+                state: parse_state(non_empty(&input.state).unwrap_or("completed"))?,
+                grace_ms: number(&input.grace_ms, "grace_ms")?.unwrap_or(0),
+                limit: number(&input.limit, "limit")?.unwrap_or(1000),
+            },
+            "drain" => Action::Drain {
+                delayed: flag(&input.delayed),
+            },
+            "add" => {
+                let name = non_empty(&input.name)
+                    .ok_or_else(|| Failure::bad_request("add needs a job name"))?
+                    .to_owned();
+                let text = non_empty(&input.data).unwrap_or("{}");
+                if text.len() > MAX_FORM_DATA {
+                    return Err(Failure::bad_request("job data is larger than 1 MiB"));
+                }
+                let data = serde_json::from_str(text)
+                    .map_err(|e| Failure::bad_request(format!("job data is not JSON: {e}")))?;
+                Action::Add {
+                    name,
+                    data,
+                    delay_ms: number(&input.delay_ms, "delay_ms")?,
+                    attempts: number(&input.attempts, "attempts")?,
+                }
+            }
+            "retry-failed" => Action::RetryFailed,
+            other => return Err(Failure::not_found(format!("no action {other:?}"))),
+        })
+    }
+
+    /// The job the action is about, if one.
+    pub fn job(&self) -> Option<&str> {
+        match self {
+            Action::Retry { job } | Action::Promote { job } | Action::Remove { job } => Some(job),
+            _ => None,
+        }
+    }
+
+    /// Runs the action through the queue's typed method.
+    pub async fn run(&self, q: &Queue) -> Result<Value, Failure> {
+        Ok(match self {
+            Action::Retry { job } => {
+                q.retry_job(job, false).await?;
+                json!({ "retried": job })
+            }
+            Action::Promote { job } => {
+                q.promote(job).await?;
+                json!({ "promoted": job })
+            }
+            Action::Remove { job } => match q.remove(job, true).await? {
+                RemoveOutcome::Removed => json!({ "removed": job }),
+                RemoveOutcome::Locked => {
+                    return Err(Failure::new(
+                        axum::http::StatusCode::CONFLICT,
+                        format!("job {job} is locked by a worker; nothing was removed"),
+                    ))
+                }
+            },
+            Action::Pause => {
+                q.pause().await?;
+                json!({ "paused": true })
+            }
+            Action::Resume => {
+                q.resume().await?;
+                json!({ "paused": false })
+            }
+            Action::Clean {
+                state,
+                grace_ms,
+                limit,
+            } => {
+                let ids = q
+                    .clean(Duration::from_millis(*grace_ms), *limit, *state)
+                    .await?;
+                json!({ "cleaned": ids.len() })
+            }
+            Action::Drain { delayed } => {
+                q.drain(*delayed).await?;
+                json!({ "drained": true })
+            }
+            Action::Add {
+                name,
+                data,
+                delay_ms,
+                attempts,
+            } => {
+                let mut opts = JobOptions::new();
+                if let Some(ms) = delay_ms {
+                    opts = opts.delay(Duration::from_millis(*ms));
+                }
+                if let Some(n) = attempts {
+                    opts = opts.attempts(*n);
+                }
+                json!({ "id": q.add(name, data, opts).await? })
+            }
+            Action::RetryFailed => json!({ "retried": q.retry_failed(RETRY_CHUNK).await? }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(pairs: &[(&str, &str)]) -> ActionInput {
+        let v: serde_json::Map<String, Value> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned())))
+            .collect();
+        ActionInput::from_json(&Value::Object(v)).unwrap()
+    }
+
+    #[test]
+    fn actions_are_validated_before_running() {
+        assert!(Action::parse("retry", &input(&[])).is_err());
+        assert_eq!(
+            Action::parse("retry", &input(&[("job", "7")])).unwrap(),
+            Action::Retry { job: "7".into() }
+        );
+        assert!(Action::parse("add", &input(&[("name", "x"), ("data", "{")])).is_err());
+        assert!(Action::parse("clean", &input(&[("state", "nope")])).is_err());
+        assert!(Action::parse("obliterate", &input(&[])).is_err());
+        assert_eq!(
+            Action::parse("drain", &input(&[("delayed", "on")])).unwrap(),
+            Action::Drain { delayed: true }
+        );
+        let json = ActionInput::from_json(&serde_json::json!({"name": "n", "data": {"a": 1}, "attempts": 3})).unwrap();
+        assert_eq!(
+            Action::parse("add", &json).unwrap(),
+            Action::Add {
+                name: "n".into(),
+                data: serde_json::json!({"a": 1}),
+                delay_ms: None,
+                attempts: Some(3)
+            }
+        );
+    }
+}

@@ -1,0 +1,414 @@
+//! The data the pages and the JSON API show, read through the runtime's
+//! getters: queue summaries, workers, schedulers, job pages.
+
+use echomq::{Job, JobCounts, JobState, Queue};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::error::Failure;
+use crate::series::Sample;
+use crate::state::App;
+
+/// Every state a listing can show, in display order.
+pub(crate) const STATES: [JobState; 7] = [
+    JobState::Waiting,
+    JobState::Prioritized,
+    JobState::Delayed,
+    JobState::Active,
+    JobState::WaitingChildren,
+    JobState::Completed,
+    JobState::Failed,
+];
+
+/// A state by its BullMQ name (`waiting` or `wait`, `waiting-children`, …).
+pub(crate) fn parse_state(s: &str) -> Result<JobState, Failure> {
+    STATES
+        .into_iter()
+        .find(|st| st.as_str() == s || st.key_suffix() == s)
+        .ok_or_else(|| Failure::bad_request(format!("unknown state {s:?}")))
+}
+
+/// Counts by BullMQ's state names.
+pub(crate) fn counts_json(c: &JobCounts) -> Value {
+    json!({
+        "waiting": c.waiting,
+        "prioritized": c.prioritized,
+        "delayed": c.delayed,
+        "active": c.active,
+        "waiting-children": c.waiting_children,
+        "completed": c.completed,
+        "failed": c.failed,
+    })
+}
+
+/// The count of one state.
+pub(crate) fn count_of(c: &JobCounts, s: JobState) -> u64 {
+    match s {
+        JobState::Waiting => c.waiting,
+        JobState::Prioritized => c.prioritized,
+        JobState::Delayed => c.delayed,
+        JobState::Active => c.active,
+        JobState::WaitingChildren => c.waiting_children,
+        JobState::Completed => c.completed,
+        JobState::Failed => c.failed,
+        _ => 0,
+    }
+}
+
+/// One row of the overview.
+#[derive(Serialize)]
+pub(crate) struct QueueSummary {
+    pub name: String,
+    #[serde(serialize_with = "ser_counts")]
+    pub counts: JobCounts,
+    pub paused: bool,
+    pub workers: usize,
+    pub samples: Vec<Sample>,
+}
+
+fn ser_counts<S: serde::Serializer>(c: &JobCounts, s: S) -> Result<S::Ok, S::Error> {
+    counts_json(c).serialize(s)
+}
+
+pub(crate) async fn summary(app: &App, q: &Queue) -> Result<QueueSummary, Failure> {
+    let (counts, paused) = tokio::try_join!(q.counts(), q.is_paused())?;
+    // A server that refuses CLIENT LIST still shows its queues.
+    let workers = q.get_workers().await.map(|w| w.len()).unwrap_or(0);
+    Ok(QueueSummary {
+        name: q.name().to_owned(),
+        counts,
+        paused,
+        workers,
+        samples: app.series.of(q.name()),
+    })
+}
+
+/// Every queue of the prefix, summarised.
+pub(crate) async fn overview(app: &App) -> Result<Vec<QueueSummary>, Failure> {
+    let mut out = Vec::new();
+    for name in crate::discover::queue_names(&app.conn).await? {
+        // A queue removed between the scan and now is skipped.
+        if let Ok(q) = app.queue(&name).await {
+            app.live.watch(&app.conn, &name).await;
+            out.push(summary(app, &q).await?);
+        }
+    }
+    Ok(out)
+}
+
+/// A worker connection as shown.
+#[derive(Serialize)]
+pub(crate) struct WorkerView {
+    pub name: String,
+    pub addr: String,
+    pub age_s: String,
+    pub idle_s: String,
+}
+
+pub(crate) async fn workers(q: &Queue) -> Result<Vec<WorkerView>, Failure> {
+    Ok(q.get_workers()
+        .await?
+        .into_iter()
+        .map(|w| {
+            let f = |k: &str| w.fields.get(k).cloned().unwrap_or_default();
+            WorkerView {
+                name: w.worker_name.clone().unwrap_or_else(|| "(unnamed)".into()),
+                addr: f("addr"),
+                age_s: f("age"),
+                idle_s: f("idle"),
+            }
+        })
+        .collect())
+}
+
+/// A scheduler as shown.
+#[derive(Serialize)]
+pub(crate) struct SchedulerView {
+    pub id: String,
+    pub name: String,
+    pub next: u64,
+    pub every: Option<u64>,
+    pub pattern: Option<String>,
+    pub tz: Option<String>,
+    pub iterations: u64,
+}
+
+pub(crate) async fn schedulers(app: &App, q: &Queue) -> Result<Vec<SchedulerView>, Failure> {
+    let s = echomq::JobSchedulers::new(&app.conn, q.name())?;
+    Ok(s.list()
+        .await?
+        .into_iter()
+        .map(|i| SchedulerView {
+            id: i.id,
+            name: i.name,
+            next: i.next,
+            every: i.every,
+            pattern: i.pattern,
+            tz: i.tz,
+            iterations: i.iteration_count,
+        })
+        .collect())
+}
+
+/// A job as JSON, with BullMQ's field names.
+pub(crate) fn job_json(j: &Job) -> Value {
+    json!({
+        "id": j.id,
+        "name": j.name,
+        "data": j.data,
+        "opts": j.opts.to_public(),
+        "timestamp": j.timestamp,
+        "delay": j.delay,
+        "priority": j.priority,
+        "processedOn": j.processed_on,
+        "finishedOn": j.finished_on,
+        "returnvalue": j.return_value,
+        "failedReason": j.failed_reason,
+        "stacktrace": j.stacktrace,
+        "attemptsMade": j.attempts_made,
+        "attemptsStarted": j.attempts_started,
+        "stalledCounter": j.stalled_counter,
+        "progress": j.progress,
+        "processedBy": j.processed_by,
+        "parentKey": j.parent_key,
+        "repeatJobKey": j.repeat_job_key,
+        "deduplicationId": j.deduplication_id,
+    })
+}
+
+/// A job key (`<prefix>:<queue>:<id>`) as a link target inside the prefix.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct JobRef {
+    pub queue: String,
+    pub id: String,
+}
+
+pub(crate) fn job_ref(prefix: &str, key: &str) -> Option<JobRef> {
+    let (queue, id) = key.strip_prefix(prefix)?.strip_prefix(':')?.split_once(':')?;
+    Some(JobRef {
+        queue: queue.to_owned(),
+        id: id.to_owned(),
+    })
+}
+
+/// Everything the job page shows.
+pub(crate) struct JobDetail {
+    pub job: Job,
+    pub state: JobState,
+    pub logs: Vec<String>,
+    pub log_count: u64,
+    pub parent: Option<JobRef>,
+    /// Children by group: (group, child, extra: value or reason).
+    pub children: Vec<(&'static str, JobRef, Option<String>)>,
+}
+
+/// Log lines shown on a job page (the newest).
+const LOG_LINES: i64 = 200;
+/// Children listed per group.
+const CHILDREN: u64 = 100;
+
+pub(crate) async fn job_detail(app: &App, q: &Queue, id: &str) -> Result<JobDetail, Failure> {
+    let job = q
+        .get_job(id)
+        .await?
+        .ok_or_else(|| Failure::not_found(format!("no job {id:?} in queue {:?}", q.name())))?;
+    let (state, logs) = tokio::try_join!(
+        q.get_job_state(id),
+        q.get_job_logs(id, 0, LOG_LINES - 1, true)
+    )?;
+    let prefix = app.prefix();
+    let parent = job.parent_key.as_deref().and_then(|k| job_ref(prefix, k));
+    let deps = q.get_dependencies(id, 0, CHILDREN).await?;
+    let mut children = Vec::new();
+    for (k, v) in &deps.processed {
+        if let Some(r) = job_ref(prefix, k) {
+            children.push(("processed", r, Some(v.to_string())));
+        }
+    }
+    for k in &deps.unprocessed {
+        if let Some(r) = job_ref(prefix, k) {
+            children.push(("pending", r, None));
+        }
+    }
+    for (k, reason) in &deps.ignored {
+        if let Some(r) = job_ref(prefix, k) {
+            children.push(("ignored", r, Some(reason.clone())));
+        }
+    }
+    for k in &deps.failed {
+        if let Some(r) = job_ref(prefix, k) {
+            children.push(("failed", r, None));
+        }
+    }
+    Ok(JobDetail {
+        job,
+        state,
+        logs: logs.logs,
+        log_count: logs.count,
+        parent,
+        children,
+    })
+}
+
+pub(crate) fn job_detail_json(d: &JobDetail) -> Value {
+    let mut v = job_json(&d.job);
+    v["state"] = json!(d.state.as_str());
+    v["logs"] = json!(d.logs);
+    v["logCount"] = json!(d.log_count);
+    v["parent"] = json!(d.parent);
+    v["children"] = d
+        .children
+        .iter()
+        .map(|(g, r, extra)| json!({"group": g, "queue": r.queue, "id": r.id, "detail": extra}))
+        .collect();
+    v
+}
+
+/// A page of jobs of one state.
+pub(crate) struct JobPage {
+    pub state: JobState,
+    pub page: u64,
+    pub size: u64,
+    pub total: u64,
+    pub jobs: Vec<Job>,
+}
+
+pub(crate) async fn job_page(
+    app: &App,
+    q: &Queue,
+    state: JobState,
+    page: u64,
+    size: Option<u64>,
+) -> Result<JobPage, Failure> {
+    let size = size.unwrap_or(app.config.page_size).clamp(1, 200);
+    let start = page.saturating_mul(size);
+    let states = [state];
+    let (jobs, total) = tokio::try_join!(
+        q.get_jobs(&states, start as i64, (start + size - 1) as i64, false),
+        q.count_states(&states)
+    )?;
+    let total = total.first().copied().unwrap_or(0);
+    Ok(JobPage {
+        state,
+        page,
+        size,
+        total,
+        jobs,
+    })
+}
+
+/// What a search looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SearchField {
+    Id,
+    Name,
+    Data,
+}
+
+impl SearchField {
+    pub fn parse(s: Option<&str>) -> Result<Self, Failure> {
+        match s.unwrap_or("data") {
+            "id" => Ok(SearchField::Id),
+            "name" => Ok(SearchField::Name),
+            "data" => Ok(SearchField::Data),
+            other => Err(Failure::bad_request(format!(
+                "unknown search field {other:?} (id, name or data)"
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchField::Id => "id",
+            SearchField::Name => "name",
+            SearchField::Data => "data",
+        }
+    }
+}
+
+/// One bounded search request's answer.
+pub(crate) struct SearchResult {
+    pub jobs: Vec<(Job, JobState)>,
+    /// Ids read by this request.
+    pub scanned: u64,
+    /// Where to go on (`<state index>.<cursor>`), `None` when all was read.
+    pub next: Option<String>,
+}
+
+/// Ids read per script call of a search.
+const SEARCH_STEP: u64 = 500;
+
+/// Searches the states (one, or all in [`STATES`] order) reading at most the
+/// configured budget of ids, from `cursor` (as a previous answer gave it).
+pub(crate) async fn search(
+    app: &App,
+    q: &Queue,
+    field: SearchField,
+    text: &str,
+    state: Option<JobState>,
+    cursor: Option<&str>,
+) -> Result<SearchResult, Failure> {
+    if text.is_empty() {
+        return Err(Failure::bad_request("give something to search for"));
+    }
+    if field == SearchField::Id {
+        let found = match q.get_job(text).await? {
+            Some(j) => {
+                let s = q.get_job_state(text).await?;
+                vec![(j, s)]
+            }
+            None => Vec::new(),
+        };
+        return Ok(SearchResult {
+            jobs: found,
+            scanned: 1,
+            next: None,
+        });
+    }
+    let states: Vec<JobState> = match state {
+        Some(s) => vec![s],
+        None => STATES.to_vec(),
+    };
+    let (mut idx, mut at) = match cursor {
+        Some(c) => {
+            let (i, a) = c
+                .split_once('.')
+                .and_then(|(i, a)| Some((i.parse::<usize>().ok()?, a.parse::<u64>().ok()?)))
+                .ok_or_else(|| Failure::bad_request("bad search cursor"))?;
+            (i, a)
+        }
+        None => (0, 0),
+    };
+    let filter = match field {
+        SearchField::Name => echomq::JobFilter {
+            name: Some(text.to_owned()),
+            data_contains: None,
+        },
+        _ => echomq::JobFilter {
+            name: None,
+            data_contains: Some(text.to_owned()),
+        },
+    };
+    let budget = app.config.search_budget;
+    let (mut scanned, mut jobs) = (0u64, Vec::new());
+    while idx < states.len() && scanned < budget {
+        let step = SEARCH_STEP.min(budget - scanned);
+        let (next, found) = q
+            .search_jobs_page(states[idx], &filter, at, step, false)
+            .await?;
+        scanned += step;
+        jobs.extend(found.into_iter().map(|j| (j, states[idx])));
+        match next {
+            Some(n) => at = n,
+            None => {
+                idx += 1;
+                at = 0;
+            }
+        }
+    }
+    Ok(SearchResult {
+        jobs,
+        scanned,
+        next: (idx < states.len()).then(|| format!("{idx}.{at}")),
+    })
+}
