@@ -17,9 +17,10 @@ use crate::style::{self, paint};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 pub async fn run(cli: Cli) -> Res {
-    if matches!(cli.command, Command::Work(_)) {
-        // main hands `work` to crate::service, which has its own exit codes.
-        return Err("`echomq work` is run by the service module".into());
+    if matches!(cli.command, Command::Work(_) | Command::Ui(_)) {
+        // main hands `work` to crate::service and `ui` to crate::ui, which
+        // have their own exit codes.
+        return Err("`echomq work` and `echomq ui` are run by their own modules".into());
     }
     if matches!(cli.command, Command::Demo) {
         let conn = Connection::connect(cli.connection_config()).await?;
@@ -87,6 +88,7 @@ fn queue_of(c: &Command) -> &str {
         | Command::Flow { queue, .. }
         | Command::Metrics { queue } => queue,
         Command::Work(_) => "work",
+        Command::Ui(_) => "ui",
         Command::Demo | Command::AddFlow { .. } => "demo",
     }
 }
@@ -273,7 +275,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             ..
         } => clean(q, state, grace, limit).await,
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
-        Command::Work(_) => Ok(()),
+        Command::Work(_) | Command::Ui(_) => Ok(()),
         Command::Demo | Command::AddFlow { .. } => unreachable!("handled before connecting"),
         Command::Schedulers { action, .. } => schedulers(conn, q, action, plan).await,
         Command::Audit { .. } => audit(conn, q).await,

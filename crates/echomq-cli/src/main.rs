@@ -14,6 +14,7 @@ mod flows;
 mod parity;
 mod service;
 mod style;
+mod ui;
 mod work;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -28,6 +29,9 @@ async fn main() {
     if let cli::Command::Work(args) = &cli.command {
         let sources = service::GlobalSources::of(&matches);
         std::process::exit(service::main(&cli, sources, args).await);
+    }
+    if let cli::Command::Ui(args) = &cli.command {
+        std::process::exit(ui::main(&cli, args).await);
     }
     let url = cli.url.clone();
     if let Err(e) = commands::run(cli).await {

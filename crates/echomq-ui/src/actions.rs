@@ -64,14 +64,31 @@ impl ActionInput {
 /// One action on one queue.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Action {
-    Retry { job: String },
-    Promote { job: String },
-    Remove { job: String },
+    Retry {
+        job: String,
+    },
+    Promote {
+        job: String,
+    },
+    Remove {
+        job: String,
+    },
     Pause,
     Resume,
-    Clean { state: JobState, grace_ms: u64, limit: u64 },
-    Drain { delayed: bool },
-    Add { name: String, data: Value, delay_ms: Option<u64>, attempts: Option<i64> },
+    Clean {
+        state: JobState,
+        grace_ms: u64,
+        limit: u64,
+    },
+    Drain {
+        delayed: bool,
+    },
+    Add {
+        name: String,
+        data: Value,
+        delay_ms: Option<u64>,
+        attempts: Option<i64>,
+    },
     RetryFailed,
 }
 
@@ -84,7 +101,9 @@ pub(crate) fn question(name: &str, queue: &str, job: Option<&str>) -> Option<Str
         "remove" => format!("Remove job {job} (and its children) from queue {queue}?"),
         "pause" => format!("Pause queue {queue}? Workers stop taking its jobs."),
         "resume" => format!("Resume queue {queue}?"),
-        "clean" => format!("Delete the jobs of queue {queue} of this state older than the grace period?"),
+        "clean" => {
+            format!("Delete the jobs of queue {queue} of this state older than the grace period?")
+        }
         "drain" => format!("Remove every waiting job of queue {queue}? This cannot be undone."),
         "add" => format!("Add this job to queue {queue}?"),
         "retry-failed" => format!("Move every failed job of queue {queue} back to wait?"),
@@ -262,7 +281,10 @@ mod tests {
             Action::parse("drain", &input(&[("delayed", "on")])).unwrap(),
             Action::Drain { delayed: true }
         );
-        let json = ActionInput::from_json(&serde_json::json!({"name": "n", "data": {"a": 1}, "attempts": 3})).unwrap();
+        let json = ActionInput::from_json(
+            &serde_json::json!({"name": "n", "data": {"a": 1}, "attempts": 3}),
+        )
+        .unwrap();
         assert_eq!(
             Action::parse("add", &json).unwrap(),
             Action::Add {

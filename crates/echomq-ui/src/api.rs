@@ -18,7 +18,10 @@ use crate::state::App;
 type ApiResult = Result<Json<Value>, ApiFailure>;
 
 /// `GET /api/session`: this session's CSRF token (for a cookie-based script).
-pub(crate) async fn session(State(app): State<Arc<App>>, Extension(ctx): Extension<Ctx>) -> Json<Value> {
+pub(crate) async fn session(
+    State(app): State<Arc<App>>,
+    Extension(ctx): Extension<Ctx>,
+) -> Json<Value> {
     Json(json!({
         "csrf": ctx.session.csrf,
         "prefix": app.prefix(),

@@ -73,7 +73,10 @@ mod tests {
 
     #[test]
     fn names_come_from_meta_and_id_keys() {
-        assert_eq!(name_of("emq", "emq:mail:meta", "meta").as_deref(), Some("mail"));
+        assert_eq!(
+            name_of("emq", "emq:mail:meta", "meta").as_deref(),
+            Some("mail")
+        );
         assert_eq!(name_of("emq", "emq:{x}:id", "id").as_deref(), Some("{x}"));
         // A job key that happens to end in :meta is not a queue.
         assert_eq!(name_of("emq", "emq:mail:7:meta", "meta"), None);

@@ -184,7 +184,10 @@ pub(crate) struct JobRef {
 }
 
 pub(crate) fn job_ref(prefix: &str, key: &str) -> Option<JobRef> {
-    let (queue, id) = key.strip_prefix(prefix)?.strip_prefix(':')?.split_once(':')?;
+    let (queue, id) = key
+        .strip_prefix(prefix)?
+        .strip_prefix(':')?
+        .split_once(':')?;
     Some(JobRef {
         queue: queue.to_owned(),
         id: id.to_owned(),
@@ -396,11 +399,16 @@ pub(crate) async fn search(
         let (next, found) = q
             .search_jobs_page(states[idx], &filter, at, step, false)
             .await?;
-        scanned += step;
         jobs.extend(found.into_iter().map(|j| (j, states[idx])));
         match next {
-            Some(n) => at = n,
+            Some(n) => {
+                scanned += n.saturating_sub(at);
+                at = n;
+            }
             None => {
+                // The state ended inside this step: it read what was left.
+                let left = q.count_states(&states[idx..=idx]).await?[0].saturating_sub(at);
+                scanned += left.min(step);
                 idx += 1;
                 at = 0;
             }

@@ -434,7 +434,14 @@ pub(crate) async fn job(
         @if d.logs.is_empty() { p.empty { "No log lines." } }
         @else { ol.logs { @for l in &d.logs { li { (l) } } } }
     };
-    Ok(respond(&app, &ctx, &headers, &format!("Job {id}"), Some(&name), body))
+    Ok(respond(
+        &app,
+        &ctx,
+        &headers,
+        &format!("Job {id}"),
+        Some(&name),
+        body,
+    ))
 }
 
 /// Parameters of the confirm page (the action's own fields, prefilled).
@@ -529,7 +536,10 @@ pub(crate) async fn act(
 }
 
 /// `GET /login`.
-pub(crate) async fn login_form(State(app): State<Arc<App>>, Extension(ctx): Extension<Ctx>) -> Page {
+pub(crate) async fn login_form(
+    State(app): State<Arc<App>>,
+    Extension(ctx): Extension<Ctx>,
+) -> Page {
     Ok(Html(login_page(&app, &ctx, None).into_string()).into_response())
 }
 
@@ -580,7 +590,11 @@ pub(crate) async fn login(
         // Slows guessing down without keeping any state.
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let page = login_page(&app, &ctx, Some("Wrong token."));
-        return Ok((axum::http::StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response());
+        return Ok((
+            axum::http::StatusCode::UNAUTHORIZED,
+            Html(page.into_string()),
+        )
+            .into_response());
     }
     let session = app.sessions.login(&ctx.session.id);
     let mut r = Redirect::to("/").into_response();

@@ -337,7 +337,10 @@ mod tests {
         assert!(host_is_loopback(&headers(&[("host", "127.0.0.1:8080")])));
         assert!(host_is_loopback(&headers(&[("host", "localhost:1")])));
         assert!(host_is_loopback(&headers(&[("host", "[::1]:8080")])));
-        assert!(!host_is_loopback(&headers(&[("host", "evil.example:8080")])));
+        assert!(!host_is_loopback(&headers(&[(
+            "host",
+            "evil.example:8080"
+        )])));
         assert!(!host_is_loopback(&headers(&[])));
     }
 

@@ -1,0 +1,109 @@
+//! `echomq ui`: serves the web dashboard (crate `echomq-ui`) until Ctrl-C or
+//! SIGTERM.
+
+use std::net::SocketAddr;
+
+use echomq_ui::{AuthToken, UiConfig};
+
+use crate::cli::Cli;
+
+/// Options of `echomq ui` (the URL, prefix and TLS flags are the global ones).
+#[derive(Debug, clap::Args)]
+pub struct UiArgs {
+    /// Address to listen on. Anything but a loopback address needs
+    /// --auth-token.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
+    pub bind: SocketAddr,
+    /// Token required by every request (`Authorization: Bearer <token>`, or
+    /// the login page, which sets an HttpOnly cookie); at least 16
+    /// characters. Required off loopback.
+    #[arg(
+        long,
+        env = "ECHOMQ_UI_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub auth_token: Option<AuthToken>,
+    /// Hide every action; the server refuses action requests.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+/// Runs the dashboard; the exit code follows `main.rs`: 2 for a refused
+/// setting, 3/4 for Redis, 1 otherwise.
+pub async fn main(cli: &Cli, args: &UiArgs) -> i32 {
+    init_logs();
+    let config = UiConfig::default()
+        .bind(args.bind)
+        .auth_token(args.auth_token.clone())
+        .read_only(args.read_only);
+    // Refuse a bad setting before connecting to anything.
+    if let Err(e) = config.validate() {
+        crate::print_error(&e.to_string());
+        return 2;
+    }
+    let conn = match echomq::Connection::connect(cli.connection_config()).await {
+        Ok(c) => c,
+        Err(e) => {
+            let d = echomq::diagnose::diagnose(&e, Some(&cli.url));
+            crate::print_error(&d.message);
+            return d.class.exit_code();
+        }
+    };
+    let ui = match echomq_ui::start(conn.clone(), config).await {
+        Ok(ui) => ui,
+        Err(e) => {
+            crate::print_error(&e.to_string());
+            conn.close().await;
+            return match e {
+                echomq_ui::UiError::Config(_) => 2,
+                _ => 1,
+            };
+        }
+    };
+    anstream::println!(
+        "EchoMQ dashboard on {} (prefix {}{}); Ctrl-C stops it",
+        ui.url(),
+        cli.prefix,
+        if args.read_only { ", read-only" } else { "" }
+    );
+    stop_signal().await;
+    let code = match ui.shutdown().await {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::print_error(&e.to_string());
+            1
+        }
+    };
+    conn.close().await;
+    code
+}
+
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.ok();
+}
+
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("echomq_ui=info,warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init()
+        .ok();
+}
