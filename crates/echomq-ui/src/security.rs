@@ -278,7 +278,8 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, mut req: Request, next: N
 }
 
 /// Headers that keep a page from running or loading anything but its own
-/// script and style, from being framed, and from leaking its address.
+/// script and style, from being framed, and from leaking its address to
+/// other sites.
 fn harden(h: &mut HeaderMap) {
     h.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -292,9 +293,11 @@ fn harden(h: &mut HeaderMap) {
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // Not `no-referrer`: under it Chromium sends `Origin: null` with a
+    // form POST, which the origin check must refuse.
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
 }
 
