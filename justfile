@@ -101,16 +101,19 @@ _ensure-redis:
     fi
 
 # Installs the BullMQ Node client of the interop tests (npm ci, from the lock file).
+# interop/: BullMQ Node for the interop tests; browser/: playwright-core (driving
+# Debian's Chromium, never a downloaded browser) and bull-board for the dashboard tests.
 _ensure-node-packages:
     #!/usr/bin/env bash
     set -euo pipefail
-    cd integration-tests/interop
-    if [ -d node_modules/bullmq ] && [ node_modules/.package-lock.json -nt package-lock.json ]; then exit 0; fi
-    if ! command -v npm >/dev/null 2>&1; then
-        echo "node/npm are missing: install Node.js >= 18 (Debian: apt-get install nodejs npm)" >&2
-        exit 1
-    fi
-    npm ci --no-audit --no-fund --loglevel=error
+    for dir in integration-tests/interop integration-tests/browser; do
+        if [ -d "$dir/node_modules" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then continue; fi
+        if ! command -v npm >/dev/null 2>&1; then
+            echo "node/npm are missing: install Node.js >= 18 (Debian: apt-get install nodejs npm)" >&2
+            exit 1
+        fi
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    done
 
 # Prints shell lines that start a redis-server on a free port and export REDIS_URL;
 # the server is killed when the sourcing shell exits.
