@@ -215,10 +215,12 @@ pub(crate) async fn job_detail(app: &App, q: &Queue, id: &str) -> Result<JobDeta
         .get_job(id)
         .await?
         .ok_or_else(|| Failure::not_found(format!("no job {id:?} in queue {:?}", q.name())))?;
-    let (state, logs) = tokio::try_join!(
+    let (state, mut logs) = tokio::try_join!(
         q.get_job_state(id),
-        q.get_job_logs(id, 0, LOG_LINES - 1, true)
+        q.get_job_logs(id, 0, LOG_LINES - 1, false)
     )?;
+    // The newest lines, shown oldest first.
+    logs.logs.reverse();
     let prefix = app.prefix();
     let parent = job.parent_key.as_deref().and_then(|k| job_ref(prefix, k));
     let deps = q.get_dependencies(id, 0, CHILDREN).await?;
