@@ -17,6 +17,9 @@ use tokio::sync::broadcast;
 const FEED_CAPACITY: usize = 1024;
 /// Deliveries buffered between a QueueEvents actor and the hub.
 const SUBSCRIPTION_CAPACITY: usize = 4096;
+/// Queues read at most: each reader holds a blocking Redis connection, so
+/// a prefix with more queues gets no live feed (nor rates) for the rest.
+pub(crate) const MAX_WATCHED: usize = 100;
 
 /// One line of the live feed, as the browser receives it (JSON).
 #[derive(Clone, Debug, Serialize)]
@@ -63,8 +66,15 @@ impl LiveHub {
 
     /// Starts reading the events of `queue` unless already reading them.
     pub async fn watch(&self, conn: &Connection, queue: &str) {
-        if self.lock_watched().contains_key(queue) {
-            return;
+        {
+            let watched = self.lock_watched();
+            if watched.contains_key(queue) {
+                return;
+            }
+            if watched.len() >= MAX_WATCHED {
+                tracing::debug!(queue, "live feed: {MAX_WATCHED} queues watched already");
+                return;
+            }
         }
         let subscribers = Subscribers::new();
         let mut sub = subscribers.subscribe(SUBSCRIPTION_CAPACITY);
