@@ -634,3 +634,37 @@ async fn live_feed_and_throughput() {
     })
     .await;
 }
+
+/// A job page links its parent and its children (across queues).
+#[tokio::test(flavor = "multi_thread")]
+async fn job_page_links_parent_and_children() {
+    let h = start(fast()).await;
+    let parents = Queue::new(&h.conn, "parents").await.unwrap();
+    let kids = Queue::new(&h.conn, "kids").await.unwrap();
+    let parent = parents
+        .add("parent", &json!({}), JobOptions::new().job_id("p1"))
+        .await
+        .unwrap();
+    let child = kids
+        .add(
+            "child",
+            &json!({}),
+            JobOptions::new().parent(echomq::protocol::ParentRef {
+                id: parent.clone(),
+                queue: "emq:parents".into(),
+            }),
+        )
+        .await
+        .unwrap();
+    let p = h.json("/api/queues/parents/jobs/p1").await;
+    assert_eq!(p["children"][0]["queue"], "kids");
+    assert_eq!(p["children"][0]["id"], child.as_str());
+    assert_eq!(p["children"][0]["group"], "pending");
+    let c = h.json(&format!("/api/queues/kids/jobs/{child}")).await;
+    assert_eq!(c["parent"]["queue"], "parents");
+    assert_eq!(c["parent"]["id"], "p1");
+    let page = h.html("/queues/parents/jobs/p1").await;
+    assert!(page.contains(&format!(r#"href="/queues/kids/jobs/{child}""#)));
+    let page = h.html(&format!("/queues/kids/jobs/{child}")).await;
+    assert!(page.contains(r#"href="/queues/parents/jobs/p1""#));
+}
