@@ -2,6 +2,7 @@
 //! getters: queue summaries, workers, schedulers, job pages.
 
 use echomq::{Job, JobCounts, JobState, Queue};
+use fred::prelude::ClientInterface;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -71,9 +72,13 @@ fn ser_counts<S: serde::Serializer>(c: &JobCounts, s: S) -> Result<S::Ok, S::Err
 }
 
 pub(crate) async fn summary(app: &App, q: &Queue) -> Result<QueueSummary, Failure> {
-    let (counts, paused) = tokio::try_join!(q.counts(), q.is_paused())?;
     // A server that refuses CLIENT LIST still shows its queues.
     let workers = q.get_workers().await.map(|w| w.len()).unwrap_or(0);
+    summary_with(app, q, workers).await
+}
+
+async fn summary_with(app: &App, q: &Queue, workers: usize) -> Result<QueueSummary, Failure> {
+    let (counts, paused) = tokio::try_join!(q.counts(), q.is_paused())?;
     Ok(QueueSummary {
         name: q.name().to_owned(),
         counts,
@@ -85,12 +90,21 @@ pub(crate) async fn summary(app: &App, q: &Queue) -> Result<QueueSummary, Failur
 
 /// Every queue of the prefix, summarised.
 pub(crate) async fn overview(app: &App) -> Result<Vec<QueueSummary>, Failure> {
+    // One CLIENT LIST for every queue; a server that refuses it shows none.
+    let clients: String = app
+        .conn
+        .pool()
+        .next()
+        .client_list::<String, String>(None, None)
+        .await
+        .unwrap_or_default();
     let mut out = Vec::new();
     for name in crate::discover::queue_names(&app.conn).await? {
         // A queue removed between the scan and now is skipped.
         if let Ok(q) = app.queue(&name).await {
             app.live.watch(&app.conn, &name).await;
-            out.push(summary(app, &q).await?);
+            let workers = q.workers_in(&clients).len();
+            out.push(summary_with(app, &q, workers).await?);
         }
     }
     Ok(out)

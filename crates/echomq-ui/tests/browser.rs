@@ -112,6 +112,8 @@ async fn a_browser_retries_a_failed_job_and_sees_it_complete() {
     })
     .await;
 
+    let all = h.json("/api/queues").await;
+    assert_eq!(queue_of(&all, "browser").unwrap()["workers"], 1);
     let target = target_dir();
     let shot = target
         .canonicalize()

@@ -215,6 +215,15 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// This queue's workers in a `CLIENT LIST` reply the caller read once
+    /// for many queues (a dashboard listing every queue asks the server
+    /// once, not once per queue). Same matching as [`Queue::get_workers`].
+    pub fn workers_in(&self, client_list: &str) -> Vec<WorkerInfo> {
+        parse_workers(client_list, &self.keys.worker_client_name(None))
+    }
+}
+
 /// The lines of `CLIENT LIST` named `base` or `base:w:<name>`.
 fn parse_workers(list: &str, base: &str) -> Vec<WorkerInfo> {
     let named = format!("{base}:w:");
