@@ -217,9 +217,11 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, mut req: Request, next: N
         )
         .into_response();
     }
+    // Without a configured token a bearer header proves nothing and is
+    // ignored: such a request is treated as a browser's (CSRF applies).
     let via_bearer = match (token, bearer(headers)) {
         (Some(t), Some(given)) if t.matches(given) => true,
-        (_, Some(_)) => return unauthorized(true),
+        (Some(_), Some(_)) => return unauthorized(true),
         _ => false,
     };
     let known = if via_bearer {

@@ -235,6 +235,19 @@ async fn actions_need_the_csrf_token_and_same_origin() {
         )
         .await;
     assert_eq!(swapped.status(), StatusCode::FORBIDDEN);
+    // Without a configured token a bearer header is no way around CSRF.
+    let bearer = h
+        .api_action(
+            "guarded",
+            "pause",
+            json!({}),
+            &[
+                ("cookie", s.cookie.clone()),
+                ("authorization", "Bearer whatever-whatever-whatever".into()),
+            ],
+        )
+        .await;
+    assert_eq!(bearer.status(), StatusCode::FORBIDDEN);
     assert!(!paused().await);
 
     // Form: the confirm page carries the token; without it, refused.
