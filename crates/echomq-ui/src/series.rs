@@ -97,3 +97,28 @@ async fn open(app: &App, name: &str) -> echomq::Result<Queue> {
     )
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at: u64) -> Sample {
+        Sample {
+            at,
+            completed_per_s: 1.0,
+            failed_per_s: 0.0,
+            waiting: 0,
+        }
+    }
+
+    #[test]
+    fn a_ring_keeps_the_newest_samples() {
+        let s = Series::default();
+        for at in 0..10 {
+            s.push("q", sample(at), 3);
+        }
+        let kept: Vec<u64> = s.of("q").iter().map(|x| x.at).collect();
+        assert_eq!(kept, vec![7, 8, 9]);
+        assert!(s.of("other").is_empty());
+    }
+}
