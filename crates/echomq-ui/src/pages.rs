@@ -65,13 +65,22 @@ fn respond(
     queue: Option<&str>,
     body: Markup,
 ) -> Response {
-    if headers.get("x-fragment").is_some_and(|v| v == "1") {
+    let fragment = headers.get("x-fragment").is_some_and(|v| v == "1");
+    let mut r = if fragment {
         let mut r = Html(body.into_string()).into_response();
         r.headers_mut()
             .insert("x-fragment", HeaderValue::from_static("1"));
-        return r;
-    }
-    Html(layout(app, ctx, title, queue, body).into_string()).into_response()
+        r
+    } else {
+        Html(layout(app, ctx, title, queue, body).into_string()).into_response()
+    };
+    // The page and its fragment share a URL: neither may be cached, or
+    // "back" could show a bare fragment or stale counts.
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("x-fragment"));
+    r
 }
 
 fn layout(app: &App, ctx: &Ctx, title: &str, queue: Option<&str>, body: Markup) -> Markup {

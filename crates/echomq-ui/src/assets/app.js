@@ -8,19 +8,31 @@
   const status = document.getElementById('live-status');
   if (!main || !feed) return;
   const queue = document.body.dataset.queue || '';
+  // One refresh at a time; a request made meanwhile runs once it is done,
+  // so an older answer never lands after a newer one.
   let pending = null;
+  let inflight = false;
+  let again = false;
+
+  async function load() {
+    if (inflight) { again = true; return; }
+    inflight = true;
+    try {
+      // Never swap a form the user is filling in.
+      if (main.querySelector('form:focus-within, form.confirm')) return;
+      const r = await fetch(location.href, { headers: { 'x-fragment': '1' }, credentials: 'same-origin' });
+      if (r.ok && r.headers.get('x-fragment') === '1') main.innerHTML = await r.text();
+    } catch (_) {
+      /* the next event or tick tries again */
+    } finally {
+      inflight = false;
+      if (again) { again = false; refresh(); }
+    }
+  }
 
   function refresh() {
     if (pending) return;
-    pending = setTimeout(async function () {
-      pending = null;
-      // Never swap a form the user is filling in.
-      if (main.querySelector('form:focus-within, form.confirm')) return;
-      try {
-        const r = await fetch(location.href, { headers: { 'x-fragment': '1' }, credentials: 'same-origin' });
-        if (r.ok && r.headers.get('x-fragment') === '1') main.innerHTML = await r.text();
-      } catch (_) { /* the next event or tick tries again */ }
-    }, 250);
+    pending = setTimeout(function () { pending = null; load(); }, 250);
   }
 
   function line(e) {
