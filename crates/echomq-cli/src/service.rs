@@ -532,6 +532,44 @@ mod tests {
     }
 
     #[test]
+    fn metrics_and_otlp_options_resolve_like_the_others() {
+        let (cli, src, args) = parse(&[
+            "echomq",
+            "work",
+            "q",
+            "--metrics-addr",
+            "127.0.0.1:9464",
+        ]);
+        let r = resolve(&cli, src, &args, |_| None).unwrap();
+        assert_eq!(r.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(r.otlp_endpoint, None, "off by default");
+        // The standard OTLP variable alone turns the export on, the exporter
+        // reading the endpoint itself.
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://c:4318".into())
+        })
+        .unwrap();
+        assert_eq!(r.otlp_endpoint.as_deref(), Some(""));
+        let (cli, src, args) = parse(&[
+            "echomq",
+            "work",
+            "q",
+            "--otlp-endpoint",
+            "http://flag:4318",
+        ]);
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://env:4318".into())
+        })
+        .unwrap();
+        assert_eq!(r.otlp_endpoint.as_deref(), Some("http://flag:4318"));
+        assert!(parse_err(&["echomq", "work", "q", "--metrics-addr", "nowhere"]));
+    }
+
+    fn parse_err(argv: &[&str]) -> bool {
+        Cli::command().try_get_matches_from(argv).is_err()
+    }
+
+    #[test]
     fn bool_options_take_an_optional_value() {
         let (_, _, a) = parse(&["echomq", "work", "--quiet", "q"]);
         assert_eq!((a.quiet, a.queue.as_deref()), (Some(true), Some("q")));

@@ -174,7 +174,11 @@ mod imp {
 
     impl Injector for Fields {
         fn set(&mut self, key: &str, value: String) {
-            self.0.insert(key.to_owned(), Value::String(value));
+            // An empty field is no field: Node's propagator leaves an empty
+            // `tracestate` out, and `tm` is what bullmq-otel would write.
+            if !value.is_empty() {
+                self.0.insert(key.to_owned(), Value::String(value));
+            }
         }
     }
 
