@@ -56,10 +56,7 @@ fn jobs_in(queue: &str, state: &str) -> String {
     format!("bullmq_job_count{{queue=\"{queue}\", state=\"{state}\"}}")
 }
 
-async fn start_worker(
-    q: &Queue,
-    options: WorkerOptions,
-) -> (ActorRef<WorkerMsg>, ActorRef<()>) {
+async fn start_worker(q: &Queue, options: WorkerOptions) -> (ActorRef<WorkerMsg>, ActorRef<()>) {
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let processor = processor_fn(|job: JobContext| async move { behave(&job).await });
     let mut args = WorkerArgs::new(q.clone(), processor);
@@ -101,7 +98,9 @@ async fn the_metrics_endpoint_counts_a_known_workload() {
     server.watch(q.clone());
 
     // A dead worker's job: taken, then its lock gone.
-    q.add("stalled", &json!({}), JobOptions::new()).await.unwrap();
+    q.add("stalled", &json!({}), JobOptions::new())
+        .await
+        .unwrap();
     let (dead, _) = simulated::take(&conn, q.keys(), "dead", Duration::from_secs(30))
         .await
         .unwrap();
@@ -110,9 +109,13 @@ async fn the_metrics_endpoint_counts_a_known_workload() {
     for _ in 0..19 {
         q.add("ok", &json!({}), JobOptions::new()).await.unwrap();
     }
-    q.add("slow", &json!({"mode": "sleep", "ms": 3000}), JobOptions::new())
-        .await
-        .unwrap();
+    q.add(
+        "slow",
+        &json!({"mode": "sleep", "ms": 3000}),
+        JobOptions::new(),
+    )
+    .await
+    .unwrap();
     for _ in 0..5 {
         let data = json!({"mode": "fail", "reason": "bad input"});
         q.add("bad", &data, JobOptions::new().attempts(2))
@@ -134,11 +137,15 @@ async fn the_metrics_endpoint_counts_a_known_workload() {
     wait_counts(&q, 21, 5).await;
     let addr = server.addr();
     let completed = series("echomq_jobs_completed_total", name);
-    wait_until("the counters to catch up", Duration::from_secs(30), async || {
-        let t = scrape(addr).await;
-        value(&t, &completed) == Some(21.0)
-            && value(&t, &series("echomq_locks_held", name)) == Some(0.0)
-    })
+    wait_until(
+        "the counters to catch up",
+        Duration::from_secs(30),
+        async || {
+            let t = scrape(addr).await;
+            value(&t, &completed) == Some(21.0)
+                && value(&t, &series("echomq_locks_held", name)) == Some(0.0)
+        },
+    )
     .await;
     let t = scrape(addr).await;
     let v = |n: &str| value(&t, &series(n, name)).unwrap_or_else(|| panic!("{n} missing:\n{t}"));
@@ -147,26 +154,44 @@ async fn the_metrics_endpoint_counts_a_known_workload() {
     assert_eq!(v("echomq_jobs_retried_total"), 5.0);
     assert_eq!(v("echomq_jobs_processed_total"), 31.0);
     assert_eq!(v("echomq_job_duration_seconds_count"), 31.0);
-    assert!(v("echomq_job_duration_seconds_sum") >= 3.0, "the slow job ran 3 s");
+    assert!(
+        v("echomq_job_duration_seconds_sum") >= 3.0,
+        "the slow job ran 3 s"
+    );
     assert_eq!(v("echomq_job_wait_seconds_count"), 31.0);
     assert_eq!(v("echomq_stalled_jobs_recovered_total"), 1.0);
     assert!(v("echomq_stalled_sweeps_total") >= 2.0);
     assert!(v("echomq_stalled_sweep_duration_seconds_count") >= 2.0);
-    assert!(v("echomq_lock_renewals_total") >= 1.0, "the slow job's lock was renewed");
+    assert!(
+        v("echomq_lock_renewals_total") >= 1.0,
+        "the slow job's lock was renewed"
+    );
     assert!(v("echomq_lock_renewal_duration_seconds_count") >= 1.0);
     assert_eq!(v("echomq_locks_lost_total"), 0.0);
     assert_eq!(v("echomq_locks_held"), 0.0);
     assert_eq!(v("echomq_queue_events_gaps_total"), 0.0);
     assert!(v("echomq_queue_events_lag_seconds") >= 0.0);
-    assert!(t.contains("# HELP echomq_jobs_completed_total Jobs completed"), "{t}");
-    assert!(t.contains("# TYPE echomq_job_duration_seconds histogram"), "{t}");
+    assert!(
+        t.contains("# HELP echomq_jobs_completed_total Jobs completed"),
+        "{t}"
+    );
+    assert!(
+        t.contains("# TYPE echomq_job_duration_seconds histogram"),
+        "{t}"
+    );
     // BullMQ's gauges, read from Redis at the scrape.
     assert_eq!(value(&t, &jobs_in(name, "completed")), Some(21.0));
     assert_eq!(value(&t, &jobs_in(name, "failed")), Some(5.0));
     assert_eq!(value(&t, &jobs_in(name, "waiting")), Some(0.0));
     assert_eq!(value(&t, &jobs_in(name, "active")), Some(0.0));
-    assert_eq!(value(&t, &series("bullmq_job_completed_total", name)), Some(21.0));
-    assert_eq!(value(&t, &series("bullmq_job_failed_total", name)), Some(5.0));
+    assert_eq!(
+        value(&t, &series("bullmq_job_completed_total", name)),
+        Some(21.0)
+    );
+    assert_eq!(
+        value(&t, &series("bullmq_job_failed_total", name)),
+        Some(5.0)
+    );
     assert_eq!(t.matches("# TYPE bullmq_job_count gauge").count(), 1);
     close_worker(&worker).await;
 }
@@ -200,22 +225,31 @@ async fn exported_queue_state_is_bullmq_nodes_text() {
     let conn = redis.connect().await;
     let name = "obs-export";
     let q = Queue::new(&conn, name).await.unwrap();
-    for data in [json!({}), json!({}), json!({"mode": "fail", "reason": "no"})] {
+    for data in [
+        json!({}),
+        json!({}),
+        json!({"mode": "fail", "reason": "no"}),
+    ] {
         q.add("run", &data, JobOptions::new()).await.unwrap();
     }
     let (worker, _host) = start_worker(&q, WorkerOptions::default().max_metrics_size(10)).await;
     wait_counts(&q, 2, 1).await;
     close_worker(&worker).await;
-    q.add("later", &json!({}), JobOptions::new().delay(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    q.add(
+        "later",
+        &json!({}),
+        JobOptions::new().delay(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     q.add("urgent", &json!({}), JobOptions::new().priority(3))
         .await
         .unwrap();
     for _ in 0..3 {
         q.add("plain", &json!({}), JobOptions::new()).await.unwrap();
     }
-    let flow = FlowJob::new("parent", name, json!({})).child(FlowJob::new("child", name, json!({})));
+    let flow =
+        FlowJob::new("parent", name, json!({})).child(FlowJob::new("child", name, json!({})));
     FlowProducer::new(&conn).add(flow).await.unwrap();
     simulated::take(&conn, q.keys(), "tok", Duration::from_secs(60))
         .await
@@ -240,7 +274,10 @@ async fn exported_queue_state_is_bullmq_nodes_text() {
         r#"bullmq_job_completed_total{queue="obs-export", env="test", team="a\"b"} 2"#,
         r#"bullmq_job_failed_total{queue="obs-export", env="test", team="a\"b"} 1"#,
     ] {
-        assert!(rust.lines().any(|l| l == expected), "{expected} not in\n{rust}");
+        assert!(
+            rust.lines().any(|l| l == expected),
+            "{expected} not in\n{rust}"
+        );
     }
 }
 
@@ -298,7 +335,11 @@ async fn a_trace_started_by_a_node_producer_continues_in_a_rust_worker() {
     let added = node_otel("add", &redis.url(), name, json!({"name": "hello"}));
     let add = node_span(&added["spans"], &format!("add {name}.hello"));
     assert_eq!(add["kind"], 3, "a PRODUCER span");
-    let job = q.get_job(added["id"].as_str().unwrap()).await.unwrap().unwrap();
+    let job = q
+        .get_job(added["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     let tm = job.opts.extra["tm"].as_str().unwrap().to_owned();
     assert!(tm.contains(add["spanId"].as_str().unwrap()), "tm = {tm}");
 
@@ -352,13 +393,17 @@ async fn a_trace_started_in_rust_continues_in_a_node_worker() {
     assert_eq!(tm, json!({"traceparent": traceparent}));
 
     let url = redis.url();
-    let worked = tokio::task::spawn_blocking(move || node_otel("work", &url, name, json!({"count": 1})))
-        .await
-        .unwrap();
+    let worked =
+        tokio::task::spawn_blocking(move || node_otel("work", &url, name, json!({"count": 1})))
+            .await
+            .unwrap();
     let process = node_span(&worked["spans"], &format!("process {name}"));
     assert_eq!(process["kind"], 4, "a CONSUMER span");
     assert_eq!(process["traceId"], add.span_context.trace_id().to_string());
-    assert_eq!(process["parentSpanId"], add.span_context.span_id().to_string());
+    assert_eq!(
+        process["parentSpanId"],
+        add.span_context.span_id().to_string()
+    );
 
     // A job asking for no context (BullMQ's `telemetry.omitContext`) gets none.
     let mut opts = JobOptions::new();

@@ -234,13 +234,20 @@ pub fn resolve(
         connect_timeout: args.connect_timeout.or(file.connect_timeout).map(ms),
         health_addr: args.health_addr.or(file.health_addr),
         metrics_addr: args.metrics_addr.or(file.metrics_addr),
-        otlp_endpoint: args.otlp_endpoint.clone().or(file.otlp_endpoint).or_else(|| {
-            // The standard variables, read by the exporter itself.
-            ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+        otlp_endpoint: args
+            .otlp_endpoint
+            .clone()
+            .or(file.otlp_endpoint)
+            .or_else(|| {
+                // The standard variables, read by the exporter itself.
+                [
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                ]
                 .iter()
                 .any(|k| env(k).is_some_and(|v| !v.is_empty()))
                 .then(String::new)
-        }),
+            }),
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
         log_level: args.log_level.clone().or(file.log_level),
         allow_eviction: args.allow_eviction.or(file.allow_eviction).unwrap_or(false),
@@ -533,13 +540,7 @@ mod tests {
 
     #[test]
     fn metrics_and_otlp_options_resolve_like_the_others() {
-        let (cli, src, args) = parse(&[
-            "echomq",
-            "work",
-            "q",
-            "--metrics-addr",
-            "127.0.0.1:9464",
-        ]);
+        let (cli, src, args) = parse(&["echomq", "work", "q", "--metrics-addr", "127.0.0.1:9464"]);
         let r = resolve(&cli, src, &args, |_| None).unwrap();
         assert_eq!(r.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(r.otlp_endpoint, None, "off by default");
@@ -550,19 +551,20 @@ mod tests {
         })
         .unwrap();
         assert_eq!(r.otlp_endpoint.as_deref(), Some(""));
-        let (cli, src, args) = parse(&[
-            "echomq",
-            "work",
-            "q",
-            "--otlp-endpoint",
-            "http://flag:4318",
-        ]);
+        let (cli, src, args) =
+            parse(&["echomq", "work", "q", "--otlp-endpoint", "http://flag:4318"]);
         let r = resolve(&cli, src, &args, |k| {
             (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://env:4318".into())
         })
         .unwrap();
         assert_eq!(r.otlp_endpoint.as_deref(), Some("http://flag:4318"));
-        assert!(parse_err(&["echomq", "work", "q", "--metrics-addr", "nowhere"]));
+        assert!(parse_err(&[
+            "echomq",
+            "work",
+            "q",
+            "--metrics-addr",
+            "nowhere"
+        ]));
     }
 
     fn parse_err(argv: &[&str]) -> bool {

@@ -277,7 +277,9 @@ async fn renew(state: &mut LockManagerState) -> Result<(), crate::Error> {
     state.stats.extend_calls += 1;
     state.stats.last_batch = locks.len();
     let failed = state.args.connection.call(&call).await?;
-    state.metrics.locks_renewed(locks.len(), failed.len(), now.elapsed());
+    state
+        .metrics
+        .locks_renewed(locks.len(), failed.len(), now.elapsed());
     state.failing_since = None;
     let lost: HashSet<&str> = failed.iter().map(String::as_str).collect();
     let mut renewed = 0u64;

@@ -306,7 +306,10 @@ impl Actor for QueueEvents {
             }
             QueueEventsMsg::Batch(events, gap) => {
                 let _span = tracing::debug_span!("events_batch", events = events.len()).entered();
-                let written_ms = events.last().and_then(|e| parse_id(&e.id)).map(|(ms, _)| ms);
+                let written_ms = events
+                    .last()
+                    .and_then(|e| parse_id(&e.id))
+                    .map(|(ms, _)| ms);
                 state.metrics.events_delivered(written_ms, gap.is_some());
                 if let Some(last) = events.last() {
                     state.last_id = last.id.clone();

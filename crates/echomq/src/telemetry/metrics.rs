@@ -57,8 +57,8 @@ pub const EVENTS_GAPS: &str = "echomq_queue_events_gaps_total";
 /// Reconnections of the shared pool's clients: counter, no label.
 pub const RECONNECTS: &str = "echomq_redis_reconnects_total";
 
-pub use imp::QueueMetrics;
 pub(crate) use imp::watch_reconnects;
+pub use imp::QueueMetrics;
 
 /// Registers the description and unit of every metric above with the
 /// installed recorder (an exporter prints them as `# HELP`). Call once after
@@ -223,37 +223,59 @@ mod imp {
         for client in pool.clients() {
             let c = reconnects.clone();
             // The task ends when the client is dropped (its event channel closes).
-            let _ = client.on_reconnect(move |_| {
+            drop(client.on_reconnect(move |_| {
                 c.increment(1);
                 async { Ok(()) }
-            });
+            }));
         }
     }
 
     pub(super) fn describe() {
         let c = |name: &'static str, text: &'static str| describe_counter!(name, Unit::Count, text);
-        let s = |name: &'static str, text: &'static str| {
-            describe_histogram!(name, Unit::Seconds, text)
-        };
-        c(JOBS_PROCESSED, "Attempts that ended in a transition (completed, failed, retried, delayed, moved back)");
+        let s =
+            |name: &'static str, text: &'static str| describe_histogram!(name, Unit::Seconds, text);
+        c(
+            JOBS_PROCESSED,
+            "Attempts that ended in a transition (completed, failed, retried, delayed, moved back)",
+        );
         c(JOBS_COMPLETED, "Jobs completed");
         c(JOBS_FAILED, "Jobs failed for good");
         c(JOBS_RETRIED, "Failed attempts that will be retried");
         s(JOB_DURATION, "Time the processor ran on one attempt");
         s(JOB_WAIT, "Time from a job being due to an attempt starting");
-        describe_gauge!(LOCKS_HELD, Unit::Count, "Locks held at the last renewal tick");
+        describe_gauge!(
+            LOCKS_HELD,
+            Unit::Count,
+            "Locks held at the last renewal tick"
+        );
         c(LOCK_RENEWALS, "Locks extended by renewal ticks");
-        s(LOCK_RENEWAL_DURATION, "Duration of one renewal call (every held lock at once)");
+        s(
+            LOCK_RENEWAL_DURATION,
+            "Duration of one renewal call (every held lock at once)",
+        );
         c(LOCKS_LOST, "Locks found gone or taken at renewal");
         c(STALLED_SWEEPS, "Stalled-job sweeps run");
         c(STALLED_RECOVERED, "Stalled jobs moved back to wait");
         s(STALLED_SWEEP_DURATION, "Duration of one stalled-job sweep");
         c(SCHEDULER_CREATED, "Scheduler iterations created by workers");
-        c(SCHEDULER_RESTORED, "Missing scheduler iterations re-created by the sweep");
-        describe_gauge!(EVENTS_LAG, Unit::Seconds, "Age of the last event delivered by QueueEvents, at delivery");
+        c(
+            SCHEDULER_RESTORED,
+            "Missing scheduler iterations re-created by the sweep",
+        );
+        describe_gauge!(
+            EVENTS_LAG,
+            Unit::Seconds,
+            "Age of the last event delivered by QueueEvents, at delivery"
+        );
         c(EVENTS_LAGGED, "Events slow subscribers missed");
-        c(EVENTS_GAPS, "Possible gaps in the event stream (cursor trimmed away)");
-        c(RECONNECTS, "Reconnections of the shared Redis pool's clients");
+        c(
+            EVENTS_GAPS,
+            "Possible gaps in the event stream (cursor trimmed away)",
+        );
+        c(
+            RECONNECTS,
+            "Reconnections of the shared Redis pool's clients",
+        );
     }
 }
 

@@ -125,11 +125,7 @@ pub async fn serve(addr: SocketAddr) -> std::io::Result<MetricsServer> {
             });
         }
     });
-    Ok(MetricsServer {
-        addr,
-        queues,
-        task,
-    })
+    Ok(MetricsServer { addr, queues, task })
 }
 
 async fn respond<B>(
@@ -150,8 +146,12 @@ async fn respond<B>(
     for q in &queues {
         match tokio::time::timeout(SAMPLE_TIMEOUT, q.prometheus_sample()).await {
             Ok(Ok(s)) => samples.push(s),
-            Ok(Err(e)) => warn!(queue = %q.name(), error = %e, "queue state left out of the scrape"),
-            Err(_) => warn!(queue = %q.name(), "queue state left out of the scrape: Redis too slow"),
+            Ok(Err(e)) => {
+                warn!(queue = %q.name(), error = %e, "queue state left out of the scrape")
+            }
+            Err(_) => {
+                warn!(queue = %q.name(), "queue state left out of the scrape: Redis too slow")
+            }
         }
     }
     if !samples.is_empty() {

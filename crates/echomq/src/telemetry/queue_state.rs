@@ -103,7 +103,10 @@ pub fn render(samples: &[QueueSample], global_variables: &[(&str, &str)]) -> Str
             } else {
                 s.failed_total
             };
-            lines.push(format!("{name}{{queue=\"{}\"{extra}}} {n}", escape(&s.queue)));
+            lines.push(format!(
+                "{name}{{queue=\"{}\"{extra}}} {n}",
+                escape(&s.queue)
+            ));
         }
     }
     lines.join("\n")
@@ -140,8 +143,14 @@ mod tests {
             lines[8],
             r#"bullmq_job_count{queue="a\"b\\c\nd", state="waiting-children", env="prod"} 7"#
         );
-        assert_eq!(lines[9], "# HELP bullmq_job_completed_total Total number of completed jobs");
-        assert_eq!(lines[14], r#"bullmq_job_failed_total{queue="a\"b\\c\nd", env="prod"} 9"#);
+        assert_eq!(
+            lines[9],
+            "# HELP bullmq_job_completed_total Total number of completed jobs"
+        );
+        assert_eq!(
+            lines[14],
+            r#"bullmq_job_failed_total{queue="a\"b\\c\nd", env="prod"} 9"#
+        );
         assert!(!text.ends_with('\n'));
     }
 }

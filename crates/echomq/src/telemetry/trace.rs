@@ -148,7 +148,10 @@ mod imp {
         let mut fields = Fields(Map::new());
         opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut fields));
         if !fields.0.is_empty() {
-            opts.insert(super::TM.into(), Value::String(Value::Object(fields.0).to_string()));
+            opts.insert(
+                super::TM.into(),
+                Value::String(Value::Object(fields.0).to_string()),
+            );
         }
         opts
     }

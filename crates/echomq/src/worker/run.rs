@@ -58,7 +58,9 @@ async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob
         return fail_job(core, job, refusal).await;
     }
     let started = std::time::Instant::now();
-    let ran = run_processor(core, &job).instrument(debug_span!("process")).await;
+    let ran = run_processor(core, &job)
+        .instrument(debug_span!("process"))
+        .await;
     core.telemetry().job_ran(started.elapsed());
     match ran {
         Ran::Cancelled => give_up(core, job).await,
