@@ -111,6 +111,7 @@ mod imp {
     use std::collections::HashMap;
 
     use opentelemetry::propagation::{Extractor, Injector};
+    use opentelemetry::Context;
     use serde_json::{Map, Value};
     use tracing::Span;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -121,26 +122,37 @@ mod imp {
         if span.is_disabled() {
             return;
         }
-        span.record("otel.name", format!("process {queue}"));
-        span.record("otel.kind", "consumer");
-        let Some(tm) = job.opts.extra.get(super::TM).and_then(Value::as_str) else {
-            return;
+        let tm = job.opts.extra.get(super::TM).and_then(Value::as_str);
+        let parent = match tm.map(parse_carrier) {
+            Some(Some(carrier)) => {
+                let carrier = Carrier(carrier);
+                opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier))
+            }
+            Some(None) => {
+                tracing::debug!(job_id = %job.id, "tm is not a JSON object of strings: trace not continued");
+                Context::new()
+            }
+            // A job span starts its own task: without `tm` it is a root.
+            None => Context::new(),
         };
-        let Some(carrier) = parse_carrier(tm) else {
-            tracing::debug!(job_id = %job.id, "tm is not a JSON object of strings: trace not continued");
-            return;
-        };
-        let carrier = Carrier(carrier);
-        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
-        let _ = span.set_parent(parent);
+        // Refused when no OpenTelemetry layer listens: then the names would
+        // only clutter the log lines.
+        if span.set_parent(parent).is_ok() {
+            span.record("otel.name", format!("process {queue}"));
+            span.record("otel.kind", "consumer");
+        }
     }
 
     pub(super) fn producer(span: &Span, queue: &str, name: &str) {
         if span.is_disabled() {
             return;
         }
-        span.record("otel.name", format!("add {queue}.{name}"));
-        span.record("otel.kind", "producer");
+        // The parent it would have anyway (the caller's span), set only to
+        // learn whether an OpenTelemetry layer listens.
+        if span.set_parent(Span::current().context()).is_ok() {
+            span.record("otel.name", format!("add {queue}.{name}"));
+            span.record("otel.kind", "producer");
+        }
     }
 
     pub(super) fn stamp(mut opts: Map<String, Value>) -> Map<String, Value> {
