@@ -11,7 +11,7 @@
 //! `docs/operations.md §Metrics`.
 
 /// Attempts that ended in a transition (completed, failed, retried, delayed,
-/// moved back): counter, `queue`.
+/// put back by a rate limit; not a job moved back at shutdown): counter, `queue`.
 pub const JOBS_PROCESSED: &str = "echomq_jobs_processed_total";
 /// Jobs completed: counter, `queue`.
 pub const JOBS_COMPLETED: &str = "echomq_jobs_completed_total";
@@ -236,7 +236,7 @@ mod imp {
             |name: &'static str, text: &'static str| describe_histogram!(name, Unit::Seconds, text);
         c(
             JOBS_PROCESSED,
-            "Attempts that ended in a transition (completed, failed, retried, delayed, moved back)",
+            "Attempts that ended in a transition (completed, failed, retried, delayed, put back by a rate limit)",
         );
         c(JOBS_COMPLETED, "Jobs completed");
         c(JOBS_FAILED, "Jobs failed for good");
