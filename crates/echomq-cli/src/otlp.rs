@@ -27,6 +27,21 @@ mod imp {
         /// `/v1/traces` is appended as the OTLP variables would), or to what
         /// the OTEL_EXPORTER_OTLP_* variables say when it is empty.
         pub fn start(endpoint: &str) -> Result<Export, String> {
+            let named = [
+                endpoint.to_owned(),
+                std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").unwrap_or_default(),
+                std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_default(),
+            ];
+            // The HTTP client is built without TLS (no second crypto stack
+            // next to the one the Redis connections use): say so at start
+            // rather than lose every span later.
+            if let Some(url) = named.iter().find(|u| !u.is_empty()) {
+                if url.to_ascii_lowercase().starts_with("https://") {
+                    return Err(format!(
+                        "OTLP endpoint {url}: https is not supported; export over plain HTTP to a collector beside the worker"
+                    ));
+                }
+            }
             let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http();
             if !endpoint.is_empty() {
                 use opentelemetry_otlp::WithExportConfig;

@@ -145,3 +145,15 @@ fn a_non_loopback_metrics_address_is_logged() {
         "{line}"
     );
 }
+
+#[test]
+fn an_https_otlp_endpoint_is_a_configuration_error() {
+    let out = echomq()
+        .args(["work", "q", "--url", "redis://127.0.0.1:1"])
+        .args(["--otlp-endpoint", "https://collector:4318"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("https is not supported"), "{stderr}");
+}
