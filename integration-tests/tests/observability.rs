@@ -10,7 +10,7 @@ use std::time::Duration;
 use echomq::telemetry::prometheus;
 use echomq::worker::{processor_fn, spawn_linked, JobContext};
 use echomq::{
-    FlowJob, FlowProducer, JobOptions, Queue, QueueEvents, QueueEventsArgs, StalledChecker,
+    FlowJob, FlowProducer, JobOptions, NewJob, Queue, QueueEvents, QueueEventsArgs, StalledChecker,
     StalledCheckerArgs, WorkerArgs, WorkerMsg, WorkerOptions,
 };
 use echomq_integration_tests::{behave, simulated, wait_until, NullSupervisor, RedisServer};
@@ -415,4 +415,30 @@ async fn a_trace_started_in_rust_continues_in_a_node_worker() {
         .unwrap();
     let job = q.get_job(&id).await.unwrap().unwrap();
     assert!(!job.opts.extra.contains_key("tm"));
+
+    // add_bulk: every job carries the `addBulk <queue>` span, as with Node's addBulk.
+    let jobs = (0..2)
+        .map(|n| NewJob {
+            name: "bulk".into(),
+            data: json!({ "n": n }),
+            options: JobOptions::new(),
+        })
+        .collect();
+    let ids = q
+        .add_bulk(jobs)
+        .instrument(tracing::info_span!("request"))
+        .await
+        .unwrap();
+    let bulk = wait_for_span(&format!("addBulk {name}")).await;
+    assert_eq!(bulk.span_kind, SpanKind::Producer);
+    for id in ids {
+        let job = q.get_job(&id).await.unwrap().unwrap();
+        let tm: Value = serde_json::from_str(job.opts.extra["tm"].as_str().unwrap()).unwrap();
+        let expected = format!(
+            "00-{}-{}-01",
+            bulk.span_context.trace_id(),
+            bulk.span_context.span_id()
+        );
+        assert_eq!(tm["traceparent"], expected.as_str());
+    }
 }

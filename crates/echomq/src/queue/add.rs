@@ -135,11 +135,16 @@ impl Queue {
     /// Every job is validated before anything is sent; a job the server refuses
     /// is reported while the others stay added.
     pub async fn add_bulk(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
-        let prepared = jobs
-            .iter()
-            .map(|j| self.prepare(&j.name, &j.data, j.options.clone()))
-            .collect::<Result<Vec<_>>>()?;
-        let calls: Vec<AddJob<'_>> = prepared.iter().map(|p| self.add_call(p)).collect();
-        self.conn.call_batch(&calls).await.into_iter().collect()
+        let span = crate::telemetry::trace::add_bulk_span(self.name(), jobs.len());
+        async {
+            let prepared = jobs
+                .iter()
+                .map(|j| self.prepare(&j.name, &j.data, j.options.clone()))
+                .collect::<Result<Vec<_>>>()?;
+            let calls: Vec<AddJob<'_>> = prepared.iter().map(|p| self.add_call(p)).collect();
+            self.conn.call_batch(&calls).await.into_iter().collect()
+        }
+        .instrument(span)
+        .await
     }
 }

@@ -6,14 +6,15 @@
 //!   `outcome`. Inside it: `process` (debug) around the processor and
 //!   `finish` (debug) around the finishing call. The fetch loop's
 //!   `moveToActive` runs in `fetch` (debug).
-//! * `add` (debug) around [`Queue::add`](crate::Queue::add).
+//! * `add` (debug) around [`Queue::add`](crate::Queue::add), `add_bulk`
+//!   (debug) around [`Queue::add_bulk`](crate::Queue::add_bulk).
 //! * one span per actor tick: `lock_renewal`, `stalled_sweep`,
 //!   `scheduler_sweep`, `events_batch` (debug);
 //! * `script` (trace) around every script call, with its name.
 //!
 //! With the `otel` feature and `tracing-opentelemetry` listening, `add` is
-//! the producer span `add <queue>.<name>` whose context is written to the
-//! job's `tm` option (the propagator's fields as a JSON object, as
+//! the producer span `add <queue>.<name>` (`addBulk <queue>`) whose context
+//! is written to the job's `tm` option (the propagator's fields as a JSON object, as
 //! `bullmq-otel` writes them), and a `job` span is the consumer span
 //! `process <queue>` whose parent is the context read back from `tm` — so a
 //! trace crosses between Node and Rust producers and workers both ways.
@@ -85,7 +86,20 @@ pub(crate) fn add_span(queue: &str, name: &str) -> Span {
         otel.name = Empty,
         otel.kind = Empty,
     );
-    imp::producer(&span, queue, name);
+    imp::producer(&span, "add", queue, Some(name));
+    span
+}
+
+/// The span of one `Queue::add_bulk`: its context goes to every job's `tm`.
+pub(crate) fn add_bulk_span(queue: &str, jobs: usize) -> Span {
+    let span = tracing::debug_span!(
+        "add_bulk",
+        queue = %queue,
+        jobs,
+        otel.name = Empty,
+        otel.kind = Empty,
+    );
+    imp::producer(&span, "addBulk", queue, None);
     span
 }
 
@@ -143,14 +157,19 @@ mod imp {
         }
     }
 
-    pub(super) fn producer(span: &Span, queue: &str, name: &str) {
+    /// Names a producer span `<operation> <queue>[.<job name>]`, as BullMQ does.
+    pub(super) fn producer(span: &Span, operation: &str, queue: &str, job: Option<&str>) {
         if span.is_disabled() {
             return;
         }
         // The parent it would have anyway (the caller's span), set only to
         // learn whether an OpenTelemetry layer listens.
         if span.set_parent(Span::current().context()).is_ok() {
-            span.record("otel.name", format!("add {queue}.{name}"));
+            let name = match job {
+                Some(job) => format!("{operation} {queue}.{job}"),
+                None => format!("{operation} {queue}"),
+            };
+            span.record("otel.name", name);
             span.record("otel.kind", "producer");
         }
     }
@@ -221,7 +240,7 @@ mod imp {
     pub(super) fn continue_trace(_span: &Span, _queue: &str, _job: &Job) {}
 
     #[inline]
-    pub(super) fn producer(_span: &Span, _queue: &str, _name: &str) {}
+    pub(super) fn producer(_span: &Span, _operation: &str, _queue: &str, _job: Option<&str>) {}
 
     #[inline]
     pub(super) fn stamp(opts: Map<String, Value>) -> Map<String, Value> {
