@@ -81,7 +81,7 @@ async fn wait_counts(q: &Queue, completed: u64, failed: u64) {
     .await;
 }
 
-/// 20 jobs complete (one runs 3 s, long enough for lock renewals), 5 fail
+/// 20 jobs complete (one runs 6 s: renewal ticks come every 2.5 s), 5 fail
 /// after a retry each, and a dead worker's job is recovered by the stalled
 /// checker and completes: the scrape says exactly that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,7 +111,7 @@ async fn the_metrics_endpoint_counts_a_known_workload() {
     }
     q.add(
         "slow",
-        &json!({"mode": "sleep", "ms": 3000}),
+        &json!({"mode": "sleep", "ms": 6000}),
         JobOptions::new(),
     )
     .await
@@ -155,8 +155,8 @@ async fn the_metrics_endpoint_counts_a_known_workload() {
     assert_eq!(v("echomq_jobs_processed_total"), 31.0);
     assert_eq!(v("echomq_job_duration_seconds_count"), 31.0);
     assert!(
-        v("echomq_job_duration_seconds_sum") >= 3.0,
-        "the slow job ran 3 s"
+        v("echomq_job_duration_seconds_sum") >= 6.0,
+        "the slow job ran 6 s"
     );
     assert_eq!(v("echomq_job_wait_seconds_count"), 31.0);
     assert_eq!(v("echomq_stalled_jobs_recovered_total"), 1.0);
