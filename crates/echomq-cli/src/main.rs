@@ -11,6 +11,7 @@ mod commands;
 mod demo;
 mod demo_flow;
 mod flows;
+mod otlp;
 mod parity;
 mod service;
 mod style;

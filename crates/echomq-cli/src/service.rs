@@ -64,6 +64,14 @@ pub struct WorkArgs {
     /// Serve /livez and /readyz on this address, e.g. 127.0.0.1:8080.
     #[arg(long, env = "ECHOMQ_HEALTH_ADDR")]
     pub health_addr: Option<SocketAddr>,
+    /// Serve Prometheus /metrics on this address, e.g. 127.0.0.1:9464 (a
+    /// non-loopback address is logged as such) [default: off].
+    #[arg(long, env = "ECHOMQ_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Export spans over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318
+    /// [default: OTEL_EXPORTER_OTLP_ENDPOINT when set, else off].
+    #[arg(long, env = "ECHOMQ_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// How long running jobs may finish at SIGTERM before they go back to wait, ms [default: 10000].
     #[arg(long, env = "ECHOMQ_CLOSE_TIMEOUT")]
     pub close_timeout: Option<u64>,
@@ -109,6 +117,8 @@ struct FileConfig {
     quiet: Option<bool>,
     connect_timeout: Option<u64>,
     health_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
+    otlp_endpoint: Option<String>,
     close_timeout: Option<u64>,
     log_format: Option<LogFormat>,
     log_level: Option<String>,
@@ -123,6 +133,9 @@ pub struct Resolved {
     pub queue: String,
     pub connect_timeout: Option<Duration>,
     pub health_addr: Option<SocketAddr>,
+    pub metrics_addr: Option<SocketAddr>,
+    /// The OTLP collector; `Some("")` when only the OTEL_* variables name it.
+    pub otlp_endpoint: Option<String>,
     pub log_format: LogFormat,
     pub log_level: Option<String>,
     pub allow_eviction: bool,
@@ -220,6 +233,21 @@ pub fn resolve(
         queue,
         connect_timeout: args.connect_timeout.or(file.connect_timeout).map(ms),
         health_addr: args.health_addr.or(file.health_addr),
+        metrics_addr: args.metrics_addr.or(file.metrics_addr),
+        otlp_endpoint: args
+            .otlp_endpoint
+            .clone()
+            .or(file.otlp_endpoint)
+            .or_else(|| {
+                // The standard variables, read by the exporter itself.
+                [
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                ]
+                .iter()
+                .any(|k| env(k).is_some_and(|v| !v.is_empty()))
+                .then(String::new)
+            }),
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
         log_level: args.log_level.clone().or(file.log_level),
         allow_eviction: args.allow_eviction.or(file.allow_eviction).unwrap_or(false),
@@ -254,23 +282,34 @@ fn read_file(path: &Path) -> Result<FileConfig, String> {
 }
 
 /// Installs the tracing subscriber: `log_level` when given, else RUST_LOG,
-/// else `info`; text or JSON lines on stderr.
-fn init_logging(format: LogFormat, level: Option<&str>) -> Result<(), String> {
+/// else `info`; text or JSON lines on stderr; and the OTLP span export when
+/// `otlp` is given (with its own `info` filter, so a debug log level does
+/// not export every debug span).
+fn init_logging(
+    format: LogFormat,
+    level: Option<&str>,
+    otlp: Option<crate::otlp::Export>,
+) -> Result<(), String> {
+    use std::io::IsTerminal;
+    use tracing_subscriber::prelude::*;
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(l) => EnvFilter::try_new(l).map_err(|e| format!("log level {l:?}: {e}"))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let installed = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
     };
-    installed.map_err(|e| format!("logging: {e}"))
+    let otel = otlp.map(|o| o.layer().with_filter(EnvFilter::new("info")));
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(otel)
+        .try_init()
+        .map_err(|e| format!("logging: {e}"))
 }
 
 /// Prints one error line and gives the exit code of its class.
@@ -285,9 +324,23 @@ pub async fn main(cli: &Cli, sources: GlobalSources, args: &WorkArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return fail(FailureClass::Config, &e),
     };
-    if let Err(e) = init_logging(r.log_format, r.log_level.as_deref()) {
+    let otlp = match r.otlp_endpoint.as_deref().map(crate::otlp::Export::start) {
+        Some(Ok(export)) => Some(export),
+        Some(Err(e)) => return fail(FailureClass::Config, &e),
+        None => None,
+    };
+    let flush = otlp.as_ref().map(crate::otlp::Export::provider);
+    if let Err(e) = init_logging(r.log_format, r.log_level.as_deref(), otlp) {
         return fail(FailureClass::Config, &e);
     }
+    // Before any worker starts: components take their metric handles then.
+    let metrics = match r.metrics_addr {
+        Some(addr) => match start_metrics(addr).await {
+            Ok(server) => server,
+            Err(e) => return fail(FailureClass::Config, &e),
+        },
+        None => None,
+    };
     // Up before connecting, so that a liveness probe does not kill a
     // process that is only waiting for its Redis.
     let health = match r.health_addr {
@@ -324,15 +377,49 @@ pub async fn main(cli: &Cli, sources: GlobalSources, args: &WorkArgs) -> i32 {
             return fail(d.class, &d.message);
         }
     };
-    let code = run_connected(&conn, r, health.as_ref()).await;
+    let code = run_connected(&conn, r, health.as_ref(), metrics.as_ref()).await;
     conn.close().await;
+    if let Some(provider) = flush {
+        crate::otlp::shutdown(provider);
+    }
     code
 }
+
+/// The `/metrics` endpoint, with the recorder installed (feature `metrics`).
+#[cfg(feature = "metrics")]
+async fn start_metrics(addr: SocketAddr) -> Result<Option<MetricsServer>, String> {
+    echomq::telemetry::prometheus::serve(addr)
+        .await
+        .map(Some)
+        .map_err(|e| format!("metrics endpoint on {addr}: {e}"))
+}
+
+#[cfg(not(feature = "metrics"))]
+async fn start_metrics(_addr: SocketAddr) -> Result<Option<MetricsServer>, String> {
+    Err("--metrics-addr: this echomq was built without the `metrics` feature".into())
+}
+
+#[cfg(feature = "metrics")]
+type MetricsServer = echomq::telemetry::prometheus::MetricsServer;
+/// Stands in for the endpoint in a build without it.
+#[cfg(not(feature = "metrics"))]
+type MetricsServer = std::convert::Infallible;
+
+#[cfg(feature = "metrics")]
+fn watch(server: Option<&MetricsServer>, queue: &Queue) {
+    if let Some(s) = server {
+        s.watch(queue.clone());
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+fn watch(_server: Option<&MetricsServer>, _queue: &Queue) {}
 
 async fn run_connected(
     conn: &Connection,
     r: Resolved,
     health: Option<&echomq::health::HealthServer>,
+    metrics: Option<&MetricsServer>,
 ) -> i32 {
     let facts = match diagnose::server_facts(conn).await {
         Ok(f) => f,
@@ -356,6 +443,7 @@ async fn run_connected(
             return fail(d.class, &d.message);
         }
     };
+    watch(metrics, &queue);
     match crate::work::work(conn.clone(), queue, r.settings, health).await {
         Ok(()) => 0,
         Err(e) => fail(FailureClass::Runtime, &e.to_string()),
@@ -448,6 +536,39 @@ mod tests {
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn metrics_and_otlp_options_resolve_like_the_others() {
+        let (cli, src, args) = parse(&["echomq", "work", "q", "--metrics-addr", "127.0.0.1:9464"]);
+        let r = resolve(&cli, src, &args, |_| None).unwrap();
+        assert_eq!(r.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(r.otlp_endpoint, None, "off by default");
+        // The standard OTLP variable alone turns the export on, the exporter
+        // reading the endpoint itself.
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://c:4318".into())
+        })
+        .unwrap();
+        assert_eq!(r.otlp_endpoint.as_deref(), Some(""));
+        let (cli, src, args) =
+            parse(&["echomq", "work", "q", "--otlp-endpoint", "http://flag:4318"]);
+        let r = resolve(&cli, src, &args, |k| {
+            (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://env:4318".into())
+        })
+        .unwrap();
+        assert_eq!(r.otlp_endpoint.as_deref(), Some("http://flag:4318"));
+        assert!(parse_err(&[
+            "echomq",
+            "work",
+            "q",
+            "--metrics-addr",
+            "nowhere"
+        ]));
+    }
+
+    fn parse_err(argv: &[&str]) -> bool {
+        Cli::command().try_get_matches_from(argv).is_err()
     }
 
     #[test]

@@ -57,6 +57,7 @@ impl Connection {
             let _ = pool.quit().await;
             return Err(explain_connect_error(&config, e));
         }
+        crate::telemetry::metrics::watch_reconnects(&pool);
         let conn = Connection {
             inner: Arc::new(Inner {
                 pool,
@@ -174,6 +175,7 @@ impl Connection {
     /// cluster, a call redirected away from a node that no longer owns its
     /// slot (MOVED/ASK during a failover or a resharding) is resent, a few
     /// times with a growing pause: a redirected call was not run.
+    #[tracing::instrument(level = "trace", name = "script", skip_all, fields(script = call.script().name()))]
     pub async fn call<C: ScriptCall>(&self, call: &C) -> Result<C::Output> {
         let script = call.script();
         let def = script.def().ok_or(Error::MissingScript(script.name()))?;
@@ -263,6 +265,7 @@ impl Connection {
     /// each one's result in order. Calls refused with NOSCRIPT, or redirected
     /// to another cluster node, did nothing: exactly those are resent (after
     /// the scripts are loaded again, for NOSCRIPT).
+    #[tracing::instrument(level = "trace", name = "script_batch", skip_all, fields(calls = calls.len()))]
     pub async fn call_batch<C: ScriptCall>(&self, calls: &[C]) -> Vec<Result<C::Output>> {
         if calls.is_empty() {
             return Vec::new();

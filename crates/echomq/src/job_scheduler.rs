@@ -107,6 +107,7 @@ pub struct JobScheduler;
 pub struct JobSchedulerState {
     args: JobSchedulerArgs,
     schedulers: JobSchedulers,
+    metrics: crate::telemetry::QueueMetrics,
 }
 
 impl Actor for JobScheduler {
@@ -121,7 +122,12 @@ impl Actor for JobScheduler {
     ) -> std::result::Result<Self::State, ActorProcessingErr> {
         let schedulers = JobSchedulers::new(&args.connection, &args.queue)?
             .with_default_job_options(args.default_job_options.clone());
-        Ok(JobSchedulerState { args, schedulers })
+        let metrics = crate::telemetry::QueueMetrics::new(&args.queue);
+        Ok(JobSchedulerState {
+            args,
+            schedulers,
+            metrics,
+        })
     }
 
     async fn post_start(
@@ -174,10 +180,12 @@ impl Actor for JobScheduler {
 }
 
 impl JobSchedulerState {
+    #[tracing::instrument(level = "debug", name = "scheduler_sweep", skip_all, fields(queue = %self.args.queue))]
     async fn sweep(&self) -> Result<SchedulerSweep> {
         let r = self.schedulers.sweep(self.args.sweep_grace).await;
         match &r {
             Ok(report) => {
+                self.metrics.iterations_restored(report.restored.len());
                 for restored in &report.restored {
                     warn!(queue = %restored.queue, scheduler = %restored.scheduler_id,
                         missing = %restored.missing_job_id, created = %restored.new_job_id,

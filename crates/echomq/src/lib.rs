@@ -42,6 +42,7 @@ pub mod schedule;
 pub mod schedulers;
 pub mod stalled_checker;
 pub mod supervision;
+pub mod telemetry;
 pub mod worker;
 
 pub use config::ConnectionConfig;

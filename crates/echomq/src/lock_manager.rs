@@ -68,6 +68,7 @@ pub struct LockManagerState {
     timer_gen: u64,
     failing_since: Option<Instant>,
     span: tracing::Span,
+    metrics: crate::telemetry::QueueMetrics,
 }
 
 struct Entry {
@@ -90,6 +91,7 @@ impl Actor for LockManager {
         }
         let renew_time = args.renew_time();
         let span = info_span!("lock_manager", queue = %args.keys.name());
+        let metrics = crate::telemetry::QueueMetrics::new(args.keys.name());
         Ok(LockManagerState {
             args,
             renew_time,
@@ -100,6 +102,7 @@ impl Actor for LockManager {
             timer_gen: 0,
             failing_since: None,
             span,
+            metrics,
         })
     }
 
@@ -248,6 +251,7 @@ fn on_error(state: &mut LockManagerState, e: crate::Error) -> Result<(), ActorPr
 
 /// One `extendLocks` call for every held lock: the tracked ones and those of
 /// the shared sets.
+#[tracing::instrument(level = "debug", name = "lock_renewal", skip_all)]
 async fn renew(state: &mut LockManagerState) -> Result<(), crate::Error> {
     let now = Instant::now();
     // A set nobody else holds belongs to a Worker instance whose tasks all
@@ -262,6 +266,7 @@ async fn renew(state: &mut LockManagerState) -> Result<(), crate::Error> {
     locks.extend(shared_locks(state).into_iter().map(|l| (l.id, l.token)));
     if locks.is_empty() {
         state.renewed_at.clear();
+        state.metrics.no_locks_held();
         return Ok(());
     }
     let call = ExtendLocks {
@@ -272,6 +277,9 @@ async fn renew(state: &mut LockManagerState) -> Result<(), crate::Error> {
     state.stats.extend_calls += 1;
     state.stats.last_batch = locks.len();
     let failed = state.args.connection.call(&call).await?;
+    state
+        .metrics
+        .locks_renewed(locks.len(), failed.len(), now.elapsed());
     state.failing_since = None;
     let lost: HashSet<&str> = failed.iter().map(String::as_str).collect();
     let mut renewed = 0u64;

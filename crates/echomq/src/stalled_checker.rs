@@ -129,6 +129,7 @@ pub struct StalledCheckerState {
     args: StalledCheckerArgs,
     keys: QueueKeys,
     stats: StalledStats,
+    metrics: crate::telemetry::QueueMetrics,
 }
 
 impl Actor for StalledChecker {
@@ -148,6 +149,7 @@ impl Actor for StalledChecker {
         }
         let keys = QueueKeys::new(args.connection.prefix(), &args.queue)?;
         Ok(StalledCheckerState {
+            metrics: crate::telemetry::QueueMetrics::new(&args.queue),
             args,
             keys,
             stats: StalledStats::default(),
@@ -194,7 +196,10 @@ impl Actor for StalledChecker {
 impl StalledCheckerState {
     async fn sweep(&mut self) -> Result<SweepReport> {
         let span = info_span!("stalled_sweep", queue = %self.args.queue);
+        let started = std::time::Instant::now();
         let r = self.sweep_inner().instrument(span).await;
+        let recovered = r.as_ref().ok().map(|report| report.recovered.len());
+        self.metrics.stalled_sweep(recovered, started.elapsed());
         self.stats.sweeps += 1;
         match &r {
             Ok(report) => {

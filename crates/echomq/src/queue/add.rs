@@ -7,7 +7,7 @@ use echomq_protocol::validate::ValidationError;
 use echomq_protocol::JobOptions;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tracing::instrument;
+use tracing::Instrument;
 
 use super::{NewJob, Queue};
 use crate::error::Result;
@@ -75,7 +75,7 @@ impl Queue {
             custom_id: options.job_id.clone().unwrap_or_default(),
             timestamp: options.timestamp.unwrap_or_else(crate::clock::now_ms),
             data: Self::encode_data(data, limit)?,
-            opts: options.to_stored(),
+            opts: crate::telemetry::trace::stamp_context(options.to_stored()),
             dedup_key: options
                 .deduplication
                 .as_ref()
@@ -116,26 +116,35 @@ impl Queue {
     /// With `options.parent` the job becomes a child of that existing job, as
     /// with Node's `queue.add(name, data, {parent})`: the parent waits for it,
     /// and a missing parent is `ParentJobNotExist` with nothing written.
-    #[instrument(level = "debug", skip(self, data, options), fields(queue = %self.name()))]
     pub async fn add(
         &self,
         name: &str,
         data: &impl Serialize,
         options: JobOptions,
     ) -> Result<String> {
-        let p = self.prepare(name, data, options)?;
-        self.conn.call(&self.add_call(&p)).await
+        let span = crate::telemetry::trace::add_span(self.name(), name);
+        async {
+            let p = self.prepare(name, data, options)?;
+            self.conn.call(&self.add_call(&p)).await
+        }
+        .instrument(span)
+        .await
     }
 
     /// Adds many jobs in one pipelined round trip and returns their ids in order.
     /// Every job is validated before anything is sent; a job the server refuses
     /// is reported while the others stay added.
     pub async fn add_bulk(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
-        let prepared = jobs
-            .iter()
-            .map(|j| self.prepare(&j.name, &j.data, j.options.clone()))
-            .collect::<Result<Vec<_>>>()?;
-        let calls: Vec<AddJob<'_>> = prepared.iter().map(|p| self.add_call(p)).collect();
-        self.conn.call_batch(&calls).await.into_iter().collect()
+        let span = crate::telemetry::trace::add_bulk_span(self.name(), jobs.len());
+        async {
+            let prepared = jobs
+                .iter()
+                .map(|j| self.prepare(&j.name, &j.data, j.options.clone()))
+                .collect::<Result<Vec<_>>>()?;
+            let calls: Vec<AddJob<'_>> = prepared.iter().map(|p| self.add_call(p)).collect();
+            self.conn.call_batch(&calls).await.into_iter().collect()
+        }
+        .instrument(span)
+        .await
     }
 }

@@ -210,6 +210,7 @@ pub struct QueueEventsState {
     last_id: String,
     subscribers: Subscribers,
     reader: Option<tokio::task::JoinHandle<()>>,
+    metrics: crate::telemetry::QueueMetrics,
 }
 
 impl Actor for QueueEvents {
@@ -260,6 +261,7 @@ impl Actor for QueueEvents {
             last_id,
             subscribers: args.subscribers,
             reader: Some(reader),
+            metrics: crate::telemetry::QueueMetrics::new(&args.queue),
         })
     }
 
@@ -303,11 +305,18 @@ impl Actor for QueueEvents {
                 me.stop(Some(crate::supervision::CLOSED.into()));
             }
             QueueEventsMsg::Batch(events, gap) => {
+                let _span = tracing::debug_span!("events_batch", events = events.len()).entered();
+                let written_ms = events
+                    .last()
+                    .and_then(|e| parse_id(&e.id))
+                    .map(|(ms, _)| ms);
+                state.metrics.events_delivered(written_ms, gap.is_some());
                 if let Some(last) = events.last() {
                     state.last_id = last.id.clone();
                 }
                 let gap = gap.map(|(after, next)| Delivery::Gap { after, next });
-                state.subscribers.deliver(me.get_id(), gap, events);
+                let missed = state.subscribers.deliver(me.get_id(), gap, events);
+                state.metrics.events_missed(missed);
             }
         }
         Ok(())

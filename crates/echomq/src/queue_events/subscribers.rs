@@ -137,19 +137,22 @@ impl Subscribers {
     }
 
     /// Delivers a batch from `owner` (ignored from a superseded actor): the
-    /// gap first, then each event, moving the cursor with each.
-    pub(crate) fn deliver(&self, owner: ActorId, gap: Option<Delivery>, events: Vec<Event>) {
+    /// gap first, then each event, moving the cursor with each. Answers how
+    /// many deliveries full subscribers missed (told later as `Lagged`).
+    pub(crate) fn deliver(&self, owner: ActorId, gap: Option<Delivery>, events: Vec<Event>) -> u64 {
         let mut r = self.lock();
         if r.owner != Some(owner) {
-            return;
+            return 0;
         }
+        let mut missed = 0;
         if let Some(g) = gap {
-            r.fan_out(&g);
+            missed += r.fan_out(&g);
         }
         for e in events {
             r.last_id = Some(e.id.clone());
-            r.fan_out(&Delivery::Event(e));
+            missed += r.fan_out(&Delivery::Event(e));
         }
+        missed
     }
 
     /// A clean close by `owner`: every subscription ends.
@@ -163,7 +166,9 @@ impl Subscribers {
 }
 
 impl Registry {
-    fn fan_out(&mut self, d: &Delivery) {
+    /// Answers how many subscribers were full and missed `d`.
+    fn fan_out(&mut self, d: &Delivery) -> u64 {
+        let mut missed_now = 0;
         self.sinks.retain(|_, sink| match sink {
             Sink::Callback(f) => f(d.clone()),
             Sink::Channel { tx, missed } => {
@@ -174,6 +179,7 @@ impl Registry {
                         Ok(()) => *missed = 0,
                         Err(mpsc::error::TrySendError::Full(_)) => {
                             *missed += 1;
+                            missed_now += 1;
                             return true;
                         }
                         Err(mpsc::error::TrySendError::Closed(_)) => return false,
@@ -183,12 +189,14 @@ impl Registry {
                     Ok(()) => true,
                     Err(mpsc::error::TrySendError::Full(_)) => {
                         *missed += 1;
+                        missed_now += 1;
                         true
                     }
                     Err(mpsc::error::TrySendError::Closed(_)) => false,
                 }
             }
         });
+        missed_now
     }
 }
 

@@ -80,6 +80,7 @@ pub(crate) struct WorkerCore {
     hints: FetchHints,
     blocking: BlockingConn,
     counters: Counters,
+    metrics: crate::telemetry::QueueMetrics,
     myself: ActorRef<WorkerMsg>,
     events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
 }
@@ -96,6 +97,7 @@ impl WorkerCore {
             name: opts.name.as_deref().map(Arc::from),
             gate: Arc::new(SlotGate::new(opts.concurrency)),
             blocking: BlockingConn::new(queue.connection().clone(), queue.keys().marker()),
+            metrics: crate::telemetry::QueueMetrics::new(queue.name()),
             queue: Arc::new(queue),
             processor,
             opts,
@@ -150,6 +152,11 @@ impl WorkerCore {
 
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// This queue's metric handles.
+    pub fn telemetry(&self) -> &crate::telemetry::QueueMetrics {
+        &self.metrics
     }
 
     pub fn myself(&self) -> &ActorRef<WorkerMsg> {

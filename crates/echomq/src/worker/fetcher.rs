@@ -273,7 +273,8 @@ impl Fetcher {
         // A fresh token per fetched job; fetch-next reuses it for the job it
         // brings, as BullMQ does.
         let token: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
-        match core.move_to_active(&token).await {
+        let span = tracing::debug_span!("fetch");
+        match core.move_to_active(&token).instrument(span).await {
             Ok(reply) => {
                 if let NextJob::Job { .. } = reply {
                     core.hints().wake();

@@ -153,12 +153,15 @@ impl ActiveJob {
         core.counters().fetched();
         let hash: HashMap<String, String> = fields.into_iter().collect();
         match Job::from_hash(&id, hash) {
-            Ok(job) => Ok(ActiveJob {
-                core: core.clone(),
-                job: Arc::new(job),
-                held,
-                done: false,
-            }),
+            Ok(job) => {
+                core.telemetry().job_started(&job);
+                Ok(ActiveJob {
+                    core: core.clone(),
+                    job: Arc::new(job),
+                    held,
+                    done: false,
+                })
+            }
             Err(e) => {
                 core.seam().untrack(&id, &token);
                 Err(Error::Decode(e))

@@ -13,7 +13,7 @@ use echomq_protocol::call::lifecycle::DelayKind;
 use echomq_protocol::job::field;
 use echomq_protocol::ScriptErrorCode;
 use serde_json::Value;
-use tracing::{debug, error, info_span, warn, Instrument};
+use tracing::{debug, debug_span, error, warn, Instrument};
 
 use super::backoff::{self, RetryDecision};
 use super::core::WorkerCore;
@@ -22,6 +22,7 @@ use super::job::{ActiveJob, FinishOutcome, Transition};
 use super::processor::{JobContext, ProcessError};
 use super::seam::CancelReason;
 use super::WorkerEvent;
+use crate::telemetry::trace::{self, Outcome};
 use crate::Job;
 
 /// Connection errors on a finishing call are retried this many times, with a
@@ -32,13 +33,8 @@ const FINISH_RETRY_PAUSE: Duration = Duration::from_millis(200);
 pub(crate) async fn run_slot(core: Arc<WorkerCore>, permit: SlotPermit, first: ActiveJob) {
     let mut job = first;
     loop {
-        let span = info_span!(
-            "job",
-            queue = %core.keys().name(),
-            job_id = %job.id(),
-            attempt = job.attempt(),
-            worker = ?core.name().map(|n| &**n),
-        );
+        let name = core.name().map(|n| &**n);
+        let span = trace::job_span(core.keys().name(), job.job(), job.attempt(), name);
         match process_one(&core, job).instrument(span).await {
             Some(next) => job = next,
             None => break,
@@ -54,13 +50,19 @@ fn fetch_next(core: &WorkerCore) -> bool {
 /// Runs one job to its transition; returns the job fetch-next brought.
 async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
     if !schedule_successor(core, job.job()).await {
+        trace::outcome(Outcome::Abandoned);
         job.abandon();
         return None;
     }
     if let Some(refusal) = refuse_to_run(core, job.job()) {
         return fail_job(core, job, refusal).await;
     }
-    match run_processor(core, &job).await {
+    let started = std::time::Instant::now();
+    let ran = run_processor(core, &job)
+        .instrument(debug_span!("process"))
+        .await;
+    core.telemetry().job_ran(started.elapsed());
+    match ran {
         Ran::Cancelled => give_up(core, job).await,
         Ran::Returned(Ok(value)) => finish(core, job, Transition::Complete(value)).await,
         Ran::Returned(Err(ProcessError::RateLimited)) => {
@@ -74,7 +76,10 @@ async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob
             };
             finish(core, job, t).await
         }
-        Ran::Returned(Err(ProcessError::WaitingChildren)) => crate::worker::flow_ctx::parked(job),
+        Ran::Returned(Err(ProcessError::WaitingChildren)) => {
+            trace::outcome(Outcome::WaitingChildren);
+            crate::worker::flow_ctx::parked(job)
+        }
         Ran::Returned(Err(e)) => fail_job(core, job, e).await,
     }
 }
@@ -96,6 +101,9 @@ async fn schedule_successor(core: &WorkerCore, record: &Job) -> bool {
         {
             Ok(next) => {
                 debug!(next = ?next, "next scheduler iteration");
+                if next.is_some() {
+                    core.telemetry().iteration_created();
+                }
                 return true;
             }
             Err(e) if e.is_connection() && core.alive() && !core.gate().snapshot().closing => {
@@ -200,12 +208,14 @@ fn abnormal_end(panic: Box<dyn Any + Send>) -> ProcessError {
 async fn give_up(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
     if job.cancel_reason() == CancelReason::LockLost {
         debug!("lock lost: processor cancelled, job left to its new owner");
+        trace::outcome(Outcome::LockLost);
         job.abandon();
         return None;
     }
     let id = job.id().to_owned();
     match job.move_to_wait().await {
         Ok(FinishOutcome::Done { .. }) => {
+            trace::outcome(Outcome::MovedBack);
             core.emit(WorkerEvent::MovedBack { job_id: id });
         }
         Ok(other) => report_rejection(core, other),
@@ -239,6 +249,7 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
     let id = job.id().to_owned();
     let next = finish(core, job, t).await;
     core.counters().failure();
+    core.telemetry().job_failed(retrying);
     core.emit(WorkerEvent::Failed {
         job_id: id,
         reason: message,
@@ -310,9 +321,12 @@ async fn finish(core: &Arc<WorkerCore>, job: ActiveJob, t: Transition) -> Option
     let completing = matches!(t, Transition::Complete(_));
     loop {
         let id = job.id().to_owned();
-        match job.apply(&t, fetch_next(core)).await {
+        let applied = job.apply(&t, fetch_next(core));
+        match applied.instrument(debug_span!("finish")).await {
             Ok(FinishOutcome::Done { next }) => {
                 core.counters().transition();
+                core.telemetry().job_transition(completing);
+                trace::outcome(outcome_of(&t));
                 if completing {
                     core.emit(WorkerEvent::Completed { job_id: id });
                 }
@@ -360,10 +374,26 @@ fn refused_completion(id: &str, code: ScriptErrorCode) -> ProcessError {
     }
 }
 
+/// What the `job` span says of a transition made.
+fn outcome_of(t: &Transition) -> Outcome {
+    match t {
+        Transition::Complete(_) => Outcome::Completed,
+        Transition::Fail { .. } => Outcome::Failed,
+        Transition::Retry { .. } => Outcome::Retried,
+        Transition::Delay {
+            kind: DelayKind::Retry,
+            ..
+        } => Outcome::Retried,
+        Transition::Delay { .. } => Outcome::Delayed,
+        Transition::ToWait => Outcome::RateLimited,
+    }
+}
+
 fn report_rejection(core: &WorkerCore, outcome: FinishOutcome) {
     match outcome {
         FinishOutcome::LockLost { job_id, code } => {
             warn!(%code, "transition refused: lock lost");
+            trace::outcome(Outcome::LockLost);
             core.emit(WorkerEvent::LockLost { job_id });
         }
         FinishOutcome::NotActive { job_id } | FinishOutcome::Missing { job_id } => {

@@ -1,0 +1,175 @@
+//! `GET /metrics` over HTTP/1 (feature `prometheus`): the runtime metrics
+//! of [`super::metrics`] through `metrics-exporter-prometheus`, followed by
+//! BullMQ's queue-state gauges ([`super::queue_state`]) of the watched
+//! queues, read from Redis at each scrape (so they are never staler than the
+//! scrape itself). `docs/operations.md §Metrics` lists what is served.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use crate::queue::Queue;
+
+/// Histogram buckets (seconds) of every `*_seconds` histogram: from a fast
+/// script call to a long job.
+const BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0, 300.0,
+];
+
+/// How long one scrape waits for a queue's counts before leaving it out.
+const SAMPLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Why the recorder could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("prometheus recorder: {0}")]
+pub struct InstallError(String);
+
+/// Installs the Prometheus recorder as the process's global `metrics`
+/// recorder (the first call; later calls return the same handle) and
+/// describes EchoMQ's metrics. Call it before starting workers and actors:
+/// they take their metric handles when they start.
+pub fn install() -> Result<PrometheusHandle, InstallError> {
+    if let Some(h) = HANDLE.get() {
+        return Ok(h.clone());
+    }
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS)
+        .map_err(|e| InstallError(e.to_string()))?
+        .install_recorder()
+        .map_err(|e| InstallError(e.to_string()))?;
+    super::metrics::describe();
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+type Watched = Arc<RwLock<Vec<Queue>>>;
+
+/// The running endpoint; dropping it stops it.
+#[derive(Debug)]
+pub struct MetricsServer {
+    addr: SocketAddr,
+    queues: Watched,
+    task: JoinHandle<()>,
+}
+
+impl MetricsServer {
+    /// The address it listens on (the port chosen when `:0` was asked).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Adds `queue`'s BullMQ state gauges to every scrape from now on.
+    pub fn watch(&self, queue: Queue) {
+        let mut q = self.queues.write().unwrap_or_else(|p| p.into_inner());
+        if !q.iter().any(|w| w.keys().name() == queue.keys().name()) {
+            q.push(queue);
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Installs the recorder ([`install`]) and serves `/metrics` on `addr` until
+/// the handle is dropped. Bind to loopback unless a scraper elsewhere needs
+/// it: the text names every watched queue. A non-loopback address is logged.
+pub async fn serve(addr: SocketAddr) -> std::io::Result<MetricsServer> {
+    let handle = install().map_err(std::io::Error::other)?;
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    if addr.ip().is_loopback() {
+        info!(%addr, "metrics endpoint: /metrics");
+    } else {
+        warn!(%addr, "metrics endpoint: /metrics on a non-loopback address; anyone who reaches it reads queue names and counts");
+    }
+    let queues: Watched = Arc::default();
+    let watched = queues.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    warn!(error = %e, "metrics endpoint accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let handle = handle.clone();
+            let watched = watched.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let handle = handle.clone();
+                    let watched = watched.clone();
+                    async move { Ok::<_, Infallible>(respond(&handle, &watched, req).await) }
+                });
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    debug!(error = %e, "metrics connection ended");
+                }
+            });
+        }
+    });
+    Ok(MetricsServer { addr, queues, task })
+}
+
+async fn respond<B>(
+    handle: &PrometheusHandle,
+    watched: &Watched,
+    req: Request<B>,
+) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD only\n".into());
+    }
+    if req.uri().path() != "/metrics" {
+        return text(StatusCode::NOT_FOUND, "/metrics\n".into());
+    }
+    handle.run_upkeep();
+    let mut body = handle.render();
+    let queues = watched.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut samples = Vec::with_capacity(queues.len());
+    for q in &queues {
+        match tokio::time::timeout(SAMPLE_TIMEOUT, q.prometheus_sample()).await {
+            Ok(Ok(s)) => samples.push(s),
+            Ok(Err(e)) => {
+                warn!(queue = %q.name(), error = %e, "queue state left out of the scrape")
+            }
+            Err(_) => {
+                warn!(queue = %q.name(), "queue state left out of the scrape: Redis too slow")
+            }
+        }
+    }
+    if !samples.is_empty() {
+        if !body.is_empty() && !body.ends_with('\n') {
+            body.push('\n');
+        }
+        body.push_str(&super::queue_state::render(&samples, &[]));
+        body.push('\n');
+    }
+    text(StatusCode::OK, body)
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
