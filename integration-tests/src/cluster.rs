@@ -14,6 +14,54 @@ pub const NODE_TIMEOUT_MS: u64 = 1000;
 struct Node {
     child: Option<Child>,
     port: u16,
+    bus: u16,
+    dir: PathBuf,
+}
+
+impl Node {
+    /// Starts the node's process (again, after a kill: its `nodes.conf`
+    /// makes it rejoin the cluster).
+    fn spawn(&self, binary: &std::path::Path) -> Child {
+        Command::new(binary)
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--cluster-port",
+                &self.bus.to_string(),
+            ])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", self.dir.to_str().expect("utf-8 temp path")])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+            // A replica can take over only once it has synced; Redis
+            // waits 5 s by default before the first full sync.
+            .args(["--repl-diskless-sync-delay", "0"])
+            .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
+    }
+}
+
+/// What [`RedisCluster::move_slot_of`] did.
+#[derive(Debug, Clone)]
+pub struct SlotMove {
+    /// The primary that owned the slot.
+    pub from: u16,
+    /// The primary that owns it now.
+    pub to: u16,
+    /// Keys moved.
+    pub keys: usize,
+    /// `MIGRATE` commands it took.
+    pub migrates: usize,
+    /// From `MIGRATING` to the last `MIGRATE`.
+    pub migrating: Duration,
 }
 
 /// A six-node cluster (3 primaries + 3 replicas).
@@ -38,34 +86,17 @@ impl RedisCluster {
             }
             let node_dir: PathBuf = dir.path().join(port.to_string());
             std::fs::create_dir_all(&node_dir).expect("node dir");
-            let mut child = Command::new(&binary)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--cluster-port",
-                    &bus.to_string(),
-                ])
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--dir", node_dir.to_str().expect("utf-8 temp path")])
-                .args([
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                ])
-                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-                // A replica can take over only once it has synced; Redis
-                // waits 5 s by default before the first full sync.
-                .args(["--repl-diskless-sync-delay", "0"])
-                .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            let node = Node {
+                child: None,
+                port,
+                bus,
+                dir: node_dir,
+            };
+            let mut child = node.spawn(&binary);
             if crate::wait_until_listening(port, &mut child) {
                 nodes.push(Node {
                     child: Some(child),
-                    port,
+                    ..node
                 });
             } else {
                 let _ = child.kill();
@@ -160,6 +191,28 @@ impl RedisCluster {
 
     /// The port of the primary that serves `key`'s slot, as a live node sees it.
     pub fn primary_of(&self, key: &str) -> u16 {
+        self.try_primary_of(key)
+            .unwrap_or_else(|| panic!("no primary owns the slot of {key}"))
+    }
+
+    /// Waits until a primary other than `old` serves `key`'s slot (a replica
+    /// was promoted) and returns it; panics after `limit`.
+    pub fn wait_new_primary(&self, key: &str, old: u16, limit: Duration) -> u16 {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.try_primary_of(key) {
+                Some(p) if p != old => return p,
+                _ => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no replica took over the slot of {key} from {old} in {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn try_primary_of(&self, key: &str) -> Option<u16> {
         let any = self.ports()[0];
         let slot = self.cli(any, &["CLUSTER", "KEYSLOT", key]);
         let slot: u16 = slot
@@ -179,14 +232,10 @@ impl RedisCluster {
             });
             if owns {
                 let addr = f[1].split('@').next().unwrap_or_default();
-                return addr
-                    .rsplit(':')
-                    .next()
-                    .and_then(|p| p.parse().ok())
-                    .expect("node port");
+                return addr.rsplit(':').next().and_then(|p| p.parse().ok());
             }
         }
-        panic!("no primary owns the slot of {key}");
+        None
     }
 
     /// The primaries' ports, as a live node sees them.
@@ -206,11 +255,14 @@ impl RedisCluster {
     }
 
     /// Migrates the slot of `key` to the primary on `to`, live, as
-    /// `redis-cli --cluster reshard` does: IMPORTING/MIGRATING, `MIGRATE` of
-    /// its keys in batches of 10, then `SETSLOT … NODE` on every primary.
-    /// Returns how many keys moved.
-    pub fn move_slot_of(&self, key: &str, to: u16) -> usize {
+    /// `redis-cli --cluster reshard --cluster-pipeline <batch>` does:
+    /// IMPORTING/MIGRATING, `MIGRATE … KEYS` of its keys `batch` at a time
+    /// until none is left, then `SETSLOT … NODE` on the target, the source
+    /// and the other primaries, in that order. Returns how many keys moved
+    /// and in how many `MIGRATE`s.
+    pub fn move_slot_of(&self, key: &str, to: u16, batch: usize) -> SlotMove {
         let from = self.primary_of(key);
+        assert_ne!(from, to, "the slot of {key} is already on {to}");
         let slot = self
             .cli(from, &["CLUSTER", "KEYSLOT", key])
             .trim()
@@ -226,9 +278,11 @@ impl RedisCluster {
             self.cli(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
             "MIGRATING",
         );
-        let mut moved = 0;
+        let started = Instant::now();
+        let (mut keys_moved, mut migrates) = (0, 0);
+        let count = batch.max(1).to_string();
         loop {
-            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "10"]);
+            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, &count]);
             let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
             if keys.is_empty() {
                 break;
@@ -241,15 +295,50 @@ impl RedisCluster {
                 out.trim() == "OK" || out.trim() == "NOKEY",
                 "MIGRATE: {out}"
             );
-            moved += keys.len();
+            keys_moved += keys.len();
+            migrates += 1;
         }
-        for p in self.primaries() {
+        let migrating = started.elapsed();
+        // The target first: once it owns the slot it stops sending MOVED
+        // back to the source; then the source, which starts answering MOVED.
+        let mut order = vec![to, from];
+        order.extend(
+            self.primaries()
+                .into_iter()
+                .filter(|p| *p != to && *p != from),
+        );
+        for p in order {
             ok(
                 self.cli(p, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
                 "SETSLOT NODE",
             );
         }
-        moved
+        SlotMove {
+            from,
+            to,
+            keys: keys_moved,
+            migrates,
+            migrating,
+        }
+    }
+
+    /// Starts the node on `port` again after [`RedisCluster::kill`]: with
+    /// its `nodes.conf` it rejoins, as a replica of the node that took its
+    /// slots over. Waits until it listens.
+    pub fn restart(&mut self, port: u16) {
+        let binary = crate::redis_server_binary();
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .expect("a node of this cluster");
+        assert!(node.child.is_none(), "node {port} is running");
+        let mut child = node.spawn(&binary);
+        assert!(
+            crate::wait_until_listening(port, &mut child),
+            "node {port} did not come back"
+        );
+        node.child = Some(child);
     }
 
     /// SIGKILLs the node on `port` (a crash; its replica takes over after
