@@ -16,19 +16,68 @@ struct Node {
     port: u16,
     bus: u16,
     dir: PathBuf,
+    tls: Option<TlsFiles>,
+}
+
+/// The PEM files of a TLS cluster (see [`RedisCluster::start_tls`]).
+#[derive(Clone, Debug)]
+struct TlsFiles {
+    ca: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+}
+
+impl TlsFiles {
+    fn of(certs: &crate::tls::Certs) -> TlsFiles {
+        TlsFiles {
+            ca: certs.ca(),
+            server_cert: certs.path("server.pem"),
+            server_key: certs.path("server.key"),
+            client_cert: certs.client_cert(),
+            client_key: certs.client_key(),
+        }
+    }
+
+    /// `redis-cli`'s flags to reach a node.
+    fn cli_args(&self) -> Vec<String> {
+        let p = |p: &PathBuf| p.to_str().expect("utf-8 temp path").to_owned();
+        vec![
+            "--tls".into(),
+            "--cacert".into(),
+            p(&self.ca),
+            "--cert".into(),
+            p(&self.client_cert),
+            "--key".into(),
+            p(&self.client_key),
+        ]
+    }
 }
 
 impl Node {
     /// Starts the node's process (again, after a kill: its `nodes.conf`
     /// makes it rejoin the cluster).
     fn spawn(&self, binary: &std::path::Path) -> Child {
-        Command::new(binary)
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--cluster-port",
-                &self.bus.to_string(),
-            ])
+        let mut cmd = Command::new(binary);
+        match &self.tls {
+            None => cmd.args(["--port", &self.port.to_string()]),
+            Some(t) => {
+                let p = |p: &PathBuf| p.to_str().expect("utf-8 temp path").to_owned();
+                // TLS only, on the client port, the cluster bus and the
+                // replication links; nodes present the client certificate
+                // to each other, clients may present one.
+                cmd.args(["--port", "0", "--tls-port", &self.port.to_string()])
+                    .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
+                    .args(["--tls-cert-file", &p(&t.server_cert)])
+                    .args(["--tls-key-file", &p(&t.server_key)])
+                    .args(["--tls-client-cert-file", &p(&t.client_cert)])
+                    .args(["--tls-client-key-file", &p(&t.client_key)])
+                    .args(["--tls-ca-cert-file", &p(&t.ca)])
+                    .args(["--tls-auth-clients", "optional"])
+            }
+        };
+        cmd.args(["--cluster-port", &self.bus.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--dir", self.dir.to_str().expect("utf-8 temp path")])
             .args([
@@ -46,6 +95,31 @@ impl Node {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
+    }
+
+    /// Whether the node answers PING (through `redis-cli --tls` on a TLS
+    /// node); false when it exited (most likely its port was taken).
+    fn wait_until_listening(&self, child: &mut Child) -> bool {
+        let Some(tls) = &self.tls else {
+            return crate::wait_until_listening(self.port, child);
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return false;
+            }
+            let pong = Command::new("redis-cli")
+                .args(tls.cli_args())
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "PING"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG")
+                .unwrap_or(false);
+            if pong {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
     }
 }
 
@@ -67,6 +141,7 @@ pub struct SlotMove {
 /// A six-node cluster (3 primaries + 3 replicas).
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    tls: Option<TlsFiles>,
     _dir: tempfile::TempDir,
 }
 
@@ -76,6 +151,17 @@ impl RedisCluster {
     ///
     /// Panics with a clear line when `redis-server` or `redis-cli` is missing.
     pub fn start() -> RedisCluster {
+        Self::start_with(None)
+    }
+
+    /// [`RedisCluster::start`] with every node speaking TLS only (client
+    /// port, cluster bus and replication), its certificate from `certs`
+    /// (issued for 127.0.0.1); reach it with `rediss-cluster://` and the CA.
+    pub fn start_tls(certs: &crate::tls::Certs) -> RedisCluster {
+        Self::start_with(Some(TlsFiles::of(certs)))
+    }
+
+    fn start_with(tls: Option<TlsFiles>) -> RedisCluster {
         let binary = crate::redis_server_binary();
         let dir = tempfile::tempdir().expect("temp dir for the cluster");
         let mut nodes = Vec::new();
@@ -91,9 +177,10 @@ impl RedisCluster {
                 port,
                 bus,
                 dir: node_dir,
+                tls: tls.clone(),
             };
             let mut child = node.spawn(&binary);
-            if crate::wait_until_listening(port, &mut child) {
+            if node.wait_until_listening(&mut child) {
                 nodes.push(Node {
                     child: Some(child),
                     ..node
@@ -103,13 +190,18 @@ impl RedisCluster {
                 let _ = child.wait();
             }
         }
-        let cluster = RedisCluster { nodes, _dir: dir };
+        let cluster = RedisCluster {
+            nodes,
+            tls,
+            _dir: dir,
+        };
         let addrs: Vec<String> = cluster
             .nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         let out = Command::new("redis-cli")
+            .args(cluster.tls.iter().flat_map(TlsFiles::cli_args))
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
@@ -158,8 +250,13 @@ impl RedisCluster {
             .skip(1)
             .map(|n| format!("node=127.0.0.1:{}", n.port))
             .collect();
+        let scheme = if self.tls.is_some() {
+            "rediss-cluster"
+        } else {
+            "redis-cluster"
+        };
         format!(
-            "redis-cluster://127.0.0.1:{}?{}",
+            "{scheme}://127.0.0.1:{}?{}",
             self.nodes[0].port,
             seeds.join("&")
         )
@@ -182,6 +279,7 @@ impl RedisCluster {
     /// Runs `redis-cli -p <port> args…` and returns its output.
     pub fn cli(&self, port: u16, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
+            .args(self.tls.iter().flat_map(TlsFiles::cli_args))
             .args(["-h", "127.0.0.1", "-p", &port.to_string()])
             .args(args)
             .output()
@@ -335,7 +433,7 @@ impl RedisCluster {
         assert!(node.child.is_none(), "node {port} is running");
         let mut child = node.spawn(&binary);
         assert!(
-            crate::wait_until_listening(port, &mut child),
+            node.wait_until_listening(&mut child),
             "node {port} did not come back"
         );
         node.child = Some(child);
