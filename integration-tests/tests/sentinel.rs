@@ -32,7 +32,7 @@ async fn work_goes_on_across_a_switchover_and_a_killed_primary() {
         .await
         .expect("connect through the sentinels");
     let load = topology::Load::start(&conn, "sentinel").await;
-    load.wait_for_adds(100, Duration::from_secs(10)).await;
+    load.wait_for_adds(100, Duration::from_secs(30)).await;
 
     let first = set.primary();
     let window_start = load.acked();
@@ -41,13 +41,13 @@ async fn work_goes_on_across_a_switchover_and_a_killed_primary() {
     let after_switchover = load.wait_for_adds(20, Duration::from_secs(30)).await;
     set.wait_settled(Duration::from_secs(30));
     let window_end = load.acked();
-    load.wait_for_adds(50, Duration::from_secs(10)).await;
+    load.wait_for_adds(50, Duration::from_secs(30)).await;
 
     let before_kill = load.acked();
     set.kill(second);
     let third = set.wait_new_primary(second, Duration::from_secs(30));
     let after_kill = load.wait_for_adds(20, Duration::from_secs(30)).await;
-    load.wait_for_adds(50, Duration::from_secs(10)).await;
+    load.wait_for_adds(50, Duration::from_secs(30)).await;
     let report = load.finish().await;
     eprintln!(
         "sentinel: primary {first} -> {second} (SENTINEL FAILOVER, 20 more adds within \
