@@ -9,11 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fred::prelude::{
-    Client, ClientInterface, ClientLike, EventInterface, SortedSetsInterface, Value,
-};
+use fred::prelude::{Client, ClientInterface, ClientLike, EventInterface, Value};
 use fred::types::config::Server;
-use fred::types::ClientUnblockFlag;
+use fred::types::{ClientUnblockFlag, ClusterHash, CustomCommand};
 use tokio::sync::broadcast::Receiver;
 use tracing::{debug, info};
 
@@ -178,7 +176,14 @@ impl ArmedRead {
         let owner = core.clone();
         let task = tokio::spawn(async move {
             let with_opts = client.with_options(&blocking_options(block));
-            let read = with_opts.bzpopmin::<Value, _>(key, timeout);
+            // A raw command rather than fred's typed `bzpopmin`, which turns
+            // the server's nil (the block time passed, no marker) into a
+            // `Timeout` error indistinguishable from its own client-side
+            // timeout: the fetcher would take every quiet read for a broken
+            // connection and replace it.
+            let bzpopmin = CustomCommand::new_static("BZPOPMIN", ClusterHash::FirstKey, true);
+            let read = with_opts
+                .custom::<Value, _>(bzpopmin, vec![Value::from(key), Value::from(timeout)]);
             let mut outcome = tokio::time::timeout(block + WATCHDOG_MARGIN, read).await;
             if let Ok(Err(e)) = &outcome {
                 if refused_by_cluster(e) {
