@@ -199,7 +199,7 @@ async fn bullmq_node_and_echomq_share_a_queue_over_tls() {
         .add("e", &json!({ "from": "rust" }), JobOptions::new())
         .await
         .unwrap();
-    let seen = node("work-for", json!({ "ms": 1500 }));
+    let seen = node("work-for", json!({ "ms": 5000 }));
     assert!(
         seen.as_array()
             .unwrap()
