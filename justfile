@@ -132,3 +132,9 @@ _throwaway-redis:
     export REDIS_URL="redis://127.0.0.1:$EMQ_PORT"
     echo "throwaway redis-server on $REDIS_URL" >&2
     SH
+
+# Jobs/s and Redis CPU per primary with N queues on one primary vs spread over three,
+# on a throwaway 6-node cluster (integration-tests/src/bin/bench_cluster.rs);
+# BENCH_QUEUES, BENCH_JOBS and BENCH_SCALE size it.
+bench-cluster: _ensure-redis
+    cargo run --release -q -p echomq-integration-tests --bin bench_cluster

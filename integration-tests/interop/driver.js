@@ -10,6 +10,7 @@ const args = rawArgs ? JSON.parse(rawArgs) : {};
 
 // One connection as a BullMQ Node user would make it for `url`:
 // `redis-cluster://h:p` is an ioredis Cluster seeded with that node;
+// `redis-sentinel://s:p/0?sentinelServiceName=NAME&node=s2:p2` asks those sentinels;
 // `rediss://` verifies the server with the PEM CA in INTEROP_TLS_CA (and sends
 // the client certificate in INTEROP_TLS_CERT/INTEROP_TLS_KEY when set).
 // Any other URL is a plain ioredis connection, as before.
@@ -25,6 +26,19 @@ function connect(url) {
       return { host, port: Number(port) };
     });
     return new IORedis.Cluster(nodes, { redisOptions: base });
+  }
+  if (url.startsWith('redis-sentinel://')) {
+    // fred's form: the first sentinel as host, the others as `node=h:p`, the
+    // primary's name as `sentinelServiceName`.
+    const [first, query] = url.slice('redis-sentinel://'.length).split('?');
+    const params = (query || '').split('&');
+    const seeds = [first.split('/')[0], ...params.filter((p) => p.startsWith('node=')).map((p) => p.slice(5))];
+    const sentinels = seeds.map((hp) => {
+      const [host, port] = hp.split(':');
+      return { host, port: Number(port) };
+    });
+    const name = params.find((p) => p.startsWith('sentinelServiceName=')).slice('sentinelServiceName='.length);
+    return new IORedis({ ...base, sentinels, name });
   }
   if (url.startsWith('rediss://') && process.env.INTEROP_TLS_CA) {
     const tls = { ca: fs.readFileSync(process.env.INTEROP_TLS_CA) };

@@ -14,11 +14,134 @@ pub const NODE_TIMEOUT_MS: u64 = 1000;
 struct Node {
     child: Option<Child>,
     port: u16,
+    bus: u16,
+    dir: PathBuf,
+    tls: Option<TlsFiles>,
+}
+
+/// The PEM files of a TLS cluster (see [`RedisCluster::start_tls`]).
+#[derive(Clone, Debug)]
+struct TlsFiles {
+    ca: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+}
+
+impl TlsFiles {
+    fn of(certs: &crate::tls::Certs) -> TlsFiles {
+        TlsFiles {
+            ca: certs.ca(),
+            server_cert: certs.path("server.pem"),
+            server_key: certs.path("server.key"),
+            client_cert: certs.client_cert(),
+            client_key: certs.client_key(),
+        }
+    }
+
+    /// `redis-cli`'s flags to reach a node.
+    fn cli_args(&self) -> Vec<String> {
+        let p = |p: &PathBuf| p.to_str().expect("utf-8 temp path").to_owned();
+        vec![
+            "--tls".into(),
+            "--cacert".into(),
+            p(&self.ca),
+            "--cert".into(),
+            p(&self.client_cert),
+            "--key".into(),
+            p(&self.client_key),
+        ]
+    }
+}
+
+impl Node {
+    /// Starts the node's process (again, after a kill: its `nodes.conf`
+    /// makes it rejoin the cluster).
+    fn spawn(&self, binary: &std::path::Path) -> Child {
+        let mut cmd = Command::new(binary);
+        match &self.tls {
+            None => cmd.args(["--port", &self.port.to_string()]),
+            Some(t) => {
+                let p = |p: &PathBuf| p.to_str().expect("utf-8 temp path").to_owned();
+                // TLS only, on the client port, the cluster bus and the
+                // replication links; nodes present the client certificate
+                // to each other, clients may present one.
+                cmd.args(["--port", "0", "--tls-port", &self.port.to_string()])
+                    .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
+                    .args(["--tls-cert-file", &p(&t.server_cert)])
+                    .args(["--tls-key-file", &p(&t.server_key)])
+                    .args(["--tls-client-cert-file", &p(&t.client_cert)])
+                    .args(["--tls-client-key-file", &p(&t.client_key)])
+                    .args(["--tls-ca-cert-file", &p(&t.ca)])
+                    .args(["--tls-auth-clients", "optional"])
+            }
+        };
+        cmd.args(["--cluster-port", &self.bus.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", self.dir.to_str().expect("utf-8 temp path")])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+            // A replica can take over only once it has synced; Redis
+            // waits 5 s by default before the first full sync.
+            .args(["--repl-diskless-sync-delay", "0"])
+            .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
+    }
+
+    /// Whether the node answers PING (through `redis-cli --tls` on a TLS
+    /// node); false when it exited (most likely its port was taken).
+    fn wait_until_listening(&self, child: &mut Child) -> bool {
+        let Some(tls) = &self.tls else {
+            return crate::wait_until_listening(self.port, child);
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return false;
+            }
+            let pong = Command::new("redis-cli")
+                .args(tls.cli_args())
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "PING"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG")
+                .unwrap_or(false);
+            if pong {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+/// What [`RedisCluster::move_slot_of`] did.
+#[derive(Debug, Clone)]
+pub struct SlotMove {
+    /// The primary that owned the slot.
+    pub from: u16,
+    /// The primary that owns it now.
+    pub to: u16,
+    /// Keys moved.
+    pub keys: usize,
+    /// `MIGRATE` commands it took.
+    pub migrates: usize,
+    /// From `MIGRATING` to the last `MIGRATE`.
+    pub migrating: Duration,
 }
 
 /// A six-node cluster (3 primaries + 3 replicas).
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    tls: Option<TlsFiles>,
     _dir: tempfile::TempDir,
 }
 
@@ -28,6 +151,17 @@ impl RedisCluster {
     ///
     /// Panics with a clear line when `redis-server` or `redis-cli` is missing.
     pub fn start() -> RedisCluster {
+        Self::start_with(None)
+    }
+
+    /// [`RedisCluster::start`] with every node speaking TLS only (client
+    /// port, cluster bus and replication), its certificate from `certs`
+    /// (issued for 127.0.0.1); reach it with `rediss-cluster://` and the CA.
+    pub fn start_tls(certs: &crate::tls::Certs) -> RedisCluster {
+        Self::start_with(Some(TlsFiles::of(certs)))
+    }
+
+    fn start_with(tls: Option<TlsFiles>) -> RedisCluster {
         let binary = crate::redis_server_binary();
         let dir = tempfile::tempdir().expect("temp dir for the cluster");
         let mut nodes = Vec::new();
@@ -38,47 +172,36 @@ impl RedisCluster {
             }
             let node_dir: PathBuf = dir.path().join(port.to_string());
             std::fs::create_dir_all(&node_dir).expect("node dir");
-            let mut child = Command::new(&binary)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--cluster-port",
-                    &bus.to_string(),
-                ])
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--dir", node_dir.to_str().expect("utf-8 temp path")])
-                .args([
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                ])
-                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-                // A replica can take over only once it has synced; Redis
-                // waits 5 s by default before the first full sync.
-                .args(["--repl-diskless-sync-delay", "0"])
-                .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-            if crate::wait_until_listening(port, &mut child) {
+            let node = Node {
+                child: None,
+                port,
+                bus,
+                dir: node_dir,
+                tls: tls.clone(),
+            };
+            let mut child = node.spawn(&binary);
+            if node.wait_until_listening(&mut child) {
                 nodes.push(Node {
                     child: Some(child),
-                    port,
+                    ..node
                 });
             } else {
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
-        let cluster = RedisCluster { nodes, _dir: dir };
+        let cluster = RedisCluster {
+            nodes,
+            tls,
+            _dir: dir,
+        };
         let addrs: Vec<String> = cluster
             .nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         let out = Command::new("redis-cli")
+            .args(cluster.tls.iter().flat_map(TlsFiles::cli_args))
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
@@ -127,8 +250,13 @@ impl RedisCluster {
             .skip(1)
             .map(|n| format!("node=127.0.0.1:{}", n.port))
             .collect();
+        let scheme = if self.tls.is_some() {
+            "rediss-cluster"
+        } else {
+            "redis-cluster"
+        };
         format!(
-            "redis-cluster://127.0.0.1:{}?{}",
+            "{scheme}://127.0.0.1:{}?{}",
             self.nodes[0].port,
             seeds.join("&")
         )
@@ -151,6 +279,7 @@ impl RedisCluster {
     /// Runs `redis-cli -p <port> args…` and returns its output.
     pub fn cli(&self, port: u16, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
+            .args(self.tls.iter().flat_map(TlsFiles::cli_args))
             .args(["-h", "127.0.0.1", "-p", &port.to_string()])
             .args(args)
             .output()
@@ -160,6 +289,28 @@ impl RedisCluster {
 
     /// The port of the primary that serves `key`'s slot, as a live node sees it.
     pub fn primary_of(&self, key: &str) -> u16 {
+        self.try_primary_of(key)
+            .unwrap_or_else(|| panic!("no primary owns the slot of {key}"))
+    }
+
+    /// Waits until a primary other than `old` serves `key`'s slot (a replica
+    /// was promoted) and returns it; panics after `limit`.
+    pub fn wait_new_primary(&self, key: &str, old: u16, limit: Duration) -> u16 {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.try_primary_of(key) {
+                Some(p) if p != old => return p,
+                _ => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no replica took over the slot of {key} from {old} in {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn try_primary_of(&self, key: &str) -> Option<u16> {
         let any = self.ports()[0];
         let slot = self.cli(any, &["CLUSTER", "KEYSLOT", key]);
         let slot: u16 = slot
@@ -179,14 +330,10 @@ impl RedisCluster {
             });
             if owns {
                 let addr = f[1].split('@').next().unwrap_or_default();
-                return addr
-                    .rsplit(':')
-                    .next()
-                    .and_then(|p| p.parse().ok())
-                    .expect("node port");
+                return addr.rsplit(':').next().and_then(|p| p.parse().ok());
             }
         }
-        panic!("no primary owns the slot of {key}");
+        None
     }
 
     /// The primaries' ports, as a live node sees them.
@@ -206,11 +353,14 @@ impl RedisCluster {
     }
 
     /// Migrates the slot of `key` to the primary on `to`, live, as
-    /// `redis-cli --cluster reshard` does: IMPORTING/MIGRATING, `MIGRATE` of
-    /// its keys in batches of 10, then `SETSLOT … NODE` on every primary.
-    /// Returns how many keys moved.
-    pub fn move_slot_of(&self, key: &str, to: u16) -> usize {
+    /// `redis-cli --cluster reshard --cluster-pipeline <batch>` does:
+    /// IMPORTING/MIGRATING, `MIGRATE … KEYS` of its keys `batch` at a time
+    /// until none is left, then `SETSLOT … NODE` on the target, the source
+    /// and the other primaries, in that order. Returns how many keys moved
+    /// and in how many `MIGRATE`s.
+    pub fn move_slot_of(&self, key: &str, to: u16, batch: usize) -> SlotMove {
         let from = self.primary_of(key);
+        assert_ne!(from, to, "the slot of {key} is already on {to}");
         let slot = self
             .cli(from, &["CLUSTER", "KEYSLOT", key])
             .trim()
@@ -226,9 +376,11 @@ impl RedisCluster {
             self.cli(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
             "MIGRATING",
         );
-        let mut moved = 0;
+        let started = Instant::now();
+        let (mut keys_moved, mut migrates) = (0, 0);
+        let count = batch.max(1).to_string();
         loop {
-            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "10"]);
+            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, &count]);
             let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
             if keys.is_empty() {
                 break;
@@ -241,15 +393,50 @@ impl RedisCluster {
                 out.trim() == "OK" || out.trim() == "NOKEY",
                 "MIGRATE: {out}"
             );
-            moved += keys.len();
+            keys_moved += keys.len();
+            migrates += 1;
         }
-        for p in self.primaries() {
+        let migrating = started.elapsed();
+        // The target first: once it owns the slot it stops sending MOVED
+        // back to the source; then the source, which starts answering MOVED.
+        let mut order = vec![to, from];
+        order.extend(
+            self.primaries()
+                .into_iter()
+                .filter(|p| *p != to && *p != from),
+        );
+        for p in order {
             ok(
                 self.cli(p, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
                 "SETSLOT NODE",
             );
         }
-        moved
+        SlotMove {
+            from,
+            to,
+            keys: keys_moved,
+            migrates,
+            migrating,
+        }
+    }
+
+    /// Starts the node on `port` again after [`RedisCluster::kill`]: with
+    /// its `nodes.conf` it rejoins, as a replica of the node that took its
+    /// slots over. Waits until it listens.
+    pub fn restart(&mut self, port: u16) {
+        let binary = crate::redis_server_binary();
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .expect("a node of this cluster");
+        assert!(node.child.is_none(), "node {port} is running");
+        let mut child = node.spawn(&binary);
+        assert!(
+            node.wait_until_listening(&mut child),
+            "node {port} did not come back"
+        );
+        node.child = Some(child);
     }
 
     /// SIGKILLs the node on `port` (a crash; its replica takes over after

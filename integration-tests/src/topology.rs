@@ -173,6 +173,31 @@ pub async fn four_actors(conn: &Connection, queue: &str) -> Lifecycle {
     }
 }
 
+/// The shape of a [`Load`].
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Every n-th job (by its number) fails, with one attempt. Default none.
+    pub fail_every: Option<u64>,
+    /// Every n-th job runs for the given time instead of 10 ms, so that its
+    /// lock is renewed while it runs. Default none.
+    pub slow_every: Option<(u64, Duration)>,
+    /// The worker's lock duration. Default 2 s.
+    pub lock_duration: Duration,
+    /// The worker's concurrency. Default 4.
+    pub concurrency: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            fail_every: None,
+            slow_every: None,
+            lock_duration: Duration::from_secs(2),
+            concurrency: 4,
+        }
+    }
+}
+
 /// A steady load for failover tests: a producer adding about 100 jobs/s,
 /// each with its own id (so a retry after an ambiguous error never makes a
 /// second job), and a worker tree (concurrency 4, 2 s locks, 1 s stalled
@@ -194,6 +219,8 @@ pub struct LoadReport {
     pub acked: usize,
     /// Acknowledged jobs that ended completed.
     pub completed: usize,
+    /// Acknowledged jobs that ended failed (asked to, [`LoadOptions::fail_every`]).
+    pub failed: usize,
     /// Acknowledged jobs that no longer exist: lost by Redis's asynchronous
     /// replication when a primary died before its replica got them.
     pub lost: Vec<String>,
@@ -206,10 +233,16 @@ pub struct LoadReport {
 impl Load {
     /// Starts the worker tree and the producer on `queue`.
     pub async fn start(conn: &Connection, queue: &str) -> Load {
+        Self::start_with(conn, queue, LoadOptions::default()).await
+    }
+
+    /// Starts the worker tree and the producer on `queue`, shaped by `opts`.
+    pub async fn start_with(conn: &Connection, queue: &str, opts: LoadOptions) -> Load {
         use std::sync::atomic::Ordering;
         let q = Queue::new(conn, queue).await.expect("open the queue");
         let processed: Arc<Mutex<std::collections::BTreeMap<String, u32>>> = Arc::default();
         let seen = processed.clone();
+        let shape = opts.clone();
         let (host, _) = Actor::spawn(None, crate::NullSupervisor, ())
             .await
             .expect("host");
@@ -217,20 +250,31 @@ impl Load {
             q.clone(),
             processor_fn(move |ctx: echomq::JobContext| {
                 let seen = seen.clone();
+                let opts = shape.clone();
                 async move {
                     *seen
                         .lock()
                         .unwrap()
                         .entry(ctx.job().id.clone())
                         .or_default() += 1;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let i = ctx.data()["i"].as_u64();
+                    let every =
+                        |n: Option<u64>| matches!((i, n), (Some(i), Some(n)) if i % n == n - 1);
+                    let pause = match opts.slow_every {
+                        Some((n, d)) if every(Some(n)) => d,
+                        _ => Duration::from_millis(10),
+                    };
+                    tokio::time::sleep(pause).await;
+                    if every(opts.fail_every) {
+                        return Err(ProcessError::failed("asked to fail"));
+                    }
                     Ok(json!(null))
                 }
             }),
         );
         args.options = WorkerOptions::default()
-            .concurrency(4)
-            .lock_duration(Duration::from_secs(2))
+            .concurrency(opts.concurrency)
+            .lock_duration(opts.lock_duration)
             .stalled_interval(Duration::from_secs(1))
             .drain_delay(Duration::from_millis(300));
         WorkerSetSpec::new(args)
@@ -278,6 +322,22 @@ impl Load {
         self.acked.lock().unwrap().last().cloned()
     }
 
+    /// How many distinct jobs whose id starts with `prefix` the processor
+    /// ran (`repeat:<id>:` for a job scheduler's iterations).
+    pub fn processed_with_prefix(&self, prefix: &str) -> usize {
+        self.processed
+            .lock()
+            .unwrap()
+            .keys()
+            .filter(|id| id.starts_with(prefix))
+            .count()
+    }
+
+    /// The queue the load runs on.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
     /// Adds acknowledged so far.
     pub fn acked(&self) -> usize {
         self.acked.lock().unwrap().len()
@@ -306,19 +366,21 @@ impl Load {
         self.producer.await.expect("producer");
         let acked = self.acked.lock().unwrap().clone();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let (completed, lost) = loop {
+        let (completed, failed, lost) = loop {
             let mut completed = 0;
+            let mut failed = 0;
             let mut lost = Vec::new();
             let mut pending = Vec::new();
             for id in &acked {
                 match self.queue.get_state(id).await.expect("get_state") {
                     JobState::Completed => completed += 1,
+                    JobState::Failed => failed += 1,
                     JobState::Unknown => lost.push(id.clone()),
                     _ => pending.push(id.clone()),
                 }
             }
             if pending.is_empty() {
-                break (completed, lost);
+                break (completed, failed, lost);
             }
             assert!(
                 std::time::Instant::now() < deadline,
@@ -339,6 +401,7 @@ impl Load {
         LoadReport {
             acked: acked.len(),
             completed,
+            failed,
             lost,
             processed_twice,
             add_errors: self.add_errors.load(Ordering::Relaxed),

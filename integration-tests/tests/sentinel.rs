@@ -7,14 +7,21 @@
 //! sentinels reconfigure it, and its replica that has not switched yet
 //! acknowledges them, so writes of that window are lost when both resync
 //! from the new primary; the test allows losses only inside that window and
-//! prints how many.
+//! prints how many. Then BullMQ Node (ioredis with `sentinels`) and EchoMQ
+//! share a queue both ways through the same sentinels.
 
-use std::time::Duration;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use echomq::config::Durability;
-use echomq::{Connection, ConnectionConfig};
+use echomq::worker::processor_fn;
+use echomq::{
+    Connection, ConnectionConfig, JobOptions, JobState, Queue, WorkerArgs, WorkerSetSpec,
+};
 use echomq_integration_tests::sentinel::SentinelSet;
-use echomq_integration_tests::topology;
+use echomq_integration_tests::{bullmq, topology, NullSupervisor};
+use ractor::Actor;
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_goes_on_across_a_switchover_and_a_killed_primary() {
@@ -25,7 +32,7 @@ async fn work_goes_on_across_a_switchover_and_a_killed_primary() {
         .await
         .expect("connect through the sentinels");
     let load = topology::Load::start(&conn, "sentinel").await;
-    load.wait_for_adds(100, Duration::from_secs(10)).await;
+    load.wait_for_adds(100, Duration::from_secs(30)).await;
 
     let first = set.primary();
     let window_start = load.acked();
@@ -34,13 +41,13 @@ async fn work_goes_on_across_a_switchover_and_a_killed_primary() {
     let after_switchover = load.wait_for_adds(20, Duration::from_secs(30)).await;
     set.wait_settled(Duration::from_secs(30));
     let window_end = load.acked();
-    load.wait_for_adds(50, Duration::from_secs(10)).await;
+    load.wait_for_adds(50, Duration::from_secs(30)).await;
 
     let before_kill = load.acked();
     set.kill(second);
     let third = set.wait_new_primary(second, Duration::from_secs(30));
     let after_kill = load.wait_for_adds(20, Duration::from_secs(30)).await;
-    load.wait_for_adds(50, Duration::from_secs(10)).await;
+    load.wait_for_adds(50, Duration::from_secs(30)).await;
     let report = load.finish().await;
     eprintln!(
         "sentinel: primary {first} -> {second} (SENTINEL FAILOVER, 20 more adds within \
@@ -67,5 +74,73 @@ async fn work_goes_on_across_a_switchover_and_a_killed_primary() {
     // Jobs acknowledged after the kill are neither lost (checked above) nor
     // pending (`finish` waited): the worker tree carried on.
     assert!(report.acked >= before_kill + 70, "{report:?}");
+
+    // BullMQ Node (ioredis `sentinels`) on the same queue, both ways, after
+    // the two failovers: both clients find the third primary through the
+    // sentinels.
+    node_and_rust_share_a_queue(&conn, &set.url()).await;
     conn.close().await;
+}
+
+async fn node_and_rust_share_a_queue(conn: &Connection, url: &str) {
+    let queue = "mixed";
+    let q = Queue::new(conn, queue).await.unwrap();
+    let jobs: Vec<_> = (0..5)
+        .map(|i| json!({ "name": "n", "data": { "i": i } }))
+        .collect();
+    let node_ids: Vec<String> =
+        serde_json::from_value(bullmq("add-jobs", url, queue, json!({ "jobs": jobs }))).unwrap();
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(WorkerArgs::new(
+        q.clone(),
+        processor_fn(|ctx: echomq::JobContext| async move { Ok(ctx.data().clone()) }),
+    ))
+    .spawn_linked(host.get_cell())
+    .await
+    .unwrap();
+    wait_completed(&q, &node_ids).await;
+    set.worker.stop(None);
+    set.lock_manager.stop(None);
+    if let Some(sc) = &set.stalled_checker {
+        sc.stop(None);
+    }
+    host.stop(None);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut rust_ids = Vec::new();
+    for i in 0..3 {
+        rust_ids.push(
+            q.add("r", &json!({ "i": i }), JobOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    let seen = bullmq("work-for", url, queue, json!({ "ms": 2000 }));
+    let by_node: BTreeSet<String> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    for id in &rust_ids {
+        assert!(by_node.contains(id), "Node processed {id}: {seen}");
+    }
+    wait_completed(&q, &rust_ids).await;
+}
+
+async fn wait_completed(q: &Queue, ids: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut pending = Vec::new();
+        for id in ids {
+            if q.get_state(id).await.unwrap() != JobState::Completed {
+                pending.push(id.clone());
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not completed: {pending:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

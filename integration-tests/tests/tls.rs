@@ -3,12 +3,14 @@
 //! ways a connection must refuse to go on (an untrusted server certificate,
 //! `rediss://` to a plaintext server, `redis://` to a TLS-only server) —
 //! each a clear error, in bounded time, with nothing written. BullMQ Node
-//! (ioredis with a CA) and EchoMQ share a queue over TLS.
+//! (ioredis with a CA) and EchoMQ share a queue over TLS. A TLS-only Redis
+//! Cluster runs the four actors' lifecycle.
 
 use std::time::{Duration, Instant};
 
 use echomq::config::TlsOptions;
 use echomq::{Connection, ConnectionConfig, JobOptions, JobState, Queue};
+use echomq_integration_tests::cluster::RedisCluster;
 use echomq_integration_tests::tls::{Certs, TlsRedisServer};
 use echomq_integration_tests::{topology, RedisServer};
 use fred::prelude::ServerInterface;
@@ -197,7 +199,7 @@ async fn bullmq_node_and_echomq_share_a_queue_over_tls() {
         .add("e", &json!({ "from": "rust" }), JobOptions::new())
         .await
         .unwrap();
-    let seen = node("work-for", json!({ "ms": 1500 }));
+    let seen = node("work-for", json!({ "ms": 5000 }));
     assert!(
         seen.as_array()
             .unwrap()
@@ -206,5 +208,25 @@ async fn bullmq_node_and_echomq_share_a_queue_over_tls() {
         "Node processed {id}: {seen}"
     );
     assert_eq!(q.get_state(&id).await.unwrap(), JobState::Completed);
+    conn.close().await;
+}
+
+/// A cluster that speaks TLS only (client port, cluster bus, replication):
+/// `rediss-cluster://` with the CA reaches every primary and the four
+/// actors' lifecycle runs on a hash-tagged queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_four_actors_on_a_tls_cluster() {
+    let certs = Certs::generate();
+    let cluster = RedisCluster::start_tls(&certs);
+    assert!(cluster.url().starts_with("rediss-cluster://"));
+    let conn = Connection::connect(config(cluster.url(), trusting(&certs)))
+        .await
+        .expect("connect to the TLS cluster");
+    let run = topology::four_actors(&conn, "{tls}").await;
+    assert_eq!(run.completed.len(), 23, "{run:?}");
+    assert_eq!(run.failed.len(), 1, "{run:?}");
+    assert!(run.scheduled_completed >= 2, "{run:?}");
+    assert!(run.completed.is_subset(&run.completed_events), "{run:?}");
+    eprintln!("tls cluster: 26 jobs in {:?}", run.elapsed);
     conn.close().await;
 }

@@ -18,7 +18,10 @@ use tracing::{debug, warn};
 use crate::config::ConnectionConfig;
 use crate::error::{Error, Result};
 
+mod redirect;
 mod tls;
+
+pub(crate) use redirect::{pause as refusal_pause, refused_by_cluster};
 
 /// A cheap-to-clone handle on the shared pool. Every Queue, Worker and actor of
 /// one process holds a clone of the same `Connection`.
@@ -172,9 +175,9 @@ impl Connection {
     /// Runs one script call: EVALSHA, pipelined with the other calls on the
     /// same connection; on NOSCRIPT the script is loaded again and the call
     /// retried once (the first attempt did nothing, so this is safe). In a
-    /// cluster, a call redirected away from a node that no longer owns its
-    /// slot (MOVED/ASK during a failover or a resharding) is resent, a few
-    /// times with a growing pause: a redirected call was not run.
+    /// cluster, a call the cluster refused without running it (MOVED, ASK,
+    /// TRYAGAIN, CLUSTERDOWN while a slot moves or fails over) is resent with
+    /// a growing pause for up to [`redirect::BUDGET`].
     #[tracing::instrument(level = "trace", name = "script", skip_all, fields(script = call.script().name()))]
     pub async fn call<C: ScriptCall>(&self, call: &C) -> Result<C::Output> {
         let script = call.script();
@@ -185,7 +188,8 @@ impl Connection {
         let mut first = Some(first);
         let client = self.inner.pool.next();
         let mut reloaded = false;
-        let mut redirects = 0;
+        let mut refused = 0;
+        let started = std::time::Instant::now();
         let reply = loop {
             let args = first.take().unwrap_or_else(|| evalsha(def.sha1, call).1);
             match client.custom(route.clone(), args).await {
@@ -193,9 +197,12 @@ impl Connection {
                     reloaded = true;
                     self.reload(client, script).await?;
                 }
-                Err(e) if was_redirected(&e) && redirects < MAX_REDIRECT_RESENDS => {
-                    redirects += 1;
-                    tokio::time::sleep(redirect_pause(redirects)).await;
+                Err(e)
+                    if redirect::refused_by_cluster(&e) && started.elapsed() < redirect::BUDGET =>
+                {
+                    refused += 1;
+                    debug!(script = script.name(), error = %e, refused, "refused by the cluster; resending");
+                    tokio::time::sleep(redirect::pause(refused)).await;
                 }
                 other => break other?,
             }
@@ -285,7 +292,8 @@ impl Connection {
         let client = self.inner.pool.next();
         let mut raw = pipeline(client, &encoded).await;
         let mut reloaded = false;
-        for round in 1..=MAX_REDIRECT_RESENDS {
+        let started = std::time::Instant::now();
+        for round in 1.. {
             let noscript = raw.iter().any(|r| matches!(r, Err(e) if is_noscript(e)));
             if noscript && !reloaded {
                 reloaded = true;
@@ -293,20 +301,19 @@ impl Connection {
                     return vec_of_errors(calls.len(), &e);
                 }
             }
+            let refused = |r: &std::result::Result<Value, fred::error::Error>| matches!(r, Err(e) if redirect::refused_by_cluster(e));
+            let within_budget = started.elapsed() < redirect::BUDGET;
             let again: Vec<usize> = (0..raw.len())
                 .filter(|&i| match &raw[i] {
-                    Err(e) => (is_noscript(e) && round == 1) || was_redirected(e),
-                    Ok(_) => false,
+                    Err(e) if is_noscript(e) => round == 1,
+                    r => within_budget && refused(r),
                 })
                 .collect();
             if again.is_empty() {
                 break;
             }
-            if again
-                .iter()
-                .any(|&i| matches!(&raw[i], Err(e) if was_redirected(e)))
-            {
-                tokio::time::sleep(redirect_pause(round)).await;
+            if again.iter().any(|&i| refused(&raw[i])) {
+                tokio::time::sleep(redirect::pause(round)).await;
             }
             let resend: Vec<_> = again.iter().map(|&i| encoded[i].clone()).collect();
             for (i, r) in again.into_iter().zip(pipeline(client, &resend).await) {
@@ -348,25 +355,6 @@ impl Connection {
     pub async fn close(&self) {
         let _ = self.inner.pool.quit().await;
     }
-}
-
-/// How often a call redirected by the cluster is resent before its error is
-/// returned; with [`redirect_pause`] this covers about 5 s of a slot moving.
-const MAX_REDIRECT_RESENDS: u32 = 8;
-
-fn redirect_pause(round: u32) -> Duration {
-    Duration::from_millis((25u64 << round.min(5)).min(1000))
-}
-
-/// True when fred gave up on a command because it was redirected (MOVED or
-/// ASK): every connection is built with one write attempt, so fred's retry
-/// after a redirection is refused with this error — and a redirected
-/// command was never run by Redis, so resending it is safe. (A command lost
-/// with a broken connection fails with an I/O error instead, and is not
-/// resent: it may have run.)
-fn was_redirected(e: &fred::error::Error) -> bool {
-    matches!(e.kind(), fred::error::ErrorKind::Unknown)
-        && e.details().starts_with("Too many failed write attempts")
 }
 
 /// EVALSHA goes out as a raw command. fred's typed `evalsha` is never
@@ -459,6 +447,7 @@ fn builder(fred_config: &Config, config: &ConnectionConfig) -> Builder {
         // Replaying a non-idempotent script (an add with a generated id) after a
         // reconnect could store a job twice; the caller sees the error instead.
         c.max_command_attempts = 1;
+        redirect::configure(c);
     })
     .with_performance_config(|p| {
         p.default_command_timeout = config.command_timeout;

@@ -337,6 +337,7 @@ async fn read_loop(
 ) {
     let opts = blocking_options(block);
     let mut check_gap = true;
+    let mut refusals = 0;
     loop {
         let gap = if check_gap {
             trimmed_past(&client, &stream, &cursor).await
@@ -354,6 +355,7 @@ async fn read_loop(
             .await;
         match reply {
             Ok(v) => {
+                refusals = 0;
                 let events = parse_xread(v);
                 if let Some(last) = events.last() {
                     cursor = last.id.clone();
@@ -364,6 +366,17 @@ async fn read_loop(
                 if (!events.is_empty() || gap.is_some())
                     && me.cast(QueueEventsMsg::Batch(events, gap)).is_err()
                 {
+                    break;
+                }
+            }
+            Err(e) if crate::connection::refused_by_cluster(&e) => {
+                // The stream's slot is moving or failing over: the client
+                // stays (fred refreshed its slot map on MOVED) and reads again
+                // from the same cursor once the slot has settled.
+                refusals += 1;
+                debug!(stream = %stream, error = %e, "XREAD refused by the cluster; reading again");
+                tokio::time::sleep(crate::connection::refusal_pause(refusals)).await;
+                if me.get_status() != ractor::ActorStatus::Running {
                     break;
                 }
             }

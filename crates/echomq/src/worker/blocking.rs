@@ -9,21 +9,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fred::prelude::{
-    Client, ClientInterface, ClientLike, EventInterface, SortedSetsInterface, Value,
-};
+use fred::prelude::{Client, ClientInterface, ClientLike, EventInterface, Value};
 use fred::types::config::Server;
-use fred::types::ClientUnblockFlag;
+use fred::types::{ClientUnblockFlag, ClusterHash, CustomCommand};
 use tokio::sync::broadcast::Receiver;
-use tracing::info;
+use tracing::{debug, info};
 
 use super::core::WorkerCore;
 use super::seam::lock;
-use crate::connection::{blocking_options, Connection};
+use crate::connection::{blocking_options, refusal_pause, refused_by_cluster, Connection};
 
 /// How long past its timeout a blocking read may stay unanswered before the
 /// connection is declared dead and replaced.
 pub(crate) const WATCHDOG_MARGIN: Duration = Duration::from_millis(2000);
+
+/// The server-side id of the blocking connection, and the cluster node that
+/// gave it (`None` on a single server): ids are per node, so after the
+/// marker's slot moved the id is asked again from the new owner.
+type ClientId = (Option<Server>, i64);
 
 /// The dedicated client and the liveness of the read it runs.
 pub(crate) struct BlockingConn {
@@ -31,7 +34,7 @@ pub(crate) struct BlockingConn {
     /// The key the reads block on (the marker): on a cluster, the node that
     /// serves it is the one that knows this connection's id.
     route_key: String,
-    client: Mutex<Option<(Client, Option<i64>)>>,
+    client: Mutex<Option<(Client, Option<ClientId>)>>,
     /// ms after which a pending BZPOPMIN is overdue; 0 when none is pending.
     deadline: AtomicU64,
     /// Last time the fetcher went round its loop, ms.
@@ -70,49 +73,61 @@ impl BlockingConn {
         name: &str,
         reconnects: &mut Option<Receiver<Server>>,
     ) -> crate::Result<Client> {
-        let current = lock(&self.client).as_ref().map(|(c, _)| c.clone());
-        if let Some(client) = current {
+        let current = lock(&self.client)
+            .as_ref()
+            .map(|(c, id)| (c.clone(), id.as_ref().and_then(|(node, _)| node.clone())));
+        if let Some((client, id_node)) = current {
             if drain_reconnects(reconnects) {
                 self.conn.name_client(&client, name).await;
                 let id = self.client_id(&client).await;
                 if let Some(entry) = lock(&self.client).as_mut() {
+                    entry.1 = id.clone();
+                }
+                info!(client_id = ?id.map(|(_, id)| id), name, "blocking connection reconnected and renamed");
+            } else if id_node != Connection::node_for_key(&client, &self.route_key) {
+                // The slot moved: the read now blocks on another node.
+                let id = self.client_id(&client).await;
+                if let Some(entry) = lock(&self.client).as_mut() {
                     entry.1 = id;
                 }
-                info!(client_id = ?id, name, "blocking connection reconnected and renamed");
             }
             return Ok(client);
         }
         let client = self.conn.dedicated_client(Some(name)).await?;
         *reconnects = Some(client.reconnect_rx());
         let id = self.client_id(&client).await;
-        info!(client_id = ?id, name, "blocking connection opened");
+        info!(client_id = ?id.as_ref().map(|(_, id)| *id), name, "blocking connection opened");
         *lock(&self.client) = Some((client.clone(), id));
         Ok(client)
     }
 
-    /// The server-side id of the connection that blocks on the route key.
-    async fn client_id(&self, client: &Client) -> Option<i64> {
+    /// The server-side id of the connection that blocks on the route key,
+    /// with the node that serves it.
+    async fn client_id(&self, client: &Client) -> Option<ClientId> {
         match Connection::node_for_key(client, &self.route_key) {
-            Some(node) => client.with_cluster_node(&node).client_id().await.ok(),
-            None => client.client_id().await.ok(),
+            Some(node) => {
+                let id = client.with_cluster_node(&node).client_id().await.ok()?;
+                Some((Some(node), id))
+            }
+            None => Some((None, client.client_id().await.ok()?)),
         }
     }
 
     /// Drops the client: unblocks it server-side (through the pool, since the
     /// connection itself may be stuck, and on a cluster through the node that
-    /// serves the route key, the only one that knows the id) and quits it in
-    /// the background.
+    /// gave the id, the only one that knows it) and quits it in the
+    /// background.
     pub fn discard(&self) {
         let Some((client, id)) = lock(&self.client).take() else {
             return;
         };
         let pool = self.conn.pool().clone();
-        let route_key = self.route_key.clone();
         tokio::spawn(async move {
-            if let Some(id) = id {
+            if let Some((node, id)) = id {
                 let next = pool.next();
                 let flag = Some(ClientUnblockFlag::Timeout);
-                let _ = match Connection::node_for_key(next, &route_key) {
+                // The node that gave the id, the only one that knows it.
+                let _ = match node {
                     Some(node) => {
                         next.with_cluster_node(&node)
                             .client_unblock::<Value, _>(id, flag)
@@ -161,8 +176,27 @@ impl ArmedRead {
         let owner = core.clone();
         let task = tokio::spawn(async move {
             let with_opts = client.with_options(&blocking_options(block));
-            let read = with_opts.bzpopmin::<Value, _>(key, timeout);
-            let outcome = tokio::time::timeout(block + WATCHDOG_MARGIN, read).await;
+            // A raw command rather than fred's typed `bzpopmin`, which turns
+            // the server's nil (the block time passed, no marker) into a
+            // `Timeout` error indistinguishable from its own client-side
+            // timeout: the fetcher would take every quiet read for a broken
+            // connection and replace it.
+            let bzpopmin = CustomCommand::new_static("BZPOPMIN", ClusterHash::FirstKey, true);
+            let read = with_opts
+                .custom::<Value, _>(bzpopmin, vec![Value::from(key), Value::from(timeout)]);
+            let mut outcome = tokio::time::timeout(block + WATCHDOG_MARGIN, read).await;
+            if let Ok(Err(e)) = &outcome {
+                if refused_by_cluster(e) {
+                    // The marker's slot is moving (or failing over). The
+                    // connection is fine and fred has refreshed its slot map
+                    // after a MOVED: answer as a read that timed out, so the
+                    // fetcher tries moveToActive (which waits for the slot to
+                    // settle) and keeps this client for the next read.
+                    debug!(error = %e, "marker read refused by the cluster");
+                    tokio::time::sleep(refusal_pause(1)).await;
+                    outcome = Ok(Ok(Value::Null));
+                }
+            }
             owner.blocking().set_deadline(0);
             outcome
         });
