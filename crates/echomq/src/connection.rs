@@ -377,7 +377,7 @@ fn was_redirected(e: &fred::error::Error) -> bool {
 /// a custom command by its own hasher unless the slot is given explicitly,
 /// and its default hashes the first argument — the script's SHA — which
 /// sends the call to a random primary in a cluster (answered with MOVED).
-fn evalsha_command(keys: &[String]) -> fred::types::CustomCommand {
+fn evalsha_command(keys: &[echomq_protocol::keys::Key]) -> fred::types::CustomCommand {
     let route = match keys.first() {
         Some(k) => fred::types::ClusterHash::Custom(fred::util::redis_keyslot(k.as_bytes())),
         None => fred::types::ClusterHash::Random,
@@ -385,8 +385,11 @@ fn evalsha_command(keys: &[String]) -> fred::types::CustomCommand {
     fred::types::CustomCommand::new_static("EVALSHA", route, false)
 }
 
-/// The routed command and `sha numkeys keys… args…`.
-fn evalsha<C: ScriptCall>(sha: &str, call: &C) -> (fred::types::CustomCommand, Vec<Value>) {
+/// The routed command and `sha numkeys keys… args…`. Every value is a
+/// reference-counted buffer handed to fred as is: the SHA and the key count
+/// are static text, the queue's fixed keys are shared (docs/benchmarks.md,
+/// "Per-job cost, deterministic").
+fn evalsha<C: ScriptCall>(sha: &'static str, call: &C) -> (fred::types::CustomCommand, Vec<Value>) {
     let keys = call.keys();
     debug_assert_eq!(
         keys.len(),
@@ -398,11 +401,24 @@ fn evalsha<C: ScriptCall>(sha: &str, call: &C) -> (fred::types::CustomCommand, V
     let command = evalsha_command(&keys);
     let args = call.args();
     let mut all: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-    all.push(Value::String(sha.into()));
-    all.push(Value::Integer(keys.len() as i64));
-    all.extend(keys.into_iter().map(|k| Value::String(k.into())));
+    all.push(Value::Bytes(fred::bytes::Bytes::from_static(sha.as_bytes())));
+    all.push(num_keys(keys.len()));
+    all.extend(keys.into_iter().map(|k| Value::Bytes(k.into_bytes())));
     all.extend(args.into_iter().map(|a| Value::Bytes(a.into_bytes())));
     (command, all)
+}
+
+/// The key count as static decimal text (no script takes more than 20 keys;
+/// a larger count is formatted as usual).
+fn num_keys(n: usize) -> Value {
+    const SMALL: [&str; 21] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18", "19", "20",
+    ];
+    match SMALL.get(n) {
+        Some(s) => Value::Bytes(fred::bytes::Bytes::from_static(s.as_bytes())),
+        None => Value::Integer(n as i64),
+    }
 }
 
 fn vec_of_errors<T>(n: usize, e: &Error) -> Vec<Result<T>> {

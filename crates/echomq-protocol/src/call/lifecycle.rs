@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use super::decode::{self, Reply};
+use crate::keys::Key;
 use super::{Arg, ReplyError, ScriptCall};
 use crate::job::field;
 use crate::keys::QueueKeys;
@@ -192,19 +193,20 @@ pub struct MoveToActive<'a> {
 impl MoveToActive<'_> {
     /// The KEYS of moveToActive-11 for queue `k` (they do not depend on the
     /// arguments), for code that still sends the call by position.
-    pub fn key_list(k: &QueueKeys) -> Vec<String> {
-        vec![
-            k.wait(),
-            k.active(),
-            k.prioritized(),
-            k.events(),
-            k.stalled(),
-            k.limiter(),
-            k.delayed(),
-            k.paused(),
-            k.meta(),
-            k.pc(),
-            k.marker(),
+    pub fn key_list(k: &QueueKeys) -> Vec<Key> {
+        let f = k.fixed();
+        keys![
+            &f.wait,
+            &f.active,
+            &f.prioritized,
+            &f.events,
+            &f.stalled,
+            &f.limiter,
+            &f.delayed,
+            &f.paused,
+            &f.meta,
+            &f.pc,
+            &f.marker,
         ]
     }
 }
@@ -216,13 +218,13 @@ impl ScriptCall for MoveToActive<'_> {
         ScriptId::MoveToActive
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         MoveToActive::key_list(self.keys)
     }
 
     fn args(&self) -> Vec<Arg> {
         vec![
-            Arg::str(self.keys.prefix_key()),
+            Arg::key(&self.keys.fixed().base),
             Arg::int(self.now.0),
             Arg::packed(self.fetch.pack()),
         ]
@@ -262,24 +264,27 @@ impl ScriptCall for MoveToFinished<'_> {
         ScriptId::MoveToFinished
     }
 
-    fn keys(&self) -> Vec<String> {
-        let k = self.keys;
-        let target = self.target.as_str();
-        vec![
-            k.wait(),
-            k.active(),
-            k.prioritized(),
-            k.events(),
-            k.stalled(),
-            k.limiter(),
-            k.delayed(),
-            k.paused(),
-            k.meta(),
-            k.pc(),
-            k.key(target),
-            k.job(self.id),
-            k.metrics(target),
-            k.marker(),
+    fn keys(&self) -> Vec<Key> {
+        let f = self.keys.fixed();
+        let (set, metrics) = match self.target {
+            FinishTarget::Completed => (&f.completed, &f.metrics_completed),
+            FinishTarget::Failed => (&f.failed, &f.metrics_failed),
+        };
+        keys![
+            &f.wait,
+            &f.active,
+            &f.prioritized,
+            &f.events,
+            &f.stalled,
+            &f.limiter,
+            &f.delayed,
+            &f.paused,
+            &f.meta,
+            &f.pc,
+            set,
+            self.keys.job_key(self.id),
+            metrics,
+            &f.marker,
         ]
     }
 
@@ -287,11 +292,11 @@ impl ScriptCall for MoveToFinished<'_> {
         vec![
             Arg::str(self.id),
             Arg::int(self.now.0),
-            Arg::str(self.target.value_field()),
+            Arg::from_static(self.target.value_field()),
             Arg::str(self.value),
-            Arg::str(self.target.as_str()),
+            Arg::from_static(self.target.as_str()),
             Arg::flag(self.fetch_next),
-            Arg::str(self.keys.prefix_key()),
+            Arg::key(&self.keys.fixed().base),
             Arg::packed(self.opts.pack()),
             fields_arg(self.fields),
         ]
@@ -339,21 +344,21 @@ impl ScriptCall for MoveToDelayed<'_> {
         ScriptId::MoveToDelayed
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.marker(),
-            k.active(),
-            k.prioritized(),
-            k.delayed(),
-            k.job(self.id),
-            k.events(),
-            k.meta(),
-            k.stalled(),
-            k.wait(),
-            k.limiter(),
-            k.paused(),
-            k.pc(),
+        keys![
+            &k.fixed().marker,
+            &k.fixed().active,
+            &k.fixed().prioritized,
+            &k.fixed().delayed,
+            k.job_key(self.id),
+            &k.fixed().events,
+            &k.fixed().meta,
+            &k.fixed().stalled,
+            &k.fixed().wait,
+            &k.fixed().limiter,
+            &k.fixed().paused,
+            &k.fixed().pc,
         ]
     }
 
@@ -409,20 +414,20 @@ impl ScriptCall for RetryJob<'_> {
         ScriptId::RetryJob
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.active(),
-            k.wait(),
-            k.paused(),
-            k.job(self.id),
-            k.meta(),
-            k.events(),
-            k.delayed(),
-            k.prioritized(),
-            k.pc(),
-            k.marker(),
-            k.stalled(),
+        keys![
+            &k.fixed().active,
+            &k.fixed().wait,
+            &k.fixed().paused,
+            k.job_key(self.id),
+            &k.fixed().meta,
+            &k.fixed().events,
+            &k.fixed().delayed,
+            &k.fixed().prioritized,
+            &k.fixed().pc,
+            &k.fixed().marker,
+            &k.fixed().stalled,
         ]
     }
 
@@ -472,18 +477,18 @@ impl ScriptCall for MoveJobFromActiveToWait<'_> {
         ScriptId::MoveJobFromActiveToWait
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.active(),
-            k.wait(),
-            k.stalled(),
-            k.paused(),
-            k.meta(),
-            k.limiter(),
-            k.prioritized(),
-            k.marker(),
-            k.events(),
+        keys![
+            &k.fixed().active,
+            &k.fixed().wait,
+            &k.fixed().stalled,
+            &k.fixed().paused,
+            &k.fixed().meta,
+            &k.fixed().limiter,
+            &k.fixed().prioritized,
+            &k.fixed().marker,
+            &k.fixed().events,
         ]
     }
 
@@ -530,8 +535,8 @@ impl ScriptCall for ExtendLock<'_> {
         ScriptId::ExtendLock
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.lock(self.id), self.keys.stalled()]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.lock_key(self.id), &self.keys.fixed().stalled]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -566,8 +571,8 @@ impl ScriptCall for ExtendLocks<'_> {
         ScriptId::ExtendLocks
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.stalled()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().stalled]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -607,8 +612,8 @@ impl ScriptCall for ReleaseLock<'_> {
         ScriptId::ReleaseLock
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.lock(self.id)]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.lock_key(self.id)]
     }
 
     fn args(&self) -> Vec<Arg> {

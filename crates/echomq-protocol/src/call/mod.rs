@@ -12,8 +12,17 @@
 use bytes::Bytes;
 use thiserror::Error;
 
+use crate::keys::Key;
 use crate::reply::ScriptErrorCode;
 use crate::scripts::ScriptId;
+
+/// `vec!` of [`Key`]s from any mix of owned `String`s and prebuilt `&Key`s
+/// (a [`crate::keys::FixedKeys`] entry is a counter increment).
+macro_rules! keys {
+    ($($k:expr),* $(,)?) => {
+        vec![$($crate::keys::Key::from($k)),*]
+    };
+}
 
 pub mod add;
 pub mod admin;
@@ -40,14 +49,31 @@ impl Arg {
         Arg(Bytes::from(s.into()))
     }
 
+    /// A constant string, sent without a copy.
+    pub fn from_static(s: &'static str) -> Arg {
+        Arg(Bytes::from_static(s.as_bytes()))
+    }
+
     /// A borrowed string, copied.
     pub fn str(s: &str) -> Arg {
         Arg(Bytes::copy_from_slice(s.as_bytes()))
     }
 
-    /// An integer in decimal, as scripts `tonumber` it.
+    /// An integer in decimal, as scripts `tonumber` it (formatted on the
+    /// stack, then copied once into a buffer of the exact size).
     pub fn int(n: impl Into<i128>) -> Arg {
-        Arg(Bytes::from(n.into().to_string()))
+        use std::io::Write as _;
+        let mut buf = [0u8; 40];
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        // 40 bytes hold every i128 in decimal (39 digits and a sign).
+        let _ = write!(cursor, "{}", n.into());
+        let len = cursor.position() as usize;
+        Arg(Bytes::copy_from_slice(&buf[..len]))
+    }
+
+    /// A key sent as an argument (`{P}`, a job key): shares its buffer.
+    pub fn key(k: &Key) -> Arg {
+        Arg(k.clone().into_bytes())
     }
 
     /// A duration in whole milliseconds, as every script counts time.
@@ -145,7 +171,7 @@ pub trait ScriptCall {
     fn script(&self) -> ScriptId;
 
     /// KEYS, exactly `self.script().num_keys()` of them.
-    fn keys(&self) -> Vec<String>;
+    fn keys(&self) -> Vec<Key>;
 
     /// ARGV in the script's order.
     fn args(&self) -> Vec<Arg>;
