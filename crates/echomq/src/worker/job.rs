@@ -1,7 +1,6 @@
 //! The handle on a job this worker holds: it owns the lock token, and every
 //! way of letting the job go consumes it, so a job cannot be finished twice.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,8 +150,7 @@ impl ActiveJob {
     ) -> Result<Self> {
         let held = core.seam().track(&id, token.clone());
         core.counters().fetched();
-        let hash: HashMap<String, String> = fields.into_iter().collect();
-        match Job::from_hash(&id, hash) {
+        match Job::from_pairs(&id, fields) {
             Ok(job) => Ok(ActiveJob {
                 core: core.clone(),
                 job: Arc::new(job),
