@@ -134,23 +134,24 @@ impl JobRecord {
     /// (`name`, `data`, `opts`, numeric fields), lenient where Node is lenient
     /// (`returnvalue`, `stacktrace`, `progress`).
     pub fn from_hash(id: &str, hash: HashMap<String, String>) -> Result<Self, DecodeError> {
-        Self::from_pairs(id, hash)
+        Self::from_fields(id, hash.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     }
 
-    /// Decodes a job hash given as field/value pairs (HGETALL's order), as
-    /// [`JobRecord::from_hash`] does; a field given twice reads as its last
-    /// value. The worker decodes every job it takes this way, without
-    /// building (and hashing into) a map first.
-    pub fn from_pairs(
+    /// Decodes a job hash given as borrowed field/value pairs (HGETALL's
+    /// order), as [`JobRecord::from_hash`] does; a field given twice reads as
+    /// its last value. The worker decodes every job it takes this way: no
+    /// map is built (and hashed into) first, numbers and JSON are read from
+    /// the borrowed text, and only the text fields kept are copied.
+    pub fn from_fields<'a>(
         id: &str,
-        pairs: impl IntoIterator<Item = (String, String)>,
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, DecodeError> {
         let mut h = HashReader {
             id,
             slots: Default::default(),
         };
-        for (name, value) in pairs {
-            if let Some(i) = slot(&name) {
+        for (name, value) in fields {
+            if let Some(i) = slot(name) {
                 h.slots[i] = Some(value);
             }
         }
@@ -240,14 +241,14 @@ fn slot(name: &str) -> Option<usize> {
 }
 
 /// A job hash being decoded: each read takes its field out of its slot.
-struct HashReader<'a> {
-    id: &'a str,
-    slots: [Option<String>; READ.len()],
+struct HashReader<'i, 'a> {
+    id: &'i str,
+    slots: [Option<&'a str>; READ.len()],
 }
 
-impl HashReader<'_> {
+impl<'a> HashReader<'_, 'a> {
     /// Takes field `f` (one of [`READ`]).
-    fn take(&mut self, f: &'static str) -> Option<String> {
+    fn take(&mut self, f: &'static str) -> Option<&'a str> {
         slot(f).and_then(|i| self.slots[i].take())
     }
 
@@ -262,6 +263,7 @@ impl HashReader<'_> {
     /// The one field every job has.
     fn name(&mut self) -> Result<String, DecodeError> {
         self.take(field::NAME)
+            .map(str::to_owned)
             .ok_or_else(|| DecodeError::MissingField {
                 id: self.id.to_owned(),
                 field: field::NAME,
@@ -272,7 +274,7 @@ impl HashReader<'_> {
     fn data(&mut self) -> Result<Value, DecodeError> {
         match self.take(field::DATA) {
             Some(s) => {
-                serde_json::from_str(&s).map_err(|e| self.invalid(field::DATA, e.to_string()))
+                serde_json::from_str(s).map_err(|e| self.invalid(field::DATA, e.to_string()))
             }
             None => Ok(Value::Object(Default::default())),
         }
@@ -283,7 +285,7 @@ impl HashReader<'_> {
         let Some(s) = self.take(field::OPTS) else {
             return Ok(JobOptions::default());
         };
-        match serde_json::from_str::<Value>(&s) {
+        match serde_json::from_str::<Value>(s) {
             Ok(Value::Object(m)) => Ok(JobOptions::from_stored(&m)),
             // cjson encodes an empty table as `{}` but a foreign writer may store `[]`.
             Ok(Value::Array(a)) if a.is_empty() => Ok(JobOptions::default()),
@@ -297,7 +299,7 @@ impl HashReader<'_> {
         match self.take(f) {
             None => Ok(None),
             Some(s) if s.is_empty() => Ok(None),
-            Some(s) => parse_int(&s)
+            Some(s) => parse_int(s)
                 .map(Some)
                 .ok_or_else(|| self.invalid(f, format!("not an integer: {s:?}"))),
         }
@@ -322,19 +324,19 @@ impl HashReader<'_> {
 
     /// A raw text field.
     fn text(&mut self, f: &'static str) -> Option<String> {
-        self.take(f)
+        self.take(f).map(str::to_owned)
     }
 
     /// A JSON field Node reads as absent when it does not parse.
     fn lenient_json(&mut self, f: &'static str) -> Option<Value> {
         self.take(f)
-            .and_then(|s| serde_json::from_str(&s).ok())
+            .and_then(|s| serde_json::from_str(s).ok())
     }
 
     /// Stack traces: a JSON array, entries that are not strings kept as their JSON.
     fn stacktrace(&mut self) -> Vec<String> {
         self.take(field::STACKTRACE)
-            .and_then(|s| serde_json::from_str::<Vec<Value>>(&s).ok())
+            .and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok())
             .map(|v| {
                 v.into_iter()
                     .map(|e| {
@@ -350,7 +352,7 @@ impl HashReader<'_> {
     /// Progress: JSON when it parses, the raw text otherwise, `0` when absent.
     fn progress(&mut self) -> Value {
         self.take(field::PROGRESS)
-            .map(|s| serde_json::from_str(&s).unwrap_or(Value::String(s)))
+            .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned())))
             .unwrap_or(Value::from(0))
     }
 }
@@ -408,9 +410,9 @@ mod tests {
             ("atm", "1"),
             ("atm", "2"),
         ];
-        let owned = || pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        let from_pairs = JobRecord::from_pairs("3", owned()).unwrap();
-        let from_map = JobRecord::from_hash("3", owned().collect()).unwrap();
+        let from_pairs = JobRecord::from_fields("3", pairs).unwrap();
+        let owned = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        let from_map = JobRecord::from_hash("3", owned.collect()).unwrap();
         assert_eq!(from_pairs, from_map);
         assert_eq!(from_pairs.attempts_made, 2);
     }

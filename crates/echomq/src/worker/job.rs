@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::{
-    DelayKind, EpochMs, FinishTarget, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
+    DelayKind, EpochMs, FinishTarget, JobFields, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
     NextJob, PushEnd, Refusal, RetryJob, Verdict,
 };
 use echomq_protocol::job::field;
@@ -145,12 +145,12 @@ impl ActiveJob {
     fn adopt(
         core: &Arc<WorkerCore>,
         id: String,
-        fields: Vec<(String, String)>,
+        fields: JobFields,
         token: Arc<str>,
     ) -> Result<Self> {
         let held = core.seam().track(&id, token.clone());
         core.counters().fetched();
-        match Job::from_pairs(&id, fields) {
+        match Job::from_fields(&id, fields.iter()) {
             Ok(job) => Ok(ActiveJob {
                 core: core.clone(),
                 job: Arc::new(job),
