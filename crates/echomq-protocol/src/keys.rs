@@ -5,41 +5,51 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::validate::{validate_prefix, validate_queue_name, ValidationError};
+use crate::wire::Wire;
 
-/// One Redis key as it goes on the wire: UTF-8 text in a reference-counted
-/// buffer. A queue's fixed keys are built once ([`QueueKeys::fixed`]), so a
-/// script call hands each of them out for a counter increment instead of
-/// formatting and allocating it again (moveToFinished alone takes 14 keys).
+/// One Redis key as it goes on the wire: UTF-8 text, either shared
+/// (reference counted: a queue's fixed keys are built once,
+/// [`QueueKeys::fixed`], and handed to each call for a counter increment) or,
+/// when short and made for one call (a job's key), held inline.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Key(Bytes);
+pub struct Key(Wire);
 
 impl Key {
     /// The key's bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        self.0.as_bytes()
     }
 
     /// The key as text. Keys are only ever built from text, so the fallback
     /// (an empty string) cannot be reached.
     pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 
-    /// The bytes, owned (cheap: reference counted).
+    /// The bytes, owned (shared keys are not copied).
     pub fn into_bytes(self) -> Bytes {
+        self.0.into_bytes()
+    }
+
+    pub(crate) fn into_wire(self) -> Wire {
         self.0
+    }
+
+    /// A key shared by every call that sends it.
+    fn shared(s: String) -> Key {
+        Key(Wire::Shared(Bytes::from(s)))
     }
 }
 
 impl From<String> for Key {
     fn from(s: String) -> Key {
-        Key(Bytes::from(s))
+        Key(Wire::concat(&[s.as_bytes()]))
     }
 }
 
 impl From<&str> for Key {
     fn from(s: &str) -> Key {
-        Key(Bytes::copy_from_slice(s.as_bytes()))
+        Key(Wire::concat(&[s.as_bytes()]))
     }
 }
 
@@ -79,13 +89,18 @@ impl PartialEq<String> for Key {
     }
 }
 
-/// `<base><a><b>` in one allocation of the exact size.
+/// `<base><a><b>`, made for one call.
 fn joined(base: &str, a: &str, b: &str) -> Key {
+    Key(Wire::concat(&[base.as_bytes(), a.as_bytes(), b.as_bytes()]))
+}
+
+/// `<base><a><b>`, shared by every call of the queue.
+fn shared_joined(base: &str, a: &str, b: &str) -> Key {
     let mut s = String::with_capacity(base.len() + a.len() + b.len());
     s.push_str(base);
     s.push_str(a);
     s.push_str(b);
-    Key::from(s)
+    Key::shared(s)
 }
 
 /// Every key of one queue, built once from the prefix and the queue name.
@@ -128,10 +143,10 @@ macro_rules! queue_keys {
         impl FixedKeys {
             fn new(base: &str) -> FixedKeys {
                 FixedKeys {
-                    base: Key::from(base),
-                    metrics_completed: joined(base, "metrics:", "completed"),
-                    metrics_failed: joined(base, "metrics:", "failed"),
-                    $( $fn: joined(base, $suffix, ""), )*
+                    base: shared_joined(base, "", ""),
+                    metrics_completed: shared_joined(base, "metrics:", "completed"),
+                    metrics_failed: shared_joined(base, "metrics:", "failed"),
+                    $( $fn: shared_joined(base, $suffix, ""), )*
                 }
             }
         }
@@ -158,12 +173,12 @@ impl QueueKeys {
         &self.fixed
     }
 
-    /// The job hash `{P}<id>` as a [`Key`], in one allocation.
+    /// The job hash `{P}<id>` as a [`Key`] (inline when short).
     pub fn job_key(&self, id: &str) -> Key {
         joined(&self.base, id, "")
     }
 
-    /// The lock `{P}<id>:lock` as a [`Key`], in one allocation.
+    /// The lock `{P}<id>:lock` as a [`Key`] (inline when short).
     pub fn lock_key(&self, id: &str) -> Key {
         joined(&self.base, id, ":lock")
     }

@@ -388,8 +388,9 @@ fn evalsha_command(keys: &[echomq_protocol::keys::Key]) -> fred::types::CustomCo
 
 /// The routed command and `sha numkeys keys… args…`. Every value is a
 /// reference-counted buffer handed to fred as is: the SHA and the key count
-/// are static text, the queue's fixed keys are shared (docs/benchmarks.md,
-/// "Per-job cost, deterministic").
+/// are static text, the queue's fixed keys are shared, and the short values
+/// made for this call slice one buffer (docs/benchmarks.md, "Per-job cost,
+/// deterministic").
 fn evalsha<C: ScriptCall>(sha: &'static str, call: &C) -> (fred::types::CustomCommand, Vec<Value>) {
     let keys = call.keys();
     debug_assert_eq!(
@@ -400,12 +401,12 @@ fn evalsha<C: ScriptCall>(sha: &'static str, call: &C) -> (fred::types::CustomCo
         call.script().num_keys()
     );
     let command = evalsha_command(&keys);
-    let args = call.args();
-    let mut all: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+    let num = num_keys(keys.len());
+    let parts = echomq_protocol::wire::call_parts(keys, call.args());
+    let mut all: Vec<Value> = Vec::with_capacity(2 + parts.len());
     all.push(Value::Bytes(fred::bytes::Bytes::from_static(sha.as_bytes())));
-    all.push(num_keys(keys.len()));
-    all.extend(keys.into_iter().map(|k| Value::Bytes(k.into_bytes())));
-    all.extend(args.into_iter().map(|a| Value::Bytes(a.into_bytes())));
+    all.push(num);
+    all.extend(parts.into_iter().map(Value::Bytes));
     (command, all)
 }
 
