@@ -298,7 +298,7 @@ impl<'a> HashReader<'_, 'a> {
     fn int(&mut self, f: &'static str) -> Result<Option<i64>, DecodeError> {
         match self.take(f) {
             None => Ok(None),
-            Some(s) if s.is_empty() => Ok(None),
+            Some("") => Ok(None),
             Some(s) => parse_int(s)
                 .map(Some)
                 .ok_or_else(|| self.invalid(f, format!("not an integer: {s:?}"))),
@@ -329,8 +329,7 @@ impl<'a> HashReader<'_, 'a> {
 
     /// A JSON field Node reads as absent when it does not parse.
     fn lenient_json(&mut self, f: &'static str) -> Option<Value> {
-        self.take(f)
-            .and_then(|s| serde_json::from_str(s).ok())
+        self.take(f).and_then(|s| serde_json::from_str(s).ok())
     }
 
     /// Stack traces: a JSON array, entries that are not strings kept as their JSON.

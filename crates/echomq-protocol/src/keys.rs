@@ -208,7 +208,6 @@ impl QueueKeys {
         format!("{}{suffix}", self.base)
     }
 
-
     /// The job hash `{P}<id>`.
     pub fn job(&self, id: &str) -> String {
         format!("{}{id}", self.base)

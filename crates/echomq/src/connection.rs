@@ -404,7 +404,9 @@ fn evalsha<C: ScriptCall>(sha: &'static str, call: &C) -> (fred::types::CustomCo
     let num = num_keys(keys.len());
     let parts = echomq_protocol::wire::call_parts(keys, call.args());
     let mut all: Vec<Value> = Vec::with_capacity(2 + parts.len());
-    all.push(Value::Bytes(fred::bytes::Bytes::from_static(sha.as_bytes())));
+    all.push(Value::Bytes(fred::bytes::Bytes::from_static(
+        sha.as_bytes(),
+    )));
     all.push(num);
     all.extend(parts.into_iter().map(Value::Bytes));
     (command, all)
@@ -449,7 +451,9 @@ async fn pipeline(
 /// Errors, maps and frame kinds a script does not return go through fred's
 /// own reading, so the error (or the map's order) is exactly the one
 /// `custom` would have returned.
-fn frame_to_reply(frame: fred::types::Resp3Frame) -> std::result::Result<Reply, fred::error::Error> {
+fn frame_to_reply(
+    frame: fred::types::Resp3Frame,
+) -> std::result::Result<Reply, fred::error::Error> {
     use fred::types::Resp3Frame as F;
     Ok(match frame {
         F::Null => Reply::Nil,

@@ -98,8 +98,8 @@ fn counted(tool: &str, child: &[String], label: &str) -> u64 {
         .arg(format!("--log-file={}", log.path().display()));
     // JOB_COST_OUT keeps the tools' profiles (callgrind_annotate, dh_view).
     let out = match std::env::var("JOB_COST_OUT") {
-        Ok(dir) => format!("{dir}/{tool}.{label}.out"),
-        Err(_) => "/dev/null".to_owned(),
+        Ok(dir) if !dir.is_empty() => format!("{dir}/{tool}.{label}.out"),
+        _ => "/dev/null".to_owned(),
     };
     match tool {
         "callgrind" => cmd.arg(format!("--callgrind-out-file={out}")),

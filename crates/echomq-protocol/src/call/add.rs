@@ -7,8 +7,8 @@
 use serde_json::{Map, Value};
 
 use super::decode::{self, Reply};
-use crate::keys::Key;
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::{pack_map, AddArgs};
 use crate::scripts::ScriptId;

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::decode::{self, Reply};
-use crate::keys::Key;
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 

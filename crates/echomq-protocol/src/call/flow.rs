@@ -10,9 +10,9 @@
 use serde_json::{Map, Value};
 
 use super::add::AddJob;
-use crate::keys::Key;
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::AddArgs;
 use crate::scripts::ScriptId;

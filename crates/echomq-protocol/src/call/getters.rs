@@ -1,9 +1,9 @@
 //! Reading whole jobs by state in one atomic call (docs/protocol.md §Reading jobs).
 
 use crate::call::admin::RangeOrder;
-use crate::keys::Key;
 use crate::call::decode::{self, Reply};
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 

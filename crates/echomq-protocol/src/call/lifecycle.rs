@@ -9,9 +9,9 @@
 use std::time::Duration;
 
 use super::decode::{self, Reply};
-use crate::keys::Key;
 use super::{Arg, ReplyError, ScriptCall};
 use crate::job::field;
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::{pack_fields, pack_strings, FetchOpts, FinishOpts};
 use crate::reply::ScriptErrorCode;
@@ -734,7 +734,12 @@ mod tests {
         let cases = vec![
             vec![],
             vec![bulk(b"name"), bulk(b"n"), bulk(b"atm"), Reply::Int(3)],
-            vec![bulk(b"name"), bulk(b"\xc3\xa9t\xc3\xa9"), bulk(b"d"), Reply::Double(1.5)],
+            vec![
+                bulk(b"name"),
+                bulk(b"\xc3\xa9t\xc3\xa9"),
+                bulk(b"d"),
+                Reply::Double(1.5),
+            ],
             vec![bulk(b"name")],
             vec![bulk(b"name"), Reply::Nil, bulk(b"x")],
             // A multibyte character split across two entries is not text.

@@ -3,8 +3,8 @@
 //! (docs/protocol.md §Rate limiting, §Global concurrency).
 
 use crate::call::decode::{self, Reply};
-use crate::keys::Key;
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 

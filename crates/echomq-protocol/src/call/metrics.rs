@@ -2,8 +2,8 @@
 //! records when a worker runs with `maxMetricsSize` (docs/flows.md §Metrics).
 
 use super::decode::{self, Reply};
-use crate::keys::Key;
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 

@@ -14,8 +14,8 @@ use thiserror::Error;
 
 use crate::keys::Key;
 use crate::reply::ScriptErrorCode;
-use crate::wire::Wire;
 use crate::scripts::ScriptId;
+use crate::wire::Wire;
 
 /// `vec!` of [`Key`]s from any mix of owned `String`s and prebuilt `&Key`s
 /// (a [`crate::keys::FixedKeys`] entry is a counter increment).
@@ -90,7 +90,11 @@ impl Arg {
 
     /// A boolean flag the scripts compare with `"1"`.
     pub fn flag(on: bool) -> Arg {
-        Arg(Wire::Shared(Bytes::from_static(if on { b"1" } else { b"0" })))
+        Arg(Wire::Shared(Bytes::from_static(if on {
+            b"1"
+        } else {
+            b"0"
+        })))
     }
 
     /// The empty string: "absent" where a script tests for `""`.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::{
-    DelayKind, EpochMs, FinishTarget, JobFields, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
-    NextJob, PushEnd, Refusal, RetryJob, Verdict,
+    DelayKind, EpochMs, FinishTarget, JobFields, MoveJobFromActiveToWait, MoveToDelayed,
+    MoveToFinished, NextJob, PushEnd, Refusal, RetryJob, Verdict,
 };
 use echomq_protocol::job::field;
 use echomq_protocol::packing::FinishOpts;

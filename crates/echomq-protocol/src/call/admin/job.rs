@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use crate::call::decode::{self, Reply};
-use crate::keys::Key;
 use crate::call::{Arg, ReplyError, ScriptCall};
 use crate::job::field;
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 use crate::FinishTarget;
@@ -198,7 +198,12 @@ impl ScriptCall for ChangeDelay<'_> {
 
     fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        keys![&k.fixed().delayed, &k.fixed().meta, &k.fixed().marker, &k.fixed().events]
+        keys![
+            &k.fixed().delayed,
+            &k.fixed().meta,
+            &k.fixed().marker,
+            &k.fixed().events
+        ]
     }
 
     fn args(&self) -> Vec<Arg> {

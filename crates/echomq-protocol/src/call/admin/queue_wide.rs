@@ -2,8 +2,8 @@
 //! bulk moves of finished or delayed jobs back to wait.
 
 use crate::call::decode::{self, Reply};
-use crate::keys::Key;
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 

@@ -2,8 +2,8 @@
 //! job finished.
 
 use crate::call::decode::{self, Reply};
-use crate::keys::Key;
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 

@@ -7,8 +7,8 @@ mod options;
 use serde_json::{Map, Value as Json};
 
 use super::decode::{self, Reply};
-use crate::keys::Key;
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::pack_map;
 use crate::scripts::ScriptId;
@@ -177,7 +177,11 @@ impl ScriptCall for RemoveJobScheduler<'_> {
     }
 
     fn keys(&self) -> Vec<Key> {
-        keys![&self.keys.fixed().repeat, &self.keys.fixed().delayed, &self.keys.fixed().events]
+        keys![
+            &self.keys.fixed().repeat,
+            &self.keys.fixed().delayed,
+            &self.keys.fixed().events
+        ]
     }
 
     fn args(&self) -> Vec<Arg> {
