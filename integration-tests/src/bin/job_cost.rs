@@ -13,7 +13,8 @@
 //! `JOB_COST_CONCURRENCY=1,16`, `JOB_COST_N1=500`, `JOB_COST_N2=2500`,
 //! `JOB_COST_PEERS=echomq,official` (the peer binary from `BENCH_OFFICIAL`
 //! or `integration-tests/peer-bullmq-official`, built by `just bench`),
-//! `JOB_COST_OUT=<dir>` keeps each run's callgrind/dhat profile there.
+//! `JOB_COST_OUT=<dir>` keeps each run's callgrind/dhat profile there,
+//! `JOB_COST_COMMAND_TIMEOUT_MS=<ms>` sets EchoMQ's command timeout.
 //!
 //! `job_cost process <url> <queue> <n> <concurrency>` is the EchoMQ child.
 
@@ -42,7 +43,15 @@ fn official_binary() -> std::path::PathBuf {
 /// does (no stalled checker, completed jobs kept), then exits.
 async fn process_child(url: &str, queue: &str, n: u64, concurrency: usize) {
     use echomq::worker::processor_fn;
-    let conn = Connection::connect_url(url).await.expect("connect");
+    let mut config = echomq::ConnectionConfig::with_url(url);
+    // For measuring fred's per-command timeout (0 = none) against the default.
+    if let Some(ms) = std::env::var("JOB_COST_COMMAND_TIMEOUT_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        config.command_timeout = Duration::from_millis(ms);
+    }
+    let conn = Connection::connect(config).await.expect("connect");
     let q = Queue::new(&conn, queue).await.expect("queue");
     let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
     let mut args = echomq::WorkerArgs::new(
