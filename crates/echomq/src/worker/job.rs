@@ -125,7 +125,7 @@ impl ActiveJob {
     /// as a tracked handle, or its hints given to the fetcher.
     pub(crate) fn take(core: &Arc<WorkerCore>, reply: NextJob, token: Arc<str>) -> Option<Self> {
         match reply {
-            NextJob::Job { id, fields } => match Self::adopt(core, id.clone(), fields, token) {
+            NextJob::Job { id, fields } => match Self::adopt(core, &id, fields, token) {
                 Ok(job) => Some(job),
                 Err(e) => {
                     // It stays locked by nobody tracking it and is recovered
@@ -144,13 +144,13 @@ impl ActiveJob {
     /// The job is tracked before it is decoded, so no renewal is missed.
     fn adopt(
         core: &Arc<WorkerCore>,
-        id: String,
+        id: &str,
         fields: JobFields,
         token: Arc<str>,
     ) -> Result<Self> {
-        let held = core.seam().track(&id, token.clone());
+        let held = core.seam().track(id, token.clone());
         core.counters().fetched();
-        match Job::from_fields(&id, fields.iter()) {
+        match Job::from_fields(id, fields.iter()) {
             Ok(job) => Ok(ActiveJob {
                 core: core.clone(),
                 job: Arc::new(job),
@@ -158,7 +158,7 @@ impl ActiveJob {
                 done: false,
             }),
             Err(e) => {
-                core.seam().untrack(&id, &token);
+                core.seam().untrack(id, &token);
                 Err(Error::Decode(e))
             }
         }
@@ -384,7 +384,6 @@ impl ActiveJob {
     }
 
     fn interpret(mut self, t: &Transition, verdict: Verdict<Option<NextJob>>) -> FinishOutcome {
-        let job_id = self.job.id.clone();
         let refusal = match verdict {
             Verdict::Done(next) => return self.done_with(t, next),
             Verdict::Refused(r) => r,
@@ -398,6 +397,8 @@ impl ActiveJob {
             };
         }
         self.done = true;
+        // Only a refusal reports the id: the usual path (done) copies nothing.
+        let job_id = self.job.id.clone();
         match refusal {
             Refusal::LockLost(code) => FinishOutcome::LockLost { job_id, code },
             Refusal::NotActive => FinishOutcome::NotActive { job_id },
