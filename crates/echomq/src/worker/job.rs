@@ -142,12 +142,7 @@ impl ActiveJob {
     }
 
     /// The job is tracked before it is decoded, so no renewal is missed.
-    fn adopt(
-        core: &Arc<WorkerCore>,
-        id: &str,
-        fields: JobFields,
-        token: Arc<str>,
-    ) -> Result<Self> {
+    fn adopt(core: &Arc<WorkerCore>, id: &str, fields: JobFields, token: Arc<str>) -> Result<Self> {
         let held = core.seam().track(id, token.clone());
         core.counters().fetched();
         match Job::from_fields(id, fields.iter()) {
