@@ -138,3 +138,18 @@ _throwaway-redis:
 # BENCH_QUEUES, BENCH_JOBS and BENCH_SCALE size it.
 bench-cluster: _ensure-redis
     cargo run --release -q -p echomq-integration-tests --bin bench_cluster
+
+# Client cost per processed job, counted (valgrind: callgrind instructions, dhat heap
+# blocks) for EchoMQ and bullmq-official at c1 and c16 (integration-tests/src/bin/job_cost.rs).
+job-cost: _ensure-redis
+    #!/usr/bin/env bash
+    set -euo pipefail
+    command -v valgrind >/dev/null || { echo "job-cost needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+    peer=integration-tests/peer-bullmq-official
+    if cargo build --release -q --manifest-path "$peer/Cargo.toml"; then
+        export BENCH_OFFICIAL="$PWD/$peer/target/release/peer-bullmq-official"
+    else
+        echo "bullmq-official could not be built: EchoMQ only" >&2
+        export JOB_COST_PEERS=echomq
+    fi
+    cargo run --release -q -p echomq-integration-tests --bin job_cost

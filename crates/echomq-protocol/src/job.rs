@@ -134,7 +134,27 @@ impl JobRecord {
     /// (`name`, `data`, `opts`, numeric fields), lenient where Node is lenient
     /// (`returnvalue`, `stacktrace`, `progress`).
     pub fn from_hash(id: &str, hash: HashMap<String, String>) -> Result<Self, DecodeError> {
-        let mut h = HashReader { id, hash };
+        Self::from_fields(id, hash.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// Decodes a job hash given as borrowed field/value pairs (HGETALL's
+    /// order), as [`JobRecord::from_hash`] does; a field given twice reads as
+    /// its last value. The worker decodes every job it takes this way: no
+    /// map is built (and hashed into) first, numbers and JSON are read from
+    /// the borrowed text, and only the text fields kept are copied.
+    pub fn from_fields<'a>(
+        id: &str,
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, DecodeError> {
+        let mut h = HashReader {
+            id,
+            slots: Default::default(),
+        };
+        for (name, value) in fields {
+            if let Some(i) = slot(name) {
+                h.slots[i] = Some(value);
+            }
+        }
         // Struct fields are evaluated in the order written: the strict reads
         // keep the order that decides which error a doubly broken hash gets.
         Ok(JobRecord {
@@ -164,13 +184,74 @@ impl JobRecord {
     }
 }
 
-/// A job hash being decoded: each read takes its field out of the hash.
-struct HashReader<'a> {
-    id: &'a str,
-    hash: HashMap<String, String>,
+/// The fields a [`JobRecord`] is read from, in slot order; others are ignored.
+const READ: [&str; 22] = [
+    field::NAME,
+    field::DATA,
+    field::OPTS,
+    field::TIMESTAMP,
+    field::DELAY,
+    field::PRIORITY,
+    field::PROCESSED_ON,
+    field::FINISHED_ON,
+    field::RETURN_VALUE,
+    field::FAILED_REASON,
+    field::STACKTRACE,
+    field::ATTEMPTS_MADE,
+    field::ATTEMPTS_MADE_LEGACY,
+    field::ATTEMPTS_STARTED,
+    field::STALLED_COUNTER,
+    field::DEFERRED_FAILURE,
+    field::PROCESSED_BY,
+    field::PROGRESS,
+    field::PARENT_KEY,
+    field::PARENT,
+    field::REPEAT_JOB_KEY,
+    field::DEDUPLICATION_ID,
+];
+
+/// The slot of a field name in [`READ`] (a `match`, which the compiler turns
+/// into a length switch, rather than a search).
+fn slot(name: &str) -> Option<usize> {
+    Some(match name {
+        field::NAME => 0,
+        field::DATA => 1,
+        field::OPTS => 2,
+        field::TIMESTAMP => 3,
+        field::DELAY => 4,
+        field::PRIORITY => 5,
+        field::PROCESSED_ON => 6,
+        field::FINISHED_ON => 7,
+        field::RETURN_VALUE => 8,
+        field::FAILED_REASON => 9,
+        field::STACKTRACE => 10,
+        field::ATTEMPTS_MADE => 11,
+        field::ATTEMPTS_MADE_LEGACY => 12,
+        field::ATTEMPTS_STARTED => 13,
+        field::STALLED_COUNTER => 14,
+        field::DEFERRED_FAILURE => 15,
+        field::PROCESSED_BY => 16,
+        field::PROGRESS => 17,
+        field::PARENT_KEY => 18,
+        field::PARENT => 19,
+        field::REPEAT_JOB_KEY => 20,
+        field::DEDUPLICATION_ID => 21,
+        _ => return None,
+    })
 }
 
-impl HashReader<'_> {
+/// A job hash being decoded: each read takes its field out of its slot.
+struct HashReader<'i, 'a> {
+    id: &'i str,
+    slots: [Option<&'a str>; READ.len()],
+}
+
+impl<'a> HashReader<'_, 'a> {
+    /// Takes field `f` (one of [`READ`]).
+    fn take(&mut self, f: &'static str) -> Option<&'a str> {
+        slot(f).and_then(|i| self.slots[i].take())
+    }
+
     fn invalid(&self, field: &'static str, reason: String) -> DecodeError {
         DecodeError::InvalidField {
             id: self.id.to_owned(),
@@ -181,8 +262,8 @@ impl HashReader<'_> {
 
     /// The one field every job has.
     fn name(&mut self) -> Result<String, DecodeError> {
-        self.hash
-            .remove(field::NAME)
+        self.take(field::NAME)
+            .map(str::to_owned)
             .ok_or_else(|| DecodeError::MissingField {
                 id: self.id.to_owned(),
                 field: field::NAME,
@@ -191,9 +272,9 @@ impl HashReader<'_> {
 
     /// The payload: `{}` when absent, an error when it is not JSON.
     fn data(&mut self) -> Result<Value, DecodeError> {
-        match self.hash.remove(field::DATA) {
+        match self.take(field::DATA) {
             Some(s) => {
-                serde_json::from_str(&s).map_err(|e| self.invalid(field::DATA, e.to_string()))
+                serde_json::from_str(s).map_err(|e| self.invalid(field::DATA, e.to_string()))
             }
             None => Ok(Value::Object(Default::default())),
         }
@@ -201,10 +282,10 @@ impl HashReader<'_> {
 
     /// The stored options: defaults when absent, an error unless a JSON object.
     fn opts(&mut self) -> Result<JobOptions, DecodeError> {
-        let Some(s) = self.hash.remove(field::OPTS) else {
+        let Some(s) = self.take(field::OPTS) else {
             return Ok(JobOptions::default());
         };
-        match serde_json::from_str::<Value>(&s) {
+        match serde_json::from_str::<Value>(s) {
             Ok(Value::Object(m)) => Ok(JobOptions::from_stored(&m)),
             // cjson encodes an empty table as `{}` but a foreign writer may store `[]`.
             Ok(Value::Array(a)) if a.is_empty() => Ok(JobOptions::default()),
@@ -215,10 +296,10 @@ impl HashReader<'_> {
 
     /// A numeric field: absent or empty is `None`, anything else must be an integer.
     fn int(&mut self, f: &'static str) -> Result<Option<i64>, DecodeError> {
-        match self.hash.remove(f) {
+        match self.take(f) {
             None => Ok(None),
-            Some(s) if s.is_empty() => Ok(None),
-            Some(s) => parse_int(&s)
+            Some("") => Ok(None),
+            Some(s) => parse_int(s)
                 .map(Some)
                 .ok_or_else(|| self.invalid(f, format!("not an integer: {s:?}"))),
         }
@@ -243,21 +324,18 @@ impl HashReader<'_> {
 
     /// A raw text field.
     fn text(&mut self, f: &'static str) -> Option<String> {
-        self.hash.remove(f)
+        self.take(f).map(str::to_owned)
     }
 
     /// A JSON field Node reads as absent when it does not parse.
     fn lenient_json(&mut self, f: &'static str) -> Option<Value> {
-        self.hash
-            .remove(f)
-            .and_then(|s| serde_json::from_str(&s).ok())
+        self.take(f).and_then(|s| serde_json::from_str(s).ok())
     }
 
     /// Stack traces: a JSON array, entries that are not strings kept as their JSON.
     fn stacktrace(&mut self) -> Vec<String> {
-        self.hash
-            .remove(field::STACKTRACE)
-            .and_then(|s| serde_json::from_str::<Vec<Value>>(&s).ok())
+        self.take(field::STACKTRACE)
+            .and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok())
             .map(|v| {
                 v.into_iter()
                     .map(|e| {
@@ -272,9 +350,8 @@ impl HashReader<'_> {
 
     /// Progress: JSON when it parses, the raw text otherwise, `0` when absent.
     fn progress(&mut self) -> Value {
-        self.hash
-            .remove(field::PROGRESS)
-            .map(|s| serde_json::from_str(&s).unwrap_or(Value::String(s)))
+        self.take(field::PROGRESS)
+            .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned())))
             .unwrap_or(Value::from(0))
     }
 }
@@ -313,6 +390,30 @@ mod tests {
         assert_eq!(j.return_value, Some(Value::from(42)));
         assert_eq!(j.attempts_made, 1);
         assert_eq!(j.progress, Value::from(0));
+    }
+
+    #[test]
+    fn every_read_field_has_its_own_slot() {
+        for (i, f) in READ.iter().enumerate() {
+            assert_eq!(slot(f), Some(i), "{f}");
+        }
+        assert_eq!(slot("unknown"), None);
+    }
+
+    #[test]
+    fn pairs_decode_as_the_map_does_and_the_last_duplicate_wins() {
+        let pairs = [
+            ("name", "n"),
+            ("data", r#"{"a":1}"#),
+            ("x-foreign", "ignored"),
+            ("atm", "1"),
+            ("atm", "2"),
+        ];
+        let from_pairs = JobRecord::from_fields("3", pairs).unwrap();
+        let owned = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        let from_map = JobRecord::from_hash("3", owned.collect()).unwrap();
+        assert_eq!(from_pairs, from_map);
+        assert_eq!(from_pairs.attempts_made, 2);
     }
 
     #[test]

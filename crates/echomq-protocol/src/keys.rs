@@ -1,6 +1,107 @@
 //! The L1 key layout of one queue (docs/protocol.md §Key layout).
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+
 use crate::validate::{validate_prefix, validate_queue_name, ValidationError};
+use crate::wire::Wire;
+
+/// One Redis key as it goes on the wire: UTF-8 text, either shared
+/// (reference counted: a queue's fixed keys are built once,
+/// [`QueueKeys::fixed`], and handed to each call for a counter increment) or,
+/// when short and made for one call (a job's key), held inline.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Key(Wire);
+
+impl Key {
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// The key as text. Keys are only ever built from text, so the fallback
+    /// (an empty string) cannot be reached.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+
+    /// The bytes, owned (shared keys are not copied).
+    pub fn into_bytes(self) -> Bytes {
+        self.0.into_bytes()
+    }
+
+    pub(crate) fn into_wire(self) -> Wire {
+        self.0
+    }
+
+    /// A key shared by every call that sends it.
+    fn shared(s: String) -> Key {
+        Key(Wire::Shared(Bytes::from(s)))
+    }
+}
+
+impl From<String> for Key {
+    fn from(s: String) -> Key {
+        Key(Wire::concat(&[s.as_bytes()]))
+    }
+}
+
+impl From<&str> for Key {
+    fn from(s: &str) -> Key {
+        Key(Wire::concat(&[s.as_bytes()]))
+    }
+}
+
+impl From<&Key> for Key {
+    fn from(k: &Key) -> Key {
+        k.clone()
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for Key {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for Key {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<String> for Key {
+    fn eq(&self, other: &String) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+/// `<base><a><b>`, made for one call.
+fn joined(base: &str, a: &str, b: &str) -> Key {
+    Key(Wire::concat(&[base.as_bytes(), a.as_bytes(), b.as_bytes()]))
+}
+
+/// `<base><a><b>`, shared by every call of the queue.
+fn shared_joined(base: &str, a: &str, b: &str) -> Key {
+    let mut s = String::with_capacity(base.len() + a.len() + b.len());
+    s.push_str(base);
+    s.push_str(a);
+    s.push_str(b);
+    Key::shared(s)
+}
 
 /// Every key of one queue, built once from the prefix and the queue name.
 ///
@@ -14,11 +115,41 @@ pub struct QueueKeys {
     prefix: String,
     name: String,
     base: String,
+    fixed: Arc<FixedKeys>,
 }
 
-macro_rules! queue_key {
+/// Declares the queue-level keys once: a `String` accessor on [`QueueKeys`]
+/// for plain commands, and a prebuilt [`Key`] field of [`FixedKeys`] for
+/// script calls.
+macro_rules! queue_keys {
     ($($(#[$doc:meta])* $fn:ident => $suffix:literal),* $(,)?) => {
-        $( $(#[$doc])* pub fn $fn(&self) -> String { format!("{}{}", self.base, $suffix) } )*
+        impl QueueKeys {
+            $( $(#[$doc])* pub fn $fn(&self) -> String { format!("{}{}", self.base, $suffix) } )*
+        }
+
+        /// A queue's fixed keys, built once per [`QueueKeys`] and shared by its
+        /// clones; each is the same text as the [`QueueKeys`] method of that name.
+        #[derive(Debug, PartialEq, Eq)]
+        pub struct FixedKeys {
+            /// `{P}` itself (the prefix argument of scripts).
+            pub base: Key,
+            /// `{P}metrics:completed`.
+            pub metrics_completed: Key,
+            /// `{P}metrics:failed`.
+            pub metrics_failed: Key,
+            $( $(#[$doc])* pub $fn: Key, )*
+        }
+
+        impl FixedKeys {
+            fn new(base: &str) -> FixedKeys {
+                FixedKeys {
+                    base: shared_joined(base, "", ""),
+                    metrics_completed: shared_joined(base, "metrics:", "completed"),
+                    metrics_failed: shared_joined(base, "metrics:", "failed"),
+                    $( $fn: shared_joined(base, $suffix, ""), )*
+                }
+            }
+        }
     };
 }
 
@@ -28,11 +159,28 @@ impl QueueKeys {
     pub fn new(prefix: &str, name: &str) -> Result<Self, ValidationError> {
         validate_prefix(prefix)?;
         validate_queue_name(name)?;
+        let base = format!("{prefix}:{name}:");
         Ok(Self {
             prefix: prefix.to_owned(),
             name: name.to_owned(),
-            base: format!("{prefix}:{name}:"),
+            fixed: Arc::new(FixedKeys::new(&base)),
+            base,
         })
+    }
+
+    /// The queue-level keys as prebuilt [`Key`]s, for script calls.
+    pub fn fixed(&self) -> &FixedKeys {
+        &self.fixed
+    }
+
+    /// The job hash `{P}<id>` as a [`Key`] (inline when short).
+    pub fn job_key(&self, id: &str) -> Key {
+        joined(&self.base, id, "")
+    }
+
+    /// The lock `{P}<id>:lock` as a [`Key`] (inline when short).
+    pub fn lock_key(&self, id: &str) -> Key {
+        joined(&self.base, id, ":lock")
     }
 
     /// The key prefix (`emq`).
@@ -58,43 +206,6 @@ impl QueueKeys {
     /// A queue-level key by suffix (`wait`, `active`, …).
     pub fn key(&self, suffix: &str) -> String {
         format!("{}{suffix}", self.base)
-    }
-
-    queue_key! {
-        /// LIST of ready job ids (priority 0).
-        wait => "wait",
-        /// LIST of jobs owned by a worker.
-        active => "active",
-        /// Legacy LIST, only drained by resume.
-        paused => "paused",
-        /// ZSET of ready jobs with priority > 0.
-        prioritized => "prioritized",
-        /// Priority counter.
-        pc => "pc",
-        /// ZSET of jobs waiting for a time.
-        delayed => "delayed",
-        /// ZSET of parents waiting for children.
-        waiting_children => "waiting-children",
-        /// ZSET of completed jobs by finishedOn.
-        completed => "completed",
-        /// ZSET of failed jobs by finishedOn.
-        failed => "failed",
-        /// SET of stall candidates marked by the previous stalled check.
-        stalled => "stalled",
-        /// Fleet-wide throttle of the stalled check.
-        stalled_check => "stalled-check",
-        /// HASH of queue configuration.
-        meta => "meta",
-        /// Job id counter.
-        id => "id",
-        /// STREAM of events.
-        events => "events",
-        /// ZSET wake-up marker for blocked workers.
-        marker => "marker",
-        /// Rate limiter counter.
-        limiter => "limiter",
-        /// ZSET index of job schedulers.
-        repeat => "repeat",
     }
 
     /// The job hash `{P}<id>`.
@@ -144,6 +255,43 @@ impl QueueKeys {
     }
 }
 
+queue_keys! {
+    /// LIST of ready job ids (priority 0).
+    wait => "wait",
+    /// LIST of jobs owned by a worker.
+    active => "active",
+    /// Legacy LIST, only drained by resume.
+    paused => "paused",
+    /// ZSET of ready jobs with priority > 0.
+    prioritized => "prioritized",
+    /// Priority counter.
+    pc => "pc",
+    /// ZSET of jobs waiting for a time.
+    delayed => "delayed",
+    /// ZSET of parents waiting for children.
+    waiting_children => "waiting-children",
+    /// ZSET of completed jobs by finishedOn.
+    completed => "completed",
+    /// ZSET of failed jobs by finishedOn.
+    failed => "failed",
+    /// SET of stall candidates marked by the previous stalled check.
+    stalled => "stalled",
+    /// Fleet-wide throttle of the stalled check.
+    stalled_check => "stalled-check",
+    /// HASH of queue configuration.
+    meta => "meta",
+    /// Job id counter.
+    id => "id",
+    /// STREAM of events.
+    events => "events",
+    /// ZSET wake-up marker for blocked workers.
+    marker => "marker",
+    /// Rate limiter counter.
+    limiter => "limiter",
+    /// ZSET index of job schedulers.
+    repeat => "repeat",
+}
+
 fn base64_std(input: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(input)
@@ -168,6 +316,23 @@ mod tests {
         );
         assert_eq!(k.worker_client_name(None), "emq:bWFpbA==");
         assert_eq!(k.events_client_name(), "emq:bWFpbA==:qe");
+    }
+
+    #[test]
+    fn fixed_keys_are_the_same_text_as_the_methods() {
+        let k = QueueKeys::new("emq", "{mail}").unwrap();
+        let f = k.fixed();
+        assert_eq!(f.base, k.prefix_key());
+        assert_eq!(f.wait, k.wait());
+        assert_eq!(f.waiting_children, k.waiting_children());
+        assert_eq!(f.stalled_check, k.stalled_check());
+        assert_eq!(f.repeat, k.repeat());
+        assert_eq!(f.metrics_completed, k.metrics("completed"));
+        assert_eq!(f.metrics_failed, k.metrics("failed"));
+        assert_eq!(k.job_key("42"), k.job("42"));
+        assert_eq!(k.lock_key("42"), k.lock("42"));
+        assert_eq!(k.lock_key("42").to_string(), "emq:{mail}:42:lock");
+        assert_eq!(format!("{:?}", f.meta), "\"emq:{mail}:meta\"");
     }
 
     #[test]

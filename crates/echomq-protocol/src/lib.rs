@@ -25,6 +25,7 @@ pub mod packing;
 pub mod reply;
 pub mod scripts;
 pub mod validate;
+pub mod wire;
 
 pub use call::lifecycle::FinishTarget;
 pub use call::{Arg, Reply, ReplyError, ScriptCall};

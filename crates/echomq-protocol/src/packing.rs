@@ -7,9 +7,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 fn pack<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    // Most packed arguments (FinishOpts, FetchOpts, AddArgs) fit in 128
+    // bytes: one allocation instead of a growth by doubling from 8.
+    let mut buf = Vec::with_capacity(128);
     // Serialising plain structs, strings, numbers and JSON values to a Vec
     // cannot fail: there is no I/O and no non-string map key.
-    rmp_serde::to_vec_named(value).expect("msgpack encoding of plain data")
+    rmp_serde::encode::write_named(&mut buf, value).expect("msgpack encoding of plain data");
+    buf
 }
 
 /// The 9-element AddArgs array of the add scripts.

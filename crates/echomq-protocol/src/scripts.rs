@@ -146,7 +146,21 @@ impl ScriptId {
     }
 
     /// The compiled script, or `None` when `lua/` did not hold its file at build time.
+    ///
+    /// Every script call asks for its definition, so the catalogue is looked
+    /// up once per process and then indexed by the id.
     pub fn def(self) -> Option<ScriptDef> {
+        static DEFS: std::sync::OnceLock<Vec<Option<ScriptDef>>> = std::sync::OnceLock::new();
+        let defs = DEFS.get_or_init(|| ScriptId::ALL.iter().map(|id| id.find_def()).collect());
+        match defs.get(self as usize) {
+            Some(def @ Some(d)) if d.id == self => *def,
+            // ALL lists the ids in declaration order; a mismatch would only
+            // cost the slow path.
+            _ => self.find_def(),
+        }
+    }
+
+    fn find_def(self) -> Option<ScriptDef> {
         let stem = format!("{}-{}", self.name(), self.num_keys());
         GENERATED
             .iter()

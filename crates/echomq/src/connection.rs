@@ -192,7 +192,8 @@ impl Connection {
         let started = std::time::Instant::now();
         let reply = loop {
             let args = first.take().unwrap_or_else(|| evalsha(def.sha1, call).1);
-            match client.custom(route.clone(), args).await {
+            let raw = client.custom_raw(route.clone(), args).await;
+            match raw.and_then(frame_to_reply) {
                 Err(e) if is_noscript(&e) && !reloaded => {
                     reloaded = true;
                     self.reload(client, script).await?;
@@ -208,7 +209,7 @@ impl Connection {
             }
         };
         self.wait_for_replicas(client, &[&route]).await?;
-        Ok(call.decode(to_reply(reply))?)
+        Ok(call.decode(reply)?)
     }
 
     /// The durability mode's `WAIT`, on the connection (and cluster node) that
@@ -368,7 +369,7 @@ impl Connection {
 /// a custom command by its own hasher unless the slot is given explicitly,
 /// and its default hashes the first argument — the script's SHA — which
 /// sends the call to a random primary in a cluster (answered with MOVED).
-fn evalsha_command(keys: &[String]) -> fred::types::CustomCommand {
+fn evalsha_command(keys: &[echomq_protocol::keys::Key]) -> fred::types::CustomCommand {
     let route = match keys.first() {
         Some(k) => fred::types::ClusterHash::Custom(fred::util::redis_keyslot(k.as_bytes())),
         None => fred::types::ClusterHash::Random,
@@ -376,8 +377,12 @@ fn evalsha_command(keys: &[String]) -> fred::types::CustomCommand {
     fred::types::CustomCommand::new_static("EVALSHA", route, false)
 }
 
-/// The routed command and `sha numkeys keys… args…`.
-fn evalsha<C: ScriptCall>(sha: &str, call: &C) -> (fred::types::CustomCommand, Vec<Value>) {
+/// The routed command and `sha numkeys keys… args…`. Every value is a
+/// reference-counted buffer handed to fred as is: the SHA and the key count
+/// are static text, the queue's fixed keys are shared, and the short values
+/// made for this call slice one buffer (docs/benchmarks.md, "Per-job cost,
+/// deterministic").
+fn evalsha<C: ScriptCall>(sha: &'static str, call: &C) -> (fred::types::CustomCommand, Vec<Value>) {
     let keys = call.keys();
     debug_assert_eq!(
         keys.len(),
@@ -387,13 +392,28 @@ fn evalsha<C: ScriptCall>(sha: &str, call: &C) -> (fred::types::CustomCommand, V
         call.script().num_keys()
     );
     let command = evalsha_command(&keys);
-    let args = call.args();
-    let mut all: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-    all.push(Value::String(sha.into()));
-    all.push(Value::Integer(keys.len() as i64));
-    all.extend(keys.into_iter().map(|k| Value::String(k.into())));
-    all.extend(args.into_iter().map(|a| Value::Bytes(a.into_bytes())));
+    let num = num_keys(keys.len());
+    let parts = echomq_protocol::wire::call_parts(keys, call.args());
+    let mut all: Vec<Value> = Vec::with_capacity(2 + parts.len());
+    all.push(Value::Bytes(fred::bytes::Bytes::from_static(
+        sha.as_bytes(),
+    )));
+    all.push(num);
+    all.extend(parts.into_iter().map(Value::Bytes));
     (command, all)
+}
+
+/// The key count as static decimal text (no script takes more than 20 keys;
+/// a larger count is formatted as usual).
+fn num_keys(n: usize) -> Value {
+    const SMALL: [&str; 21] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18", "19", "20",
+    ];
+    match SMALL.get(n) {
+        Some(s) => Value::Bytes(fred::bytes::Bytes::from_static(s.as_bytes())),
+        None => Value::Integer(n as i64),
+    }
 }
 
 fn vec_of_errors<T>(n: usize, e: &Error) -> Vec<Result<T>> {
@@ -414,6 +434,41 @@ async fn pipeline(
         }
     }
     pipe.try_all::<Value>().await
+}
+
+/// A reply frame as the protocol's wire reply, read straight from the frame:
+/// the same reply [`to_reply`] gives for fred's value of it, without building
+/// that value first (a UTF-8 check and a copy of every array per call).
+/// Errors, maps and frame kinds a script does not return go through fred's
+/// own reading, so the error (or the map's order) is exactly the one
+/// `custom` would have returned.
+fn frame_to_reply(
+    frame: fred::types::Resp3Frame,
+) -> std::result::Result<Reply, fred::error::Error> {
+    use fred::types::Resp3Frame as F;
+    Ok(match frame {
+        F::Null => Reply::Nil,
+        // fred reads a `QUEUED` status as a queued marker, which is nil here.
+        F::SimpleString { data, .. } if &data[..] == b"QUEUED" => Reply::Nil,
+        F::SimpleString { data, .. }
+        | F::BlobString { data, .. }
+        | F::VerbatimString { data, .. }
+        | F::BigNumber { data, .. } => Reply::Bulk(data),
+        F::Number { data, .. } => Reply::Int(data),
+        F::Double { data, .. } => Reply::Double(data),
+        F::Boolean { data, .. } => Reply::Int(data as i64),
+        F::Array { data, .. } | F::Push { data, .. } => Reply::Array(
+            data.into_iter()
+                .map(frame_to_reply)
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        F::Set { data, .. } => Reply::Array(
+            data.into_iter()
+                .map(frame_to_reply)
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        other => to_reply(Value::try_from(other)?),
+    })
 }
 
 /// fred's value as the protocol's wire reply.
@@ -501,5 +556,88 @@ pub(crate) fn blocking_options(block: Duration) -> Options {
         timeout: Some(block + Duration::from_millis(1500)),
         max_attempts: Some(1),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod reply_tests {
+    use super::*;
+    use fred::bytes::Bytes;
+    use fred::types::Resp3Frame as F;
+
+    fn blob(s: &str) -> F {
+        F::BlobString {
+            data: Bytes::copy_from_slice(s.as_bytes()),
+            attributes: None,
+        }
+    }
+
+    /// The direct reading gives what fred's value reading gave, errors included.
+    #[test]
+    fn frames_read_as_their_values_do() {
+        let error = || F::SimpleError {
+            data: "NOSCRIPT No matching script".into(),
+            attributes: None,
+        };
+        let frames = vec![
+            F::Null,
+            blob("x"),
+            F::BlobString {
+                data: Bytes::from_static(&[0xff, 0x00]),
+                attributes: None,
+            },
+            F::SimpleString {
+                data: Bytes::from_static(b"QUEUED"),
+                attributes: None,
+            },
+            F::SimpleString {
+                data: Bytes::from_static(b"OK"),
+                attributes: None,
+            },
+            F::Number {
+                data: -3,
+                attributes: None,
+            },
+            F::Double {
+                data: 1.5,
+                attributes: None,
+            },
+            F::Boolean {
+                data: true,
+                attributes: None,
+            },
+            F::Array {
+                data: vec![
+                    F::Array {
+                        data: vec![blob("name"), blob("n")],
+                        attributes: None,
+                    },
+                    blob("7"),
+                    F::Number {
+                        data: 0,
+                        attributes: None,
+                    },
+                ],
+                attributes: None,
+            },
+            F::Array {
+                data: vec![blob("a"), error()],
+                attributes: None,
+            },
+            error(),
+        ];
+        for frame in frames {
+            let direct = frame_to_reply(frame.clone());
+            let via_value = Value::try_from(frame.clone()).map(to_reply);
+            match (direct, via_value) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{frame:?}"),
+                (Err(a), Err(b)) => {
+                    assert_eq!(a.kind(), b.kind());
+                    assert_eq!(a.details(), b.details());
+                    assert!(is_noscript(&a));
+                }
+                (a, b) => panic!("{frame:?}: {a:?} vs {b:?}"),
+            }
+        }
     }
 }

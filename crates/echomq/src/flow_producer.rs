@@ -441,7 +441,7 @@ impl FlowProducer {
             let mut args: Vec<FredValue> = Vec::with_capacity(2 + keys.len() + 3);
             args.push(FredValue::String(def.source.into()));
             args.push(FredValue::Integer(keys.len() as i64));
-            args.extend(keys.into_iter().map(|k| FredValue::String(k.into())));
+            args.extend(keys.into_iter().map(|k| FredValue::Bytes(k.into_bytes())));
             args.extend(
                 call.args()
                     .into_iter()

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::{pack_map, AddArgs};
 use crate::scripts::ScriptId;
@@ -68,38 +69,38 @@ impl ScriptCall for AddJob<'_> {
         self.kind.script()
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
         match self.kind {
-            AddKind::Standard => vec![
-                k.wait(),
-                k.paused(),
-                k.meta(),
-                k.id(),
-                k.completed(),
-                k.delayed(),
-                k.active(),
-                k.events(),
-                k.marker(),
+            AddKind::Standard => keys![
+                &k.fixed().wait,
+                &k.fixed().paused,
+                &k.fixed().meta,
+                &k.fixed().id,
+                &k.fixed().completed,
+                &k.fixed().delayed,
+                &k.fixed().active,
+                &k.fixed().events,
+                &k.fixed().marker,
             ],
-            AddKind::Delayed => vec![
-                k.marker(),
-                k.meta(),
-                k.id(),
-                k.delayed(),
-                k.completed(),
-                k.events(),
+            AddKind::Delayed => keys![
+                &k.fixed().marker,
+                &k.fixed().meta,
+                &k.fixed().id,
+                &k.fixed().delayed,
+                &k.fixed().completed,
+                &k.fixed().events,
             ],
-            AddKind::Prioritized => vec![
-                k.marker(),
-                k.meta(),
-                k.id(),
-                k.prioritized(),
-                k.delayed(),
-                k.completed(),
-                k.active(),
-                k.events(),
-                k.pc(),
+            AddKind::Prioritized => keys![
+                &k.fixed().marker,
+                &k.fixed().meta,
+                &k.fixed().id,
+                &k.fixed().prioritized,
+                &k.fixed().delayed,
+                &k.fixed().completed,
+                &k.fixed().active,
+                &k.fixed().events,
+                &k.fixed().pc,
             ],
         }
     }

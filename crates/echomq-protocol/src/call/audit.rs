@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -115,8 +116,8 @@ impl ScriptCall for AuditSnapshot<'_> {
         ScriptId::AuditSnapshot
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.prefix_key().to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().base]
     }
 
     fn args(&self) -> Vec<Arg> {

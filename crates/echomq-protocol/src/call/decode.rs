@@ -123,14 +123,20 @@ pub fn strings(script: ScriptId, reply: Reply) -> Result<Vec<String>, ReplyError
 
 /// A flat field/value array (HGETALL inside a script) as pairs.
 pub fn pairs(script: ScriptId, reply: Reply) -> Result<Vec<(String, String)>, ReplyError> {
-    let items = strings(script, reply)?;
+    let items = array(script, reply)?;
     if items.len() % 2 != 0 {
+        // Which error an odd list with a non-text entry gets: the entry's.
+        for item in &items {
+            text(script, item)?;
+        }
         return Err(ReplyError::shape(script, "odd field/value list"));
     }
+    // Every job taken goes through here: the pairs are built straight from
+    // the reply, without an intermediate list of strings.
     let mut out = Vec::with_capacity(items.len() / 2);
-    let mut it = items.into_iter();
+    let mut it = items.iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        out.push((k, v));
+        out.push((text(script, k)?, text(script, v)?));
     }
     Ok(out)
 }
@@ -168,6 +174,9 @@ mod tests {
         .unwrap();
         assert_eq!(p, vec![("a".into(), "1".into()), ("b".into(), "x".into())]);
         assert!(pairs(s, Reply::Array(vec![Reply::text("a")])).is_err());
+        let odd_and_foreign = Reply::Array(vec![Reply::text("a"), Reply::Nil, Reply::text("c")]);
+        let e = pairs(s, odd_and_foreign).unwrap_err();
+        assert!(e.to_string().contains("expected text"), "{e}");
         assert_eq!(strings(s, Reply::Nil).unwrap(), Vec::<String>::new());
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::call::decode::{self, Reply};
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -25,8 +26,8 @@ impl ScriptCall for RemoveDeduplicationKey<'_> {
         ScriptId::RemoveDeduplicationKey
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.dedup(self.dedup_id)]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.dedup(self.dedup_id)]
     }
 
     fn args(&self) -> Vec<Arg> {

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::add::AddJob;
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::AddArgs;
 use crate::scripts::ScriptId;
@@ -63,15 +64,15 @@ impl ScriptCall for AddParentJob<'_> {
         ScriptId::AddParentJob
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.meta(),
-            k.id(),
-            k.delayed(),
-            k.waiting_children(),
-            k.completed(),
-            k.events(),
+        keys![
+            &k.fixed().meta,
+            &k.fixed().id,
+            &k.fixed().delayed,
+            &k.fixed().waiting_children,
+            &k.fixed().completed,
+            &k.fixed().events,
         ]
     }
 
@@ -116,7 +117,7 @@ impl ScriptCall for FlowAdd<'_> {
         }
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         match self {
             FlowAdd::Leaf(c) => c.keys(),
             FlowAdd::Parent(c) => c.keys(),
@@ -170,18 +171,18 @@ impl ScriptCall for MoveToWaitingChildren<'_> {
         ScriptId::MoveToWaitingChildren
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
         let job = k.job(self.id);
         let children = ChildKeys::of(&job);
-        vec![
-            k.active(),
-            k.waiting_children(),
+        keys![
+            &k.fixed().active,
+            &k.fixed().waiting_children,
             job,
             children.dependencies,
             children.unsuccessful,
-            k.stalled(),
-            k.events(),
+            &k.fixed().stalled,
+            &k.fixed().events,
         ]
     }
 
@@ -235,9 +236,9 @@ impl ScriptCall for GetDependencyCounts<'_> {
         ScriptId::GetDependencyCounts
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let c = ChildKeys::of(&self.keys.job(self.id));
-        vec![c.processed, c.dependencies, c.failed, c.unsuccessful]
+        keys![c.processed, c.dependencies, c.failed, c.unsuccessful]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -308,8 +309,8 @@ impl ScriptCall for Paginate<'_> {
         ScriptId::Paginate
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.key.to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.key.to_owned()]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -374,8 +375,8 @@ impl ScriptCall for RemoveChildDependency<'_> {
         ScriptId::RemoveChildDependency
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.prefix_key().to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().base]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -404,8 +405,8 @@ impl ScriptCall for RemoveUnprocessedChildren<'_> {
         ScriptId::RemoveUnprocessedChildren
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.job(self.id), self.keys.meta()]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.job_key(self.id), &self.keys.fixed().meta]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -446,8 +447,8 @@ impl ScriptCall for AuditFlows<'_> {
         ScriptId::AuditFlows
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.waiting_children()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().waiting_children]
     }
 
     fn args(&self) -> Vec<Arg> {

@@ -3,6 +3,7 @@
 use crate::call::admin::RangeOrder;
 use crate::call::decode::{self, Reply};
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -37,8 +38,8 @@ impl ScriptCall for GetJobs<'_> {
         ScriptId::GetJobs
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.prefix_key().to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().base]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -110,8 +111,8 @@ impl ScriptCall for SearchJobs<'_> {
         ScriptId::SearchJobs
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.prefix_key().to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().base]
     }
 
     fn args(&self) -> Vec<Arg> {

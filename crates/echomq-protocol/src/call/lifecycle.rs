@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
 use crate::job::field;
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::{pack_fields, pack_strings, FetchOpts, FinishOpts};
 use crate::reply::ScriptErrorCode;
@@ -55,7 +56,7 @@ pub enum NextJob {
         /// Its id.
         id: String,
         /// Its hash, as read right after the take.
-        fields: Vec<(String, String)>,
+        fields: JobFields,
     },
     /// Rate limited: nothing may be taken for this long.
     RateLimited(Duration),
@@ -76,7 +77,7 @@ impl NextJob {
         if let Reply::Array(_) = data {
             let id = id.ok_or_else(|| ReplyError::shape(script, "job without an id"))?;
             let id = decode::text(script, &id)?;
-            let fields = decode::pairs(script, data)?;
+            let fields = JobFields::decode(script, data)?;
             return Ok(NextJob::Job { id, fields });
         }
         Ok(if limit > 0 {
@@ -86,6 +87,104 @@ impl NextJob {
         } else {
             NextJob::Nothing
         })
+    }
+}
+
+/// A taken job's hash as the reply carried it (HGETALL's order): every
+/// field name and value in one text buffer, read with one UTF-8 check each
+/// and no allocation per entry. Every job a worker takes is decoded from
+/// here ([`crate::JobRecord::from_fields`] over [`JobFields::iter`]).
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct JobFields {
+    text: String,
+    /// Where each entry ends in `text`; entries alternate name, value.
+    ends: Vec<usize>,
+}
+
+impl JobFields {
+    /// Reads a flat field/value array as [`decode::pairs`] does, with the
+    /// same errors: the first entry that is not text, then an odd count.
+    fn decode(script: ScriptId, reply: Reply) -> Result<JobFields, ReplyError> {
+        let items = decode::array(script, reply)?;
+        let size = items
+            .iter()
+            .map(|i| match i {
+                Reply::Bulk(b) => b.len(),
+                _ => 20,
+            })
+            .sum();
+        let mut fields = JobFields {
+            text: String::with_capacity(size),
+            ends: Vec::with_capacity(items.len()),
+        };
+        for item in &items {
+            match item {
+                Reply::Bulk(b) => match std::str::from_utf8(b) {
+                    Ok(s) => fields.text.push_str(s),
+                    // Not text: the same error as reading it on its own.
+                    Err(_) => {
+                        decode::text(script, item)?;
+                    }
+                },
+                other => fields.text.push_str(&decode::text(script, other)?),
+            }
+            fields.ends.push(fields.text.len());
+        }
+        if items.len() % 2 != 0 {
+            return Err(ReplyError::shape(script, "odd field/value list"));
+        }
+        Ok(fields)
+    }
+
+    /// The (field, value) pairs, borrowed.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        let entry = |i: usize| {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+            self.text.get(start..self.ends[i]).unwrap_or_default()
+        };
+        (0..self.ends.len() / 2).map(move |p| (entry(2 * p), entry(2 * p + 1)))
+    }
+
+    /// The number of fields.
+    pub fn len(&self) -> usize {
+        self.ends.len() / 2
+    }
+
+    /// True when the hash had no field.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for JobFields {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let mut fields = JobFields::default();
+        for (k, v) in pairs {
+            fields.text.push_str(k.as_ref());
+            fields.ends.push(fields.text.len());
+            fields.text.push_str(v.as_ref());
+            fields.ends.push(fields.text.len());
+        }
+        fields
+    }
+}
+
+impl IntoIterator for JobFields {
+    type Item = (String, String);
+    type IntoIter = std::vec::IntoIter<(String, String)>;
+
+    /// Owned pairs, for code that builds its own map.
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+impl std::fmt::Debug for JobFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
@@ -192,19 +291,20 @@ pub struct MoveToActive<'a> {
 impl MoveToActive<'_> {
     /// The KEYS of moveToActive-11 for queue `k` (they do not depend on the
     /// arguments), for code that still sends the call by position.
-    pub fn key_list(k: &QueueKeys) -> Vec<String> {
-        vec![
-            k.wait(),
-            k.active(),
-            k.prioritized(),
-            k.events(),
-            k.stalled(),
-            k.limiter(),
-            k.delayed(),
-            k.paused(),
-            k.meta(),
-            k.pc(),
-            k.marker(),
+    pub fn key_list(k: &QueueKeys) -> Vec<Key> {
+        let f = k.fixed();
+        keys![
+            &f.wait,
+            &f.active,
+            &f.prioritized,
+            &f.events,
+            &f.stalled,
+            &f.limiter,
+            &f.delayed,
+            &f.paused,
+            &f.meta,
+            &f.pc,
+            &f.marker,
         ]
     }
 }
@@ -216,13 +316,13 @@ impl ScriptCall for MoveToActive<'_> {
         ScriptId::MoveToActive
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         MoveToActive::key_list(self.keys)
     }
 
     fn args(&self) -> Vec<Arg> {
         vec![
-            Arg::str(self.keys.prefix_key()),
+            Arg::key(&self.keys.fixed().base),
             Arg::int(self.now.0),
             Arg::packed(self.fetch.pack()),
         ]
@@ -262,24 +362,27 @@ impl ScriptCall for MoveToFinished<'_> {
         ScriptId::MoveToFinished
     }
 
-    fn keys(&self) -> Vec<String> {
-        let k = self.keys;
-        let target = self.target.as_str();
-        vec![
-            k.wait(),
-            k.active(),
-            k.prioritized(),
-            k.events(),
-            k.stalled(),
-            k.limiter(),
-            k.delayed(),
-            k.paused(),
-            k.meta(),
-            k.pc(),
-            k.key(target),
-            k.job(self.id),
-            k.metrics(target),
-            k.marker(),
+    fn keys(&self) -> Vec<Key> {
+        let f = self.keys.fixed();
+        let (set, metrics) = match self.target {
+            FinishTarget::Completed => (&f.completed, &f.metrics_completed),
+            FinishTarget::Failed => (&f.failed, &f.metrics_failed),
+        };
+        keys![
+            &f.wait,
+            &f.active,
+            &f.prioritized,
+            &f.events,
+            &f.stalled,
+            &f.limiter,
+            &f.delayed,
+            &f.paused,
+            &f.meta,
+            &f.pc,
+            set,
+            self.keys.job_key(self.id),
+            metrics,
+            &f.marker,
         ]
     }
 
@@ -287,11 +390,11 @@ impl ScriptCall for MoveToFinished<'_> {
         vec![
             Arg::str(self.id),
             Arg::int(self.now.0),
-            Arg::str(self.target.value_field()),
+            Arg::from_static(self.target.value_field()),
             Arg::str(self.value),
-            Arg::str(self.target.as_str()),
+            Arg::from_static(self.target.as_str()),
             Arg::flag(self.fetch_next),
-            Arg::str(self.keys.prefix_key()),
+            Arg::key(&self.keys.fixed().base),
             Arg::packed(self.opts.pack()),
             fields_arg(self.fields),
         ]
@@ -339,21 +442,21 @@ impl ScriptCall for MoveToDelayed<'_> {
         ScriptId::MoveToDelayed
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.marker(),
-            k.active(),
-            k.prioritized(),
-            k.delayed(),
-            k.job(self.id),
-            k.events(),
-            k.meta(),
-            k.stalled(),
-            k.wait(),
-            k.limiter(),
-            k.paused(),
-            k.pc(),
+        keys![
+            &k.fixed().marker,
+            &k.fixed().active,
+            &k.fixed().prioritized,
+            &k.fixed().delayed,
+            k.job_key(self.id),
+            &k.fixed().events,
+            &k.fixed().meta,
+            &k.fixed().stalled,
+            &k.fixed().wait,
+            &k.fixed().limiter,
+            &k.fixed().paused,
+            &k.fixed().pc,
         ]
     }
 
@@ -409,20 +512,20 @@ impl ScriptCall for RetryJob<'_> {
         ScriptId::RetryJob
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.active(),
-            k.wait(),
-            k.paused(),
-            k.job(self.id),
-            k.meta(),
-            k.events(),
-            k.delayed(),
-            k.prioritized(),
-            k.pc(),
-            k.marker(),
-            k.stalled(),
+        keys![
+            &k.fixed().active,
+            &k.fixed().wait,
+            &k.fixed().paused,
+            k.job_key(self.id),
+            &k.fixed().meta,
+            &k.fixed().events,
+            &k.fixed().delayed,
+            &k.fixed().prioritized,
+            &k.fixed().pc,
+            &k.fixed().marker,
+            &k.fixed().stalled,
         ]
     }
 
@@ -472,18 +575,18 @@ impl ScriptCall for MoveJobFromActiveToWait<'_> {
         ScriptId::MoveJobFromActiveToWait
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.active(),
-            k.wait(),
-            k.stalled(),
-            k.paused(),
-            k.meta(),
-            k.limiter(),
-            k.prioritized(),
-            k.marker(),
-            k.events(),
+        keys![
+            &k.fixed().active,
+            &k.fixed().wait,
+            &k.fixed().stalled,
+            &k.fixed().paused,
+            &k.fixed().meta,
+            &k.fixed().limiter,
+            &k.fixed().prioritized,
+            &k.fixed().marker,
+            &k.fixed().events,
         ]
     }
 
@@ -530,8 +633,8 @@ impl ScriptCall for ExtendLock<'_> {
         ScriptId::ExtendLock
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.lock(self.id), self.keys.stalled()]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.lock_key(self.id), &self.keys.fixed().stalled]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -566,8 +669,8 @@ impl ScriptCall for ExtendLocks<'_> {
         ScriptId::ExtendLocks
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.stalled()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().stalled]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -607,8 +710,8 @@ impl ScriptCall for ReleaseLock<'_> {
         ScriptId::ReleaseLock
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.lock(self.id)]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.lock_key(self.id)]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -623,6 +726,43 @@ impl ScriptCall for ReleaseLock<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_fields_read_as_pairs_do() {
+        let s = ScriptId::MoveToActive;
+        let bulk = |b: &'static [u8]| Reply::Bulk(bytes::Bytes::from_static(b));
+        let cases = vec![
+            vec![],
+            vec![bulk(b"name"), bulk(b"n"), bulk(b"atm"), Reply::Int(3)],
+            vec![
+                bulk(b"name"),
+                bulk(b"\xc3\xa9t\xc3\xa9"),
+                bulk(b"d"),
+                Reply::Double(1.5),
+            ],
+            vec![bulk(b"name")],
+            vec![bulk(b"name"), Reply::Nil, bulk(b"x")],
+            // A multibyte character split across two entries is not text.
+            vec![bulk(b"a\xc3"), bulk(b"\xa9")],
+            vec![bulk(b"a"), Reply::Array(vec![])],
+        ];
+        for items in cases {
+            let fields = JobFields::decode(s, Reply::Array(items.clone()));
+            let pairs = decode::pairs(s, Reply::Array(items.clone()));
+            match (fields, pairs) {
+                (Ok(f), Ok(p)) => {
+                    let borrowed: Vec<(&str, &str)> =
+                        p.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    assert_eq!(f.iter().collect::<Vec<_>>(), borrowed);
+                    assert_eq!(f.len(), p.len());
+                    assert_eq!(f.clone().into_iter().collect::<Vec<_>>(), p);
+                    assert_eq!(f, p.iter().cloned().collect::<JobFields>());
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b, "{items:?}"),
+                (a, b) => panic!("{items:?}: {a:?} vs {b:?}"),
+            }
+        }
+    }
     use crate::call::argv_text;
     use crate::packing::MetricsSize;
     use serde_json::Map;
@@ -685,7 +825,7 @@ mod tests {
             call.decode(job_reply()).unwrap(),
             NextJob::Job {
                 id: "7".into(),
-                fields: vec![("name".into(), "n".into())]
+                fields: [("name", "n")].into_iter().collect()
             }
         );
         assert_eq!(

@@ -4,6 +4,7 @@
 
 use crate::call::decode::{self, Reply};
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -28,8 +29,8 @@ impl ScriptCall for GetRateLimitTtl<'_> {
         ScriptId::GetRateLimitTtl
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.limiter(), self.keys.meta()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().limiter, &self.keys.fixed().meta]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -58,8 +59,8 @@ impl ScriptCall for IsMaxed<'_> {
         ScriptId::IsMaxed
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.meta(), self.keys.active()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().meta, &self.keys.fixed().active]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -92,8 +93,8 @@ impl ScriptCall for GetCountsPerPriority<'_> {
         ScriptId::GetCountsPerPriority
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.wait(), self.keys.prioritized()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().wait, &self.keys.fixed().prioritized]
     }
 
     fn args(&self) -> Vec<Arg> {

@@ -3,6 +3,7 @@
 
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -62,10 +63,10 @@ impl ScriptCall for GetMetrics<'_> {
         ScriptId::GetMetrics
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let hash = self.keys.metrics(self.kind.as_str());
         let data = format!("{hash}:data");
-        vec![hash, data]
+        keys![hash, data]
     }
 
     fn args(&self) -> Vec<Arg> {

@@ -12,8 +12,18 @@
 use bytes::Bytes;
 use thiserror::Error;
 
+use crate::keys::Key;
 use crate::reply::ScriptErrorCode;
 use crate::scripts::ScriptId;
+use crate::wire::Wire;
+
+/// `vec!` of [`Key`]s from any mix of owned `String`s and prebuilt `&Key`s
+/// (a [`crate::keys::FixedKeys`] entry is a counter increment).
+macro_rules! keys {
+    ($($k:expr),* $(,)?) => {
+        vec![$($crate::keys::Key::from($k)),*]
+    };
+}
 
 pub mod add;
 pub mod admin;
@@ -30,24 +40,47 @@ pub mod stalled;
 
 pub use decode::Reply;
 
-/// One ARGV entry: a bulk string on the wire.
+/// One ARGV entry: a bulk string on the wire (short values held inline,
+/// see [`crate::wire`]).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Arg(Bytes);
+pub struct Arg(Wire);
 
 impl Arg {
     /// Text as is.
     pub fn text(s: impl Into<String>) -> Arg {
-        Arg(Bytes::from(s.into()))
+        let s = s.into();
+        if s.len() <= crate::wire::INLINE {
+            Arg::str(&s)
+        } else {
+            Arg(Wire::Shared(Bytes::from(s)))
+        }
+    }
+
+    /// A constant string, sent without a copy.
+    pub fn from_static(s: &'static str) -> Arg {
+        Arg(Wire::Shared(Bytes::from_static(s.as_bytes())))
     }
 
     /// A borrowed string, copied.
     pub fn str(s: &str) -> Arg {
-        Arg(Bytes::copy_from_slice(s.as_bytes()))
+        Arg(Wire::concat(&[s.as_bytes()]))
     }
 
-    /// An integer in decimal, as scripts `tonumber` it.
+    /// An integer in decimal, as scripts `tonumber` it (formatted on the
+    /// stack, no allocation).
     pub fn int(n: impl Into<i128>) -> Arg {
-        Arg(Bytes::from(n.into().to_string()))
+        use std::io::Write as _;
+        let mut buf = [0u8; 40];
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        // 40 bytes hold every i128 in decimal (39 digits and a sign).
+        let _ = write!(cursor, "{}", n.into());
+        let len = cursor.position() as usize;
+        Arg(Wire::concat(&[&buf[..len]]))
+    }
+
+    /// A key sent as an argument (`{P}`, a job key).
+    pub fn key(k: &Key) -> Arg {
+        Arg(k.clone().into_wire())
     }
 
     /// A duration in whole milliseconds, as every script counts time.
@@ -57,17 +90,21 @@ impl Arg {
 
     /// A boolean flag the scripts compare with `"1"`.
     pub fn flag(on: bool) -> Arg {
-        Arg(Bytes::from_static(if on { b"1" } else { b"0" }))
+        Arg(Wire::Shared(Bytes::from_static(if on {
+            b"1"
+        } else {
+            b"0"
+        })))
     }
 
     /// The empty string: "absent" where a script tests for `""`.
     pub fn empty() -> Arg {
-        Arg(Bytes::new())
+        Arg(Wire::Shared(Bytes::new()))
     }
 
     /// Msgpack (or any binary) bytes.
     pub fn packed(bytes: Vec<u8>) -> Arg {
-        Arg(Bytes::from(bytes))
+        Arg(Wire::Shared(Bytes::from(bytes)))
     }
 
     /// Packed bytes when present, `""` otherwise.
@@ -77,20 +114,24 @@ impl Arg {
 
     /// The bytes sent.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        self.0.as_bytes()
     }
 
-    /// The bytes sent, owned (cheap: reference counted).
+    /// The bytes sent, owned (shared bytes are not copied).
     pub fn into_bytes(self) -> Bytes {
+        self.0.into_bytes()
+    }
+
+    pub(crate) fn into_wire(self) -> Wire {
         self.0
     }
 }
 
 impl std::fmt::Debug for Arg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match std::str::from_utf8(&self.0) {
+        match std::str::from_utf8(self.as_bytes()) {
             Ok(s) => write!(f, "{s:?}"),
-            Err(_) => write!(f, "<{} bytes>", self.0.len()),
+            Err(_) => write!(f, "<{} bytes>", self.as_bytes().len()),
         }
     }
 }
@@ -145,7 +186,7 @@ pub trait ScriptCall {
     fn script(&self) -> ScriptId;
 
     /// KEYS, exactly `self.script().num_keys()` of them.
-    fn keys(&self) -> Vec<String>;
+    fn keys(&self) -> Vec<Key>;
 
     /// ARGV in the script's order.
     fn args(&self) -> Vec<Arg>;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -29,19 +30,19 @@ impl ScriptCall for MoveStalledJobsToWait<'_> {
         ScriptId::MoveStalledJobsToWait
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         // Eight KEYS: the unused `paused` of BullMQ's nine is not sent
         // (docs/protocol.md §L2).
         let k = self.keys;
-        vec![
-            k.stalled(),
-            k.wait(),
-            k.active(),
-            k.stalled_check(),
-            k.meta(),
-            k.marker(),
-            k.events(),
-            k.repeat(),
+        keys![
+            &k.fixed().stalled,
+            &k.fixed().wait,
+            &k.fixed().active,
+            &k.fixed().stalled_check,
+            &k.fixed().meta,
+            &k.fixed().marker,
+            &k.fixed().events,
+            &k.fixed().repeat,
         ]
     }
 

@@ -1,14 +1,13 @@
 //! The handle on a job this worker holds: it owns the lock token, and every
 //! way of letting the job go consumes it, so a job cannot be finished twice.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::{
-    DelayKind, EpochMs, FinishTarget, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
-    NextJob, PushEnd, Refusal, RetryJob, Verdict,
+    DelayKind, EpochMs, FinishTarget, JobFields, MoveJobFromActiveToWait, MoveToDelayed,
+    MoveToFinished, NextJob, PushEnd, Refusal, RetryJob, Verdict,
 };
 use echomq_protocol::job::field;
 use echomq_protocol::packing::FinishOpts;
@@ -126,7 +125,7 @@ impl ActiveJob {
     /// as a tracked handle, or its hints given to the fetcher.
     pub(crate) fn take(core: &Arc<WorkerCore>, reply: NextJob, token: Arc<str>) -> Option<Self> {
         match reply {
-            NextJob::Job { id, fields } => match Self::adopt(core, id.clone(), fields, token) {
+            NextJob::Job { id, fields } => match Self::adopt(core, &id, fields, token) {
                 Ok(job) => Some(job),
                 Err(e) => {
                     // It stays locked by nobody tracking it and is recovered
@@ -143,16 +142,10 @@ impl ActiveJob {
     }
 
     /// The job is tracked before it is decoded, so no renewal is missed.
-    fn adopt(
-        core: &Arc<WorkerCore>,
-        id: String,
-        fields: Vec<(String, String)>,
-        token: Arc<str>,
-    ) -> Result<Self> {
-        let held = core.seam().track(&id, token.clone());
+    fn adopt(core: &Arc<WorkerCore>, id: &str, fields: JobFields, token: Arc<str>) -> Result<Self> {
+        let held = core.seam().track(id, token.clone());
         core.counters().fetched();
-        let hash: HashMap<String, String> = fields.into_iter().collect();
-        match Job::from_hash(&id, hash) {
+        match Job::from_fields(id, fields.iter()) {
             Ok(job) => {
                 core.telemetry().job_started(&job);
                 Ok(ActiveJob {
@@ -163,7 +156,7 @@ impl ActiveJob {
                 })
             }
             Err(e) => {
-                core.seam().untrack(&id, &token);
+                core.seam().untrack(id, &token);
                 Err(Error::Decode(e))
             }
         }
@@ -389,7 +382,6 @@ impl ActiveJob {
     }
 
     fn interpret(mut self, t: &Transition, verdict: Verdict<Option<NextJob>>) -> FinishOutcome {
-        let job_id = self.job.id.clone();
         let refusal = match verdict {
             Verdict::Done(next) => return self.done_with(t, next),
             Verdict::Refused(r) => r,
@@ -403,6 +395,8 @@ impl ActiveJob {
             };
         }
         self.done = true;
+        // Only a refusal reports the id: the usual path (done) copies nothing.
+        let job_id = self.job.id.clone();
         match refusal {
             Refusal::LockLost(code) => FinishOutcome::LockLost { job_id, code },
             Refusal::NotActive => FinishOutcome::NotActive { job_id },

@@ -104,7 +104,7 @@ impl ManualWorker {
     fn adopt(&self, next: NextJob, token: &str) -> Result<Fetched> {
         Ok(match next {
             NextJob::Job { id, fields } => {
-                let job = Job::from_hash(&id, fields.into_iter().collect())?;
+                let job = Job::from_fields(&id, fields.iter())?;
                 Fetched::Job(Box::new(ManualJob {
                     worker: self.clone(),
                     job,

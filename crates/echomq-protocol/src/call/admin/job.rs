@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::call::decode::{self, Reply};
 use crate::call::{Arg, ReplyError, ScriptCall};
 use crate::job::field;
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 use crate::FinishTarget;
@@ -57,8 +58,8 @@ impl ScriptCall for RemoveJob<'_> {
         ScriptId::RemoveJob
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.job(self.id), self.keys.repeat()]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.job_key(self.id), &self.keys.fixed().repeat]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -91,18 +92,18 @@ impl ScriptCall for Promote<'_> {
         ScriptId::Promote
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.delayed(),
-            k.wait(),
-            k.paused(),
-            k.meta(),
-            k.prioritized(),
-            k.active(),
-            k.pc(),
-            k.events(),
-            k.marker(),
+        keys![
+            &k.fixed().delayed,
+            &k.fixed().wait,
+            &k.fixed().paused,
+            &k.fixed().meta,
+            &k.fixed().prioritized,
+            &k.fixed().active,
+            &k.fixed().pc,
+            &k.fixed().events,
+            &k.fixed().marker,
         ]
     }
 
@@ -141,17 +142,17 @@ impl ScriptCall for ReprocessJob<'_> {
         ScriptId::ReprocessJob
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.job(self.id),
-            k.events(),
+        keys![
+            k.job_key(self.id),
+            &k.fixed().events,
             k.key(self.from.as_str()),
-            k.wait(),
-            k.meta(),
-            k.paused(),
-            k.active(),
-            k.marker(),
+            &k.fixed().wait,
+            &k.fixed().meta,
+            &k.fixed().paused,
+            &k.fixed().active,
+            &k.fixed().marker,
         ]
     }
 
@@ -195,9 +196,14 @@ impl ScriptCall for ChangeDelay<'_> {
         ScriptId::ChangeDelay
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![k.delayed(), k.meta(), k.marker(), k.events()]
+        keys![
+            &k.fixed().delayed,
+            &k.fixed().meta,
+            &k.fixed().marker,
+            &k.fixed().events
+        ]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -235,16 +241,16 @@ impl ScriptCall for ChangePriority<'_> {
         ScriptId::ChangePriority
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.wait(),
-            k.paused(),
-            k.meta(),
-            k.prioritized(),
-            k.active(),
-            k.pc(),
-            k.marker(),
+        keys![
+            &k.fixed().wait,
+            &k.fixed().paused,
+            &k.fixed().meta,
+            &k.fixed().prioritized,
+            &k.fixed().active,
+            &k.fixed().pc,
+            &k.fixed().marker,
         ]
     }
 
@@ -280,9 +286,9 @@ impl ScriptCall for UpdateProgress<'_> {
         ScriptId::UpdateProgress
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![k.job(self.id), k.events(), k.meta()]
+        keys![k.job_key(self.id), &k.fixed().events, &k.fixed().meta]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -312,8 +318,8 @@ impl ScriptCall for UpdateData<'_> {
         ScriptId::UpdateData
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.job(self.id)]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.job_key(self.id)]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -346,8 +352,8 @@ impl ScriptCall for AddLog<'_> {
         ScriptId::AddLog
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.job(self.id), self.keys.logs(self.id)]
+    fn keys(&self) -> Vec<Key> {
+        keys![self.keys.job_key(self.id), self.keys.logs(self.id)]
     }
 
     fn args(&self) -> Vec<Arg> {

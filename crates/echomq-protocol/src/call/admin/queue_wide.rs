@@ -3,6 +3,7 @@
 
 use crate::call::decode::{self, Reply};
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -34,20 +35,20 @@ impl ScriptCall for Pause<'_> {
         ScriptId::Pause
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
         let (from, to) = match self.action {
             PauseAction::Pause => (k.wait(), k.paused()),
             PauseAction::Resume => (k.paused(), k.wait()),
         };
-        vec![
+        keys![
             from,
             to,
-            k.meta(),
-            k.prioritized(),
-            k.events(),
-            k.delayed(),
-            k.marker(),
+            &k.fixed().meta,
+            &k.fixed().prioritized,
+            &k.fixed().events,
+            &k.fixed().delayed,
+            &k.fixed().marker,
         ]
     }
 
@@ -84,14 +85,14 @@ impl ScriptCall for Drain<'_> {
         ScriptId::Drain
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.wait(),
-            k.paused(),
-            k.delayed(),
-            k.prioritized(),
-            k.repeat(),
+        keys![
+            &k.fixed().wait,
+            &k.fixed().paused,
+            &k.fixed().delayed,
+            &k.fixed().prioritized,
+            &k.fixed().repeat,
         ]
     }
 
@@ -138,8 +139,8 @@ impl ScriptCall for Obliterate<'_> {
         ScriptId::Obliterate
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.meta(), self.keys.prefix_key().to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().meta, &self.keys.fixed().base]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -208,17 +209,17 @@ impl ScriptCall for MoveJobsToWait<'_> {
         ScriptId::MoveJobsToWait
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.prefix_key().to_owned(),
-            k.events(),
+        keys![
+            &k.fixed().base,
+            &k.fixed().events,
             k.key(self.from.key_suffix()),
-            k.wait(),
-            k.paused(),
-            k.meta(),
-            k.active(),
-            k.marker(),
+            &k.fixed().wait,
+            &k.fixed().paused,
+            &k.fixed().meta,
+            &k.fixed().active,
+            &k.fixed().marker,
         ]
     }
 
@@ -260,9 +261,9 @@ impl ScriptCall for CleanJobsInSet<'_> {
         ScriptId::CleanJobsInSet
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![k.key(self.state), k.events(), k.repeat()]
+        keys![k.key(self.state), &k.fixed().events, &k.fixed().repeat]
     }
 
     fn args(&self) -> Vec<Arg> {

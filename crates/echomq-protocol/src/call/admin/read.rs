@@ -3,6 +3,7 @@
 
 use crate::call::decode::{self, Reply};
 use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
 
@@ -32,17 +33,17 @@ impl ScriptCall for GetState<'_> {
         ScriptId::GetStateV2
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.completed(),
-            k.failed(),
-            k.delayed(),
-            k.active(),
-            k.wait(),
-            k.paused(),
-            k.waiting_children(),
-            k.prioritized(),
+        keys![
+            &k.fixed().completed,
+            &k.fixed().failed,
+            &k.fixed().delayed,
+            &k.fixed().active,
+            &k.fixed().wait,
+            &k.fixed().paused,
+            &k.fixed().waiting_children,
+            &k.fixed().prioritized,
         ]
     }
 
@@ -73,8 +74,8 @@ impl ScriptCall for GetCounts<'_> {
         ScriptId::GetCounts
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.prefix_key().to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().base]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -122,8 +123,8 @@ impl ScriptCall for GetRanges<'_> {
         ScriptId::GetRanges
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.prefix_key().to_owned()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().base]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -177,11 +178,11 @@ impl ScriptCall for IsFinished<'_> {
         ScriptId::IsFinished
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![
-            self.keys.completed(),
-            self.keys.failed(),
-            self.keys.job(self.id),
+    fn keys(&self) -> Vec<Key> {
+        keys![
+            &self.keys.fixed().completed,
+            &self.keys.fixed().failed,
+            self.keys.job_key(self.id),
         ]
     }
 

@@ -8,6 +8,7 @@ use serde_json::{Map, Value as Json};
 
 use super::decode::{self, Reply};
 use super::{Arg, ReplyError, ScriptCall};
+use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::pack_map;
 use crate::scripts::ScriptId;
@@ -49,20 +50,20 @@ impl ScriptCall for AddJobScheduler<'_> {
         ScriptId::AddJobScheduler
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.repeat(),
-            k.delayed(),
-            k.wait(),
-            k.paused(),
-            k.meta(),
-            k.prioritized(),
-            k.marker(),
-            k.id(),
-            k.events(),
-            k.pc(),
-            k.active(),
+        keys![
+            &k.fixed().repeat,
+            &k.fixed().delayed,
+            &k.fixed().wait,
+            &k.fixed().paused,
+            &k.fixed().meta,
+            &k.fixed().prioritized,
+            &k.fixed().marker,
+            &k.fixed().id,
+            &k.fixed().events,
+            &k.fixed().pc,
+            &k.fixed().active,
         ]
     }
 
@@ -115,21 +116,21 @@ impl ScriptCall for UpdateJobScheduler<'_> {
         ScriptId::UpdateJobScheduler
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> Vec<Key> {
         let k = self.keys;
-        vec![
-            k.repeat(),
-            k.delayed(),
-            k.wait(),
-            k.paused(),
-            k.meta(),
-            k.prioritized(),
-            k.marker(),
-            k.id(),
-            k.events(),
-            k.pc(),
-            k.job(self.producer_id),
-            k.active(),
+        keys![
+            &k.fixed().repeat,
+            &k.fixed().delayed,
+            &k.fixed().wait,
+            &k.fixed().paused,
+            &k.fixed().meta,
+            &k.fixed().prioritized,
+            &k.fixed().marker,
+            &k.fixed().id,
+            &k.fixed().events,
+            &k.fixed().pc,
+            k.job_key(self.producer_id),
+            &k.fixed().active,
         ]
     }
 
@@ -175,8 +176,12 @@ impl ScriptCall for RemoveJobScheduler<'_> {
         ScriptId::RemoveJobScheduler
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.repeat(), self.keys.delayed(), self.keys.events()]
+    fn keys(&self) -> Vec<Key> {
+        keys![
+            &self.keys.fixed().repeat,
+            &self.keys.fixed().delayed,
+            &self.keys.fixed().events
+        ]
     }
 
     fn args(&self) -> Vec<Arg> {
@@ -204,8 +209,8 @@ impl ScriptCall for GetJobScheduler<'_> {
         ScriptId::GetJobScheduler
     }
 
-    fn keys(&self) -> Vec<String> {
-        vec![self.keys.repeat()]
+    fn keys(&self) -> Vec<Key> {
+        keys![&self.keys.fixed().repeat]
     }
 
     fn args(&self) -> Vec<Arg> {

@@ -1,0 +1,213 @@
+//! `just job-cost`: the client's cost per processed job, counted rather than
+//! timed, for EchoMQ's worker and for bullmq-official (BullMQ's own Rust port).
+//!
+//! Wall time and getrusage are noisy on a shared machine; instructions
+//! (valgrind's callgrind) and heap blocks allocated (valgrind's dhat) are not.
+//! Each client processes `n` already-added jobs (no-op processor, completed
+//! jobs kept) in its own process under the tool, once with `JOB_COST_N1` and
+//! once with `JOB_COST_N2` jobs; the difference divided by `N2 - N1` is the
+//! cost of one job, with the process's start, connection and script loading
+//! cancelled out.
+//!
+//! Environment: `JOB_COST_TOOL=callgrind|dhat|both` (default both),
+//! `JOB_COST_CONCURRENCY=1,16`, `JOB_COST_N1=500`, `JOB_COST_N2=2500`,
+//! `JOB_COST_PEERS=echomq,official` (the peer binary from `BENCH_OFFICIAL`
+//! or `integration-tests/peer-bullmq-official`, built by `just bench`),
+//! `JOB_COST_OUT=<dir>` keeps each run's callgrind/dhat profile there,
+//! `JOB_COST_COMMAND_TIMEOUT_MS=<ms>` sets EchoMQ's command timeout.
+//!
+//! `job_cost process <url> <queue> <n> <concurrency>` is the EchoMQ child.
+
+use std::process::Command;
+use std::time::Duration;
+
+use echomq::{Connection, JobOptions, NewJob, Queue};
+use echomq_integration_tests::RedisServer;
+use fred::prelude::*;
+use serde_json::json;
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn official_binary() -> std::path::PathBuf {
+    std::env::var_os("BENCH_OFFICIAL")
+        .map(Into::into)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("peer-bullmq-official/target/release/peer-bullmq-official")
+        })
+}
+
+/// The EchoMQ child: processes `n` jobs at `concurrency` the way `just bench`
+/// does (no stalled checker, completed jobs kept), then exits.
+async fn process_child(url: &str, queue: &str, n: u64, concurrency: usize) {
+    use echomq::worker::processor_fn;
+    let mut config = echomq::ConnectionConfig::with_url(url);
+    // For measuring fred's per-command timeout (0 = none) against the default.
+    if let Some(ms) = std::env::var("JOB_COST_COMMAND_TIMEOUT_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        config.command_timeout = Duration::from_millis(ms);
+    }
+    let conn = Connection::connect(config).await.expect("connect");
+    let q = Queue::new(&conn, queue).await.expect("queue");
+    let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
+    let mut args = echomq::WorkerArgs::new(
+        q.clone(),
+        processor_fn(|_| async { Ok(serde_json::Value::Null) }),
+    );
+    args.options.concurrency = concurrency;
+    args.events = Some(tx);
+    let mut spec = echomq::WorkerSetSpec::new(args);
+    spec.stalled_checker = None;
+    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .expect("host");
+    let set = spec.spawn_linked(host.get_cell()).await.expect("worker");
+    let mut done = 0;
+    while done < n {
+        if let Some(echomq::WorkerEvent::Completed { .. }) = rx.recv().await {
+            done += 1;
+        }
+    }
+    let _ = ractor::call_t!(
+        set.worker,
+        echomq::WorkerMsg::Close,
+        60_000,
+        Duration::from_secs(30)
+    );
+    host.stop(None);
+    conn.close().await;
+}
+
+/// Adds `n` small jobs (as `just bench` does) to a flushed server.
+async fn fill(conn: &Connection, c: &Client, queue: &str, n: u64) {
+    let _: () = c.flushall(false).await.expect("flushall");
+    let q = Queue::new(conn, queue).await.expect("queue");
+    for start in (0..n).step_by(1000) {
+        let batch: Vec<NewJob> = (start..(start + 1000).min(n))
+            .map(|i| NewJob {
+                name: "p".into(),
+                data: json!({"i": i}),
+                options: JobOptions::new(),
+            })
+            .collect();
+        q.add_bulk(batch).await.expect("add_bulk");
+    }
+}
+
+/// Runs one child under `tool` and returns its count: instructions
+/// (callgrind) or heap blocks allocated (dhat).
+fn counted(tool: &str, child: &[String], label: &str) -> u64 {
+    let log = tempfile::NamedTempFile::new().expect("temp log");
+    let mut cmd = Command::new("valgrind");
+    cmd.arg(format!("--tool={tool}"))
+        .arg(format!("--log-file={}", log.path().display()));
+    // JOB_COST_OUT keeps the tools' profiles (callgrind_annotate, dh_view).
+    let out = match std::env::var("JOB_COST_OUT") {
+        Ok(dir) if !dir.is_empty() => format!("{dir}/{tool}.{label}.out"),
+        _ => "/dev/null".to_owned(),
+    };
+    match tool {
+        "callgrind" => cmd.arg(format!("--callgrind-out-file={out}")),
+        _ => cmd.arg(format!("--dhat-out-file={out}")),
+    };
+    let out = cmd.args(child).output().expect("valgrind starts");
+    assert!(
+        out.status.success(),
+        "{child:?} under {tool}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(log.path()).expect("valgrind log");
+    let number = |s: &str| -> u64 { s.trim().replace(',', "").parse().expect("a count") };
+    for line in text.lines() {
+        let body = line.split_once("== ").map_or(line, |(_, b)| b);
+        if tool == "callgrind" {
+            if let Some(rest) = body.strip_prefix("Collected :") {
+                return number(rest);
+            }
+        } else if let Some(rest) = body.strip_prefix("Total:") {
+            // "Total:     1,234 bytes in 56 blocks"
+            let blocks = rest.split(" in ").nth(1).expect("blocks");
+            return number(blocks.trim_end_matches("blocks"));
+        }
+    }
+    panic!("no count in the {tool} log:\n{text}")
+}
+
+#[tokio::main]
+async fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("process") {
+        let n = argv[4].parse().expect("n");
+        let c = argv[5].parse().expect("concurrency");
+        process_child(&argv[2], &argv[3], n, c).await;
+        return;
+    }
+    let n1: u64 = env_or("JOB_COST_N1", "500").parse().expect("JOB_COST_N1");
+    let n2: u64 = env_or("JOB_COST_N2", "2500").parse().expect("JOB_COST_N2");
+    let tools: Vec<&str> = match env_or("JOB_COST_TOOL", "both").as_str() {
+        "callgrind" => vec!["callgrind"],
+        "dhat" => vec!["dhat"],
+        _ => vec!["callgrind", "dhat"],
+    };
+    let concurrencies: Vec<usize> = env_or("JOB_COST_CONCURRENCY", "1,16")
+        .split(',')
+        .map(|s| s.trim().parse().expect("concurrency"))
+        .collect();
+    let peers = env_or("JOB_COST_PEERS", "echomq,official");
+    let me = std::env::current_exe().expect("own path");
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    println!("| client | concurrency | instructions per job | heap blocks allocated per job |");
+    println!("| --- | ---: | ---: | ---: |");
+    for peer in peers.split(',').map(str::trim) {
+        if peer == "official" && !official_binary().exists() {
+            eprintln!("job_cost: no bullmq-official binary; skipped");
+            continue;
+        }
+        for &conc in &concurrencies {
+            let mut cells = Vec::new();
+            for tool in ["callgrind", "dhat"] {
+                if !tools.contains(&tool) {
+                    cells.push("—".to_owned());
+                    continue;
+                }
+                let mut counts = Vec::new();
+                for n in [n1, n2] {
+                    fill(&conn, &c, "cost", n).await;
+                    let child: Vec<String> = match peer {
+                        "official" => vec![
+                            official_binary().display().to_string(),
+                            "process".into(),
+                            url.clone(),
+                            "cost".into(),
+                            json!({"n": n, "concurrency": conc, "keep": true}).to_string(),
+                        ],
+                        _ => vec![
+                            me.display().to_string(),
+                            "process".into(),
+                            url.clone(),
+                            "cost".into(),
+                            n.to_string(),
+                            conc.to_string(),
+                        ],
+                    };
+                    let label = format!("{peer}.c{conc}.n{n}");
+                    let count = tokio::task::spawn_blocking(move || counted(tool, &child, &label))
+                        .await
+                        .unwrap();
+                    counts.push(count);
+                }
+                let per_job = (counts[1] as f64 - counts[0] as f64) / (n2 - n1) as f64;
+                eprintln!("job_cost: {peer} c{conc} {tool}: {counts:?}");
+                cells.push(format!("{per_job:.0}"));
+            }
+            println!("| {peer} | {conc} | {} | {} |", cells[0], cells[1]);
+        }
+    }
+}
