@@ -94,8 +94,9 @@ impl InProc {
     }
 }
 
-/// What a chaos job does, read from its data: `behave`'s modes plus `panic`
-/// and `block` (`std::thread::sleep`, starving the runtime thread).
+/// What a chaos job does, read from its data: `behave`'s modes plus `panic`,
+/// `block` (`std::thread::sleep`, starving the runtime thread) and
+/// `sleep-fail` (sleeps `ms`, then fails its first attempt).
 pub async fn chaos_behave(job: &JobContext) -> Result<Value, ProcessError> {
     let d = job.data();
     match d["mode"].as_str() {
@@ -103,6 +104,16 @@ pub async fn chaos_behave(job: &JobContext) -> Result<Value, ProcessError> {
         Some("block") => {
             std::thread::sleep(Duration::from_millis(d["ms"].as_u64().unwrap_or(0)));
             Ok(Value::Null)
+        }
+        Some("sleep-fail") => {
+            tokio::time::sleep(Duration::from_millis(d["ms"].as_u64().unwrap_or(0))).await;
+            if job.job().attempts_made < 1 {
+                Err(ProcessError::failed(
+                    d["reason"].as_str().unwrap_or("fails"),
+                ))
+            } else {
+                Ok(Value::Null)
+            }
         }
         _ => crate::behave(job).await,
     }

@@ -384,12 +384,25 @@ impl Bed {
         let n = self.ledger.acked_count() as u64;
         poll(limit, || async {
             match self.queue.counts().await {
-                Ok(c) => c.pending() == 0 && c.completed + c.failed >= n,
-                Err(_) => false,
+                Ok(c) if c.pending() == 0 => c.completed + c.failed >= n,
+                // Jobs nobody added (scheduler iterations, foreign ids) may
+                // stay pending: look at the acknowledged ids themselves.
+                Ok(c) if c.completed + c.failed >= n => self.acked_all_finished().await,
+                _ => false,
             }
         })
         .await
         .then(|| t0.elapsed())
+    }
+
+    async fn acked_all_finished(&self) -> bool {
+        let at = accounting::locate(&self.client, &self.queue).await;
+        self.ledger.acked_ids().iter().all(|id| {
+            matches!(
+                at.get(id).map(|s| s.as_slice()),
+                Some(["completed"]) | Some(["failed"])
+            )
+        })
     }
 
     /// The accounting now.
