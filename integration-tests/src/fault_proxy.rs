@@ -17,7 +17,7 @@
 //! # }
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,8 +45,13 @@ pub enum FaultMode {
         /// The rate.
         bytes_per_sec: u64,
     },
-    /// Reads and drops every byte; the sockets stay open and nobody gets a
-    /// FIN or RST: what a dead route or a frozen peer looks like.
+    /// Every connection open while this mode is on (or opened during it)
+    /// is dead for good: bytes vanish, the sockets stay open, nobody gets a
+    /// FIN or RST, and nothing is forwarded on it again even after the mode
+    /// changes, as when a NAT or conntrack entry is lost or the peer host
+    /// froze. Connections made after the blackhole work. (Bytes never
+    /// vanish from a TCP stream that lives on, so resuming an old
+    /// connection after dropping bytes would be no real network.)
     Blackhole,
 }
 
@@ -164,12 +169,17 @@ async fn connection(
     let _ = server.set_zero_linger();
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
+    let dead = AtomicBool::new(false);
     let fate = {
         let mut rx = rx.clone();
+        let dead = &dead;
         async move {
             loop {
                 {
                     let c = rx.borrow_and_update();
+                    if c.mode == FaultMode::Blackhole {
+                        dead.store(true, Ordering::SeqCst);
+                    }
                     if c.reset_epoch > born {
                         return None;
                     }
@@ -184,7 +194,7 @@ async fn connection(
         }
     };
     let verdict = tokio::select! {
-        _ = async { tokio::join!(pump(&mut cr, &mut sw, &rx), pump(&mut sr, &mut cw, &rx)) } => {
+        _ = async { tokio::join!(pump(&mut cr, &mut sw, &rx, &dead), pump(&mut sr, &mut cw, &rx, &dead)) } => {
             // Both sides closed: pass the FINs on.
             let _ = sw.shutdown().await;
             let _ = cw.shutdown().await;
@@ -210,7 +220,12 @@ async fn connection(
 
 /// Copies one direction until EOF or an error, applying the mode to each
 /// chunk.
-async fn pump(from: &mut OwnedReadHalf, to: &mut OwnedWriteHalf, rx: &watch::Receiver<Control>) {
+async fn pump(
+    from: &mut OwnedReadHalf,
+    to: &mut OwnedWriteHalf,
+    rx: &watch::Receiver<Control>,
+    dead: &AtomicBool,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
@@ -222,9 +237,14 @@ async fn pump(from: &mut OwnedReadHalf, to: &mut OwnedWriteHalf, rx: &watch::Rec
             Ok(n) => n,
         };
         let mode = rx.borrow().mode.clone();
+        if mode == FaultMode::Blackhole {
+            dead.store(true, Ordering::SeqCst);
+        }
+        if dead.load(Ordering::SeqCst) {
+            continue;
+        }
         match mode {
-            FaultMode::Pass => {}
-            FaultMode::Blackhole => continue,
+            FaultMode::Pass | FaultMode::Blackhole => {}
             FaultMode::Latency { base, jitter } => {
                 let j = jitter.as_micros() as i64;
                 let off = if j > 0 {
