@@ -279,6 +279,9 @@ async fn audit(conn: &Connection, queue: &Queue, max_lock: Duration, a: &mut Acc
             let mut hard: HashMap<String, usize> = HashMap::new();
             let mut all: HashMap<String, usize> = HashMap::new();
             for v in &report.violations {
+                if std::env::var_os("CHAOS_VERBOSE").is_some() {
+                    eprintln!("chaos audit {}: {v:?}", queue.name());
+                }
                 *all.entry(v.check.clone()).or_default() += 1;
                 if v.hard {
                     *hard.entry(v.check.clone()).or_default() += 1;
@@ -305,7 +308,7 @@ fn entries_added(info: Value) -> Option<u64> {
             .find(|p| p.len() == 2 && p[0].as_str().as_deref() == Some("entries-added"))
             .and_then(|p| p[1].as_u64()),
         Value::Map(map) => map.inner().into_iter().find_map(|(k, v)| {
-            (k.as_str().as_deref() == Some("entries-added"))
+            (k.as_str() == Some("entries-added"))
                 .then(|| v.as_u64())
                 .flatten()
         }),

@@ -149,13 +149,16 @@ pub async fn f02(ctx: Ctx) -> Row {
     }
     let mut f = Vec::new();
     expect(&mut f, drained.is_some(), "not drained within 90 s");
-    bed.row(
+    let acc = bed.account().await;
+    f.extend(acc.broken());
+    let failed = acc.failed;
+    bed.row_from(
         format!("{kills} SIGKILLs of 4 worker processes × 10 slots over 6 s"),
+        &acc,
         drained,
         f,
-        None,
+        (failed > 0).then(|| format!("{failed} failed: killed twice, over maxStalledCount 1")),
     )
-    .await
 }
 
 /// F03: SIGKILLs while jobs of 5–20 ms finish all the time, so kills land
