@@ -9,6 +9,7 @@
 //! ones that take seconds, `soak` mixes the faults under a running workload.
 
 pub mod accounting;
+pub mod cluster_faults;
 pub mod fleet;
 pub mod input_faults;
 pub mod lock_faults;
@@ -193,8 +194,8 @@ pub fn catalogue() -> Vec<Scenario> {
         sc("F35", true, i::f35),
         sc("F36", false, i::f36),
         sc("F37", true, n::f37),
-        sc("F38", true, n::f38),
-        sc("F39", true, n::f39),
+        sc("F38", false, cluster_faults::f38),
+        sc("F39", false, cluster_faults::f39),
         sc("F40", false, n::f40),
         sc("F40b", false, n::f40b),
     ]
@@ -441,27 +442,40 @@ impl Bed {
         failures: Vec<String>,
         measured: Option<String>,
     ) -> Row {
-        let verdict = if !failures.is_empty() {
-            Verdict::Fail(failures.join("; "))
-        } else if let Some(m) = measured {
-            Verdict::Measured(m)
-        } else {
-            Verdict::Pass
-        };
-        Row {
-            id: self.id.into(),
-            scenario: scenario.into(),
-            jobs: a.acked,
-            completed: a.completed,
-            failed: a.failed,
-            lost: a.lost.len(),
-            twice: a.completed_twice.len(),
-            stalled: a.stalled_events,
-            recover,
-            audit: a.audit_cell(),
-            verdict,
-            took: Duration::ZERO,
-        }
+        row_of(self.id, scenario, a, recover, failures, measured)
+    }
+}
+
+/// A row from an accounting: the verdict is a failure when `failures` is
+/// not empty, a measured pass when `measured` is given, else a pass.
+pub fn row_of(
+    id: &str,
+    scenario: impl Into<String>,
+    a: &Accounting,
+    recover: Option<Duration>,
+    failures: Vec<String>,
+    measured: Option<String>,
+) -> Row {
+    let verdict = if !failures.is_empty() {
+        Verdict::Fail(failures.join("; "))
+    } else if let Some(m) = measured {
+        Verdict::Measured(m)
+    } else {
+        Verdict::Pass
+    };
+    Row {
+        id: id.into(),
+        scenario: scenario.into(),
+        jobs: a.acked,
+        completed: a.completed,
+        failed: a.failed,
+        lost: a.lost.len(),
+        twice: a.completed_twice.len(),
+        stalled: a.stalled_events,
+        recover,
+        audit: a.audit_cell(),
+        verdict,
+        took: Duration::ZERO,
     }
 }
 

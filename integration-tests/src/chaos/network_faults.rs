@@ -1,6 +1,5 @@
-//! F37–F40: the events stream trimmed under a lagging consumer, Cluster and
-//! Sentinel (run by their own test files), and network faults through the
-//! fault-injecting proxy.
+//! F37 and F40: the events stream trimmed under a lagging consumer, and
+//! network faults through the fault-injecting proxy.
 
 use std::time::{Duration, Instant};
 
@@ -79,24 +78,6 @@ pub async fn f37(_ctx: Ctx) -> Row {
         Some(format!(
             "Gap reported; stream kept {xlen} entries; job states unaffected (event checks saw the tail only)"
         )),
-    )
-}
-
-/// F38: runs in `tests/cluster.rs` (the Cluster harness); not here.
-pub async fn f38(_ctx: Ctx) -> Row {
-    Row::not_run(
-        "F38",
-        "Redis Cluster slot migration (MOVED/ASK)",
-        "needs the 6-node Cluster harness; tests/cluster.rs runs the cluster topology (queues on 3 primaries, a killed primary), slot migration under load is not automated yet",
-    )
-}
-
-/// F39: runs in `tests/sentinel.rs` and `tests/cluster.rs`; not here.
-pub async fn f39(_ctx: Ctx) -> Row {
-    Row::not_run(
-        "F39",
-        "failover (Sentinel or Cluster)",
-        "runs in tests/sentinel.rs (switchover + SIGKILL of the primary under adds: acked adds kept) and tests/cluster.rs (killed primary replaced)",
     )
 }
 
