@@ -10,6 +10,9 @@ use std::time::Instant;
 use echomq_integration_tests::chaos::{self, soak, Ctx};
 
 fn main() {
+    // One line per panic: the poison-job scenarios panic on purpose, and a
+    // panicking scenario is reported in its row anyway.
+    std::panic::set_hook(Box::new(|info| eprintln!("chaos: panic: {info}")));
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(6)
