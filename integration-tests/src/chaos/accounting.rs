@@ -23,6 +23,7 @@ struct LedgerInner {
     acked: Vec<String>,
     ambiguous: Vec<String>,
     refused: usize,
+    refusals: Vec<String>,
 }
 
 impl Ledger {
@@ -39,6 +40,20 @@ impl Ledger {
     /// Records an add refused with a typed error before anything was written.
     pub fn refused(&self) {
         self.inner.lock().unwrap().refused += 1;
+    }
+
+    /// Records a refused add with its error (the first few are kept).
+    pub fn refused_with(&self, error: &echomq::Error) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.refused += 1;
+        if inner.refusals.len() < 5 {
+            inner.refusals.push(error.to_string());
+        }
+    }
+
+    /// The errors of the first refused adds.
+    pub fn refusals(&self) -> Vec<String> {
+        self.inner.lock().unwrap().refusals.clone()
     }
 
     /// The acknowledged ids.
