@@ -153,3 +153,17 @@ job-cost: _ensure-redis
         export JOB_COST_PEERS=echomq
     fi
     cargo run --release -q -p echomq-integration-tests --bin job_cost
+
+# The fault catalogue (docs/reliability.md): every scenario runnable on one
+# machine, each on a fresh redis-server; prints one Markdown table and exits
+# non-zero when an assertion fails. `just chaos --only F01,F40 --parallel 2`.
+chaos *ARGS: _ensure-redis _ensure-node-packages
+    cargo build -q -p echomq-integration-tests --bin worker_process
+    cargo run -q -p echomq-integration-tests --bin chaos -- {{ARGS}}
+
+# A mixed workload (adds, delays, priorities, retries, a scheduler, flows) on
+# a mixed fleet under a random catalogue fault every few seconds for MINUTES,
+# then the full accounting and the audit.
+soak MINUTES="30": _ensure-redis _ensure-node-packages
+    cargo build -q -p echomq-integration-tests --bin worker_process
+    cargo run -q -p echomq-integration-tests --bin chaos -- soak {{MINUTES}}

@@ -9,7 +9,9 @@
 //! # }
 //! ```
 
+pub mod chaos;
 pub mod cluster;
+pub mod fault_proxy;
 pub mod sentinel;
 pub mod tls;
 pub mod topology;

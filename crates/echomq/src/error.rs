@@ -92,6 +92,13 @@ impl Error {
         }
     }
 
+    /// True when Redis refused the command because `maxmemory` is reached
+    /// under `noeviction` (`OOM …`): the command did not run, so nothing was
+    /// written; it may succeed once memory is freed.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.details().starts_with("OOM"))
+    }
+
     /// True when the error came from the connection rather than from a
     /// decision of Redis or of a script: retrying later may succeed.
     pub fn is_connection(&self) -> bool {

@@ -1,13 +1,22 @@
 //! Test support: an EchoMQ worker set (Worker, LockManager, StalledChecker) in
-//! its own process, so interop tests can SIGKILL a Rust worker mid-job.
+//! its own process, so interop and chaos tests can SIGKILL, SIGSTOP or
+//! SIGTERM a Rust worker mid-job.
 //!
 //! `worker_process <redis-url> <queue> <json-options>`, options as
 //! `interop/worker.js`: `name`, `concurrency`, `lockDuration`,
-//! `stalledInterval`, `maxStalledCount`, `verbose`, `hang`, and
-//! `stalledChecker` (default true). Jobs behave as their data says
-//! (`echomq_integration_tests::behave`). Prints JSON lines: `ready`, `start`
-//! per job when verbose, and `summary` (runs per id) after a clean close,
-//! which follows the closing of stdin.
+//! `stalledInterval`, `maxStalledCount`, `drainDelay`, `verbose`, `hang`, and
+//! `stalledChecker` (default true); for the chaos runner also `threads` (the
+//! runtime's worker threads, default 2), `skewMs` (this process's clock runs
+//! that far ahead, or behind when negative) and `closeMs` (the close deadline
+//! on SIGTERM or end of stdin, default 5000).
+//!
+//! Jobs behave as their data says (`echomq_integration_tests::behave`), plus
+//! the chaos modes: `panic`, `abort` (the whole process, a crash loop when a
+//! supervisor restarts it) and `block` (`std::thread::sleep(ms)` inside the
+//! processor, starving the runtime; with `"first": true` only on the first
+//! attempt). Prints JSON lines: `ready`, `start` per job when verbose, and
+//! `summary` (runs per id) after a clean close, which follows the closing of
+//! stdin or SIGTERM.
 
 use echomq_integration_tests::NullSupervisor;
 use std::collections::HashMap;
@@ -26,22 +35,34 @@ fn say(v: Value) {
     let _ = out.flush();
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, url, queue_name, opts] = &args[..] else {
         eprintln!("usage: worker_process <redis-url> <queue> <json-options>");
         std::process::exit(2);
     };
     let opts: Value = serde_json::from_str(opts).expect("json options");
+    let threads = opts["threads"].as_u64().unwrap_or(2).max(1) as usize;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run(url.clone(), queue_name.clone(), opts));
+}
+
+async fn run(url: String, queue_name: String, opts: Value) {
     let ms = |k: &str, default: u64| Duration::from_millis(opts[k].as_u64().unwrap_or(default));
     let verbose = opts["verbose"].as_bool().unwrap_or(false);
     let hang = opts["hang"].as_bool().unwrap_or(false);
+    if let Some(skew) = opts["skewMs"].as_i64() {
+        echomq::clock::set_skew_ms(skew);
+    }
 
     let conn = Connection::connect_url(url.as_str())
         .await
         .expect("connect");
-    let queue = Queue::new(&conn, queue_name).await.expect("queue");
+    let queue = Queue::new(&conn, &queue_name).await.expect("queue");
     let runs: Arc<Mutex<HashMap<String, u64>>> = Default::default();
     let r = runs.clone();
     let processor = processor_fn(move |job: JobContext| {
@@ -54,7 +75,18 @@ async fn main() {
             if hang {
                 std::future::pending::<()>().await;
             }
-            echomq_integration_tests::behave(&job).await
+            let d = job.data();
+            let first = job.attempt() == 1 || !d["first"].as_bool().unwrap_or(false);
+            match d["mode"].as_str() {
+                Some("panic") => panic!("chaos: a poison job panics"),
+                Some("abort") => std::process::abort(),
+                Some("block") if first => {
+                    std::thread::sleep(Duration::from_millis(d["ms"].as_u64().unwrap_or(0)));
+                    Ok(d.get("ret").cloned().unwrap_or(Value::Null))
+                }
+                Some("block") => Ok(d.get("ret").cloned().unwrap_or(Value::Null)),
+                _ => echomq_integration_tests::behave(&job).await,
+            }
         }
     });
     let mut wargs = WorkerArgs::new(queue, processor);
@@ -63,7 +95,7 @@ async fn main() {
     wargs.options.lock_duration = ms("lockDuration", 30_000);
     wargs.options.stalled_interval = ms("stalledInterval", 30_000);
     wargs.options.max_stalled_count = opts["maxStalledCount"].as_u64().unwrap_or(1);
-    wargs.options.drain_delay = Duration::from_secs(1);
+    wargs.options.drain_delay = ms("drainDelay", 1000);
     let mut spec = WorkerSetSpec::new(wargs);
     if opts["stalledChecker"] == json!(false) {
         spec.stalled_checker = None;
@@ -75,13 +107,25 @@ async fn main() {
         .expect("worker set");
     say(json!({"ev": "ready"}));
 
-    // stdin closing is the signal for an orderly close.
-    tokio::task::spawn_blocking(|| {
+    // stdin closing or SIGTERM is the signal for an orderly close.
+    let stdin_closed = tokio::task::spawn_blocking(|| {
         let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-    })
-    .await
-    .ok();
-    let _ = call_t!(set.worker, WorkerMsg::Close, 15_000, Duration::from_secs(5));
+    });
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = stdin_closed => {}
+        _ = term.recv() => {}
+    }
+    let deadline = ms("closeMs", 5000);
+    let report = call_t!(
+        set.worker,
+        WorkerMsg::Close,
+        deadline.as_millis() as u64 + 10_000,
+        deadline
+    );
+    let moved_back = report.map(|r| r.moved_back).unwrap_or_default();
     let runs = runs.lock().unwrap().clone();
-    say(json!({"ev": "summary", "runs": runs}));
+    say(json!({"ev": "summary", "runs": runs, "movedBack": moved_back}));
+    std::process::exit(0);
 }

@@ -125,12 +125,10 @@ impl ActiveJob {
     /// as a tracked handle, or its hints given to the fetcher.
     pub(crate) fn take(core: &Arc<WorkerCore>, reply: NextJob, token: Arc<str>) -> Option<Self> {
         match reply {
-            NextJob::Job { id, fields } => match Self::adopt(core, &id, fields, token) {
+            NextJob::Job { id, fields } => match Self::adopt(core, &id, fields, token.clone()) {
                 Ok(job) => Some(job),
                 Err(e) => {
-                    // It stays locked by nobody tracking it and is recovered
-                    // as stalled.
-                    tracing::error!(job_id = %id, error = %e, "taken job cannot be decoded; left to the stalled checker");
+                    fail_undecodable(core, id, token, e.to_string());
                     None
                 }
             },
@@ -426,6 +424,50 @@ impl ActiveJob {
 
 /// Redis's time as the worker measured it: a fetch-next promotes what the due
 /// timer would, and a delay counts from the same clock.
+/// A taken job whose hash cannot be decoded (data or opts not JSON, a
+/// missing field: foreign or corrupted data) can never run. It is failed at
+/// once, under the lock just taken, with the decode error as its reason.
+/// Abandoning it would loop it forever: the stalled checker moves it back
+/// to wait, the next fetch fails to decode it again, and the deferred
+/// "stalled too often" failure is never reached (docs/reliability.md).
+fn fail_undecodable(core: &Arc<WorkerCore>, id: String, token: Arc<str>, error: String) {
+    let core = core.clone();
+    tokio::spawn(async move {
+        let reason = format!("job {id} cannot be decoded: {error}");
+        let fields = vec![(field::FAILED_REASON, reason.clone())];
+        let opts = core.opts();
+        let call = MoveToFinished {
+            keys: core.keys(),
+            id: &id,
+            now: now(&core),
+            target: FinishTarget::Failed,
+            value: &reason,
+            fetch_next: false,
+            opts: FinishOpts {
+                token: &token,
+                name: core.name().map(|n| &**n),
+                keep_jobs: KeepJobs::to_keep_jobs(opts.remove_on_fail.as_ref()),
+                limiter: super::limiter::wire(opts),
+                lock_duration: opts.lock_duration.as_millis() as u64,
+                attempts: 0,
+                max_metrics_size: core.metrics(),
+            },
+            fields: &fields,
+        };
+        match core.conn().call(&call).await {
+            Ok(Verdict::Done(_)) => {
+                tracing::error!(job_id = %id, %error, "taken job cannot be decoded; failed it")
+            }
+            Ok(Verdict::Refused(r)) => {
+                tracing::error!(job_id = %id, %error, refusal = ?r, "taken job cannot be decoded; failing it was refused, left to the stalled checker")
+            }
+            Err(e) => {
+                tracing::error!(job_id = %id, %error, call_error = %e, "taken job cannot be decoded; failing it failed, left to the stalled checker")
+            }
+        }
+    });
+}
+
 fn now(core: &WorkerCore) -> EpochMs {
     EpochMs(core.hints().clock().now_ms())
 }

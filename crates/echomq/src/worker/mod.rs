@@ -374,6 +374,8 @@ pub struct WorkerState {
     core: Arc<WorkerCore>,
     stop_fetcher: CancellationToken,
     fetcher: Option<tokio::task::JoinHandle<()>>,
+    /// The running probe of the shared pool (see `probe_pool`).
+    pool_probe: Option<tokio::task::JoinHandle<()>>,
     close: Option<PendingClose>,
     span: tracing::Span,
 }
@@ -427,6 +429,7 @@ impl Actor for Worker {
             core,
             stop_fetcher: stop,
             fetcher: Some(fetcher),
+            pool_probe: None,
             close: None,
             span,
         })
@@ -606,6 +609,28 @@ impl Worker {
             core.blocking().set_deadline(0);
             state.stop_fetcher = CancellationToken::new();
             state.fetcher = Some(fetcher::spawn(core.clone(), state.stop_fetcher.clone()));
+        }
+        if state.pool_probe.as_ref().is_none_or(|h| h.is_finished()) {
+            state.pool_probe = Some(tokio::spawn(probe_pool(core.conn().clone())));
+        }
+    }
+}
+
+/// A half-open network (packets vanish, no FIN or RST) leaves the shared
+/// pool's sockets open but dead: fred times each command out and keeps the
+/// socket, so every later command on it times out too, and renewals,
+/// finishes and stalled checks all fail for good (a deaf worker). A PING
+/// that times out rebuilds the pool's connections (commands are never
+/// replayed, so nothing runs twice). The blocking client has its own
+/// watchdog above. Chaos scenario F40 (docs/reliability.md).
+async fn probe_pool(conn: crate::Connection) {
+    use fred::interfaces::ClientLike;
+    if let Err(e) = conn.pool().ping::<String>(None).await {
+        if matches!(e.kind(), fred::error::ErrorKind::Timeout) {
+            warn!(error = %e, "the pool does not answer: reconnecting it");
+            if let Err(e) = conn.pool().force_reconnection().await {
+                warn!(error = %e, "pool reconnection failed; the next watchdog tick retries");
+            }
         }
     }
 }

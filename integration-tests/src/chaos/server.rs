@@ -1,0 +1,152 @@
+//! The faulted `redis-server` of one scenario: its own port and directory, a
+//! persistence mode, the debug command enabled, and a PID the scenario can
+//! signal (SIGSTOP, SIGCONT, SIGKILL) and restart on the same data.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fred::prelude::{Builder, Client, ClientLike, Config};
+
+/// How the server persists its data across a restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persistence {
+    /// No AOF, no RDB: a restart is a reset.
+    None,
+    /// AOF, fsync on every write: no acknowledged write is lost.
+    AofAlways,
+    /// AOF, fsync once a second: up to about a second of writes is lost.
+    AofEverysec,
+}
+
+/// A scenario's redis-server; killed when dropped.
+pub struct ChaosRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    persistence: Persistence,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl ChaosRedis {
+    /// Starts a server with `persistence` and extra `redis-server` arguments.
+    pub fn start(persistence: Persistence, extra: &[&str]) -> ChaosRedis {
+        let mut r = ChaosRedis {
+            port: crate::free_port(),
+            dir: tempfile::tempdir().expect("temp dir for redis-server"),
+            persistence,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        r.boot();
+        r
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The PID of the running server.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// A plain fred client that reconnects on its own.
+    pub async fn client(&self) -> Client {
+        let client = Builder::from_config(Config::from_url(&self.url()).expect("url"))
+            .with_connection_config(|c| {
+                c.connection_timeout = Duration::from_secs(2);
+            })
+            .with_performance_config(|p| {
+                p.default_command_timeout = Duration::from_secs(10);
+            })
+            .set_policy(fred::types::config::ReconnectPolicy::new_constant(0, 100))
+            .build()
+            .expect("client");
+        client.init().await.expect("connect plain client");
+        client
+    }
+
+    /// Starts the server (again) on its port and data directory.
+    pub fn boot(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        for attempt in 0..3 {
+            let mut child = spawn(self.port, self.dir.path(), self.persistence, &self.extra);
+            if crate::wait_until_listening(self.port, &mut child) {
+                self.child = Some(child);
+                return;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(200 * (attempt + 1)));
+        }
+        panic!("redis-server did not come up on port {}", self.port);
+    }
+
+    /// SIGKILL: a crash; clients see their connections drop.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, …) to the server.
+    pub fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            super::fleet::signal(pid, signal);
+        }
+    }
+}
+
+impl Drop for ChaosRedis {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        self.kill9();
+    }
+}
+
+fn spawn(port: u16, dir: &Path, p: Persistence, extra: &[String]) -> Child {
+    let (aof, fsync) = match p {
+        Persistence::None => ("no", "everysec"),
+        Persistence::AofAlways => ("yes", "always"),
+        Persistence::AofEverysec => ("yes", "everysec"),
+    };
+    let mut args: Vec<String> = [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        aof,
+        "--appendfsync",
+        fsync,
+        "--dir",
+        dir.to_str().expect("utf-8 temp path"),
+        "--enable-debug-command",
+        "local",
+        "--loglevel",
+        "warning",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if !extra.iter().any(|a| a == "--maxmemory-policy") {
+        args.extend(["--maxmemory-policy".into(), "noeviction".into()]);
+    }
+    args.extend(extra.iter().cloned());
+    Command::new(crate::redis_server_binary())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server starts")
+}
