@@ -306,6 +306,9 @@ pub struct NodeChild {
     lines: std::sync::mpsc::Receiver<serde_json::Value>,
     /// Every line received so far, in order.
     pub seen: Vec<serde_json::Value>,
+    /// Lines that came before `ready` (a worker may take a job before it
+    /// says so): offered to the next `wait_line` first, not swallowed.
+    unread: std::collections::VecDeque<serde_json::Value>,
 }
 
 impl NodeChild {
@@ -362,8 +365,17 @@ impl NodeChild {
             child,
             lines: rx,
             seen: Vec::new(),
+            unread: Default::default(),
         };
-        me.wait_line(Duration::from_secs(20), |v| v["ev"] == "ready");
+        let mut early = Vec::new();
+        me.wait_line(Duration::from_secs(20), |v| {
+            let ready = v["ev"] == "ready";
+            if !ready {
+                early.push(v.clone());
+            }
+            ready
+        });
+        me.unread.extend(early);
         me
     }
 
@@ -376,18 +388,24 @@ impl NodeChild {
     ) -> serde_json::Value {
         let deadline = Instant::now() + limit;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
+            let v = match self.unread.pop_front() {
+                Some(v) => v,
+                None => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match self.lines.recv_timeout(left) {
+                        Ok(v) => {
+                            self.seen.push(v.clone());
+                            v
+                        }
+                        Err(_) => panic!(
+                            "node child: no matching line within {limit:?}; seen {:?}",
+                            self.seen
+                        ),
                     }
                 }
-                Err(_) => panic!(
-                    "node child: no matching line within {limit:?}; seen {:?}",
-                    self.seen
-                ),
+            };
+            if pred(&v) {
+                return v;
             }
         }
     }

@@ -143,6 +143,8 @@ pub struct Proc {
     lines: mpsc::Receiver<Value>,
     /// Every line received so far.
     pub seen: Vec<Value>,
+    /// Lines that came before `ready`: offered to the next `wait_line` first.
+    unread: std::collections::VecDeque<Value>,
 }
 
 impl Proc {
@@ -186,11 +188,20 @@ impl Proc {
             child,
             lines: rx,
             seen: Vec::new(),
+            unread: Default::default(),
         };
+        let mut early = Vec::new();
         let ready = me
-            .wait_line(Duration::from_secs(60), |v| v["ev"] == "ready")
+            .wait_line(Duration::from_secs(60), |v| {
+                let ready = v["ev"] == "ready";
+                if !ready {
+                    early.push(v.clone());
+                }
+                ready
+            })
             .await;
         assert!(ready.is_some(), "worker process not ready within 60 s");
+        me.unread.extend(early);
         me
     }
 
@@ -207,6 +218,11 @@ impl Proc {
         mut pred: impl FnMut(&Value) -> bool,
     ) -> Option<Value> {
         let deadline = Instant::now() + limit;
+        while let Some(v) = self.unread.pop_front() {
+            if pred(&v) {
+                return Some(v);
+            }
+        }
         loop {
             while let Ok(v) = self.lines.try_recv() {
                 self.seen.push(v.clone());
