@@ -15,7 +15,6 @@
   Events: added, waiting.
 ]]
 --- @include "includes/addJobWithPriority"
---- @include "includes/isQueuePausedOrMaxed"
 --- @include "includes/prepareJobAdd"
 --- @include "includes/storeJob"
 
@@ -27,10 +26,10 @@ end
 local _, priority = storeJob(KEYS[8], job.jobKey, job.jobId, job.name, job.data, job.opts, job.timestamp,
   job.parentKey, job.parentData, job.repeatJobKey)
 
-local isPausedOrMaxed = isQueuePausedOrMaxed(KEYS[2], KEYS[7])
+local isPausedOrMaxed = isJobQueuePausedOrMaxed(job, KEYS[7])
 addJobWithPriority(KEYS[1], KEYS[4], priority, job.jobId, KEYS[9], isPausedOrMaxed)
 
-redis.call("XADD", KEYS[8], "MAXLEN", "~", job.maxEvents, "*", "event", "waiting", "jobId", job.jobId)
+redis.call("XADD", KEYS[8], "MAXLEN", "~", job.maxEventsArg, "*", "event", "waiting", "jobId", job.jobId)
 
 if job.parentDependenciesKey ~= nil then
   redis.call("SADD", job.parentDependenciesKey, job.jobKey)

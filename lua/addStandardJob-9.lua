@@ -17,7 +17,6 @@
   Events: added, waiting (or duplicated / deduplicated, removed).
 ]]
 --- @include "includes/addJobInTargetList"
---- @include "includes/isQueuePausedOrMaxed"
 --- @include "includes/prepareJobAdd"
 --- @include "includes/storeJob"
 
@@ -29,12 +28,12 @@ end
 storeJob(KEYS[8], job.jobKey, job.jobId, job.name, job.data, job.opts, job.timestamp, job.parentKey,
   job.parentData, job.repeatJobKey)
 
-local isPausedOrMaxed = isQueuePausedOrMaxed(KEYS[3], KEYS[7])
+local isPausedOrMaxed = isJobQueuePausedOrMaxed(job, KEYS[7])
 -- Workers pop the tail of wait, so lifo jobs are appended there.
 local pushCmd = job.opts["lifo"] and "RPUSH" or "LPUSH"
 addJobInTargetList(KEYS[1], KEYS[9], pushCmd, isPausedOrMaxed, job.jobId)
 
-redis.call("XADD", KEYS[8], "MAXLEN", "~", job.maxEvents, "*", "event", "waiting", "jobId", job.jobId)
+redis.call("XADD", KEYS[8], "MAXLEN", "~", job.maxEventsArg, "*", "event", "waiting", "jobId", job.jobId)
 
 if job.parentDependenciesKey ~= nil then
   redis.call("SADD", job.parentDependenciesKey, job.jobKey)

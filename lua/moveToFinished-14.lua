@@ -26,16 +26,34 @@
   Events: completed | failed (+ retries-exhausted), drained, and those of
   fetch-next, flows and dedup requeue.
 ]]
---- @include "includes/collectMetrics"
 --- @include "includes/fetchNextJob"
---- @include "includes/finishDeduplication"
---- @include "includes/moveParentToWait"
 --- @include "includes/removeJobKeys"
---- @include "includes/removeJobsByRetention"
 --- @include "includes/removeLock"
---- @include "includes/removeParentDependencyKey"
 --- @include "includes/updateJobFields"
---- @include "includes/updateParentOnChildFinish"
+
+-- Every `local function` statement a call runs allocates a closure, and most
+-- finishes are plain jobs: the helpers of flows, deduplication, retention and
+-- metrics are created by this loader, on the paths that need them only.
+local function rareHelpers()
+  --- @include "includes/collectMetrics"
+  --- @include "includes/finishDeduplication"
+  --- @include "includes/moveParentToWait"
+  --- @include "includes/removeJobsByRetention"
+  --- @include "includes/removeParentDependencyKey"
+  --- @include "includes/updateParentOnChildFinish"
+  return {
+    collectMetrics = collectMetrics,
+    getParentPrefixAndId = getParentPrefixAndId,
+    removeDeduplicationKeyOnFinish = removeDeduplicationKeyOnFinish,
+    removeJobsByMaxAge = removeJobsByMaxAge,
+    removeJobsByMaxCount = removeJobsByMaxCount,
+    removeParentDependencyKey = removeParentDependencyKey,
+    requeueDeduplicatedNextJob = requeueDeduplicatedNextJob,
+    updateParentOnChildCompleted = updateParentOnChildCompleted,
+    updateParentOnChildFailed = updateParentOnChildFailed,
+  }
+end
+local rare = nil
 
 local jobKey = KEYS[12]
 local jobId = ARGV[1]
@@ -45,12 +63,16 @@ local value = ARGV[4]
 local target = ARGV[5]
 local prefix = ARGV[7]
 
-if redis.call("EXISTS", jobKey) ~= 1 then
+-- One read answers "does the job exist" (every take writes processedOn; EXISTS
+-- decides only when it is absent) and gives the attributes used below.
+local attributes = redis.call("HMGET", jobKey, "parentKey", "parent", "deid", "atm", "processedOn")
+if not attributes[5] and redis.call("EXISTS", jobKey) ~= 1 then
   return -1
 end
 
 -- A parent may only complete once every child is done and none failed it.
-if target == "completed" then
+-- Redis keeps no empty set, so one EXISTS rules both out for a plain job.
+if target == "completed" and redis.call("EXISTS", jobKey .. ":dependencies", jobKey .. ":unsuccessful") ~= 0 then
   if redis.call("SCARD", jobKey .. ":dependencies") ~= 0 then
     return -4
   end
@@ -66,9 +88,11 @@ if lockResult < 0 then
   return lockResult
 end
 
-updateJobFields(jobKey, ARGV[9])
-
-local attributes = redis.call("HMGET", jobKey, "parentKey", "parent", "deid", "atm")
+if ARGV[9] ~= nil and ARGV[9] ~= "" then
+  updateJobFields(jobKey, ARGV[9])
+  -- The worker's fields may include any of the attributes.
+  attributes = redis.call("HMGET", jobKey, "parentKey", "parent", "deid", "atm", "processedOn")
+end
 local parentKey = attributes[1] or nil
 local parent = nil
 if attributes[2] then
@@ -81,11 +105,12 @@ if parentKey ~= nil or type(parent) == "table" then
   if parentKey == nil then
     parentKey = parent["queueKey"] .. ":" .. parent["id"]
   end
-  parentPrefix, parentId = getParentPrefixAndId(parentKey, parent)
+  rare = rare or rareHelpers()
+  parentPrefix, parentId = rare.getParentPrefixAndId(parentKey, parent)
 end
 
 -- Removing the tail-most occurrence matches where a fresh take lands last.
-if redis.call("LREM", KEYS[2], -1, jobId) == 0 then
+if redis.call("LREM", KEYS[2], "-1", jobId) == 0 then
   return -3
 end
 
@@ -119,15 +144,16 @@ end
 
 if deduplicationId ~= nil then
   local deduplicationKey = prefix .. "de:" .. deduplicationId
-  removeDeduplicationKeyOnFinish(deduplicationKey, jobId)
-  requeueDeduplicatedNextJob(prefix, deduplicationId, deduplicationKey, timestamp, maxEvents)
+  rare = rare or rareHelpers()
+  rare.removeDeduplicationKeyOnFinish(deduplicationKey, jobId)
+  rare.requeueDeduplicatedNextJob(prefix, deduplicationId, deduplicationKey, timestamp, maxEvents)
 end
 
 if parentKey ~= nil then
   if target == "completed" then
-    updateParentOnChildCompleted(parentKey, parentPrefix, parentId, jobKey, value, timestamp)
+    rare.updateParentOnChildCompleted(parentKey, parentPrefix, parentId, jobKey, value, timestamp)
   else
-    updateParentOnChildFailed(parentKey, parentPrefix, parentId, parent, jobKey, value, timestamp)
+    rare.updateParentOnChildFailed(parentKey, parentPrefix, parentId, parent, jobKey, value, timestamp)
   end
 end
 
@@ -139,25 +165,29 @@ local attemptsMade = (tonumber(attributes[4]) or 0) + 1
 if maxCount == 0 then
   removeJobKeys(jobKey)
   if parentKey ~= nil then
-    removeParentDependencyKey(jobKey, false, parentKey, prefix)
+    rare.removeParentDependencyKey(jobKey, false, parentKey, prefix)
   end
 else
   redis.call("ZADD", KEYS[11], timestamp, jobId)
-  redis.call("HSET", jobKey, "atm", attemptsMade, field, value, "finishedOn", timestamp)
+  -- Integers go to Redis as text: a Lua number costs a float formatting.
+  redis.call("HSET", jobKey, "atm", string.format("%d", attemptsMade), field, value, "finishedOn", timestamp)
   if target == "failed" then
     -- The deferred failure has now happened.
     redis.call("HDEL", jobKey, "defa")
   end
   if keepJobs["age"] ~= nil then
-    removeJobsByMaxAge(timestamp, keepJobs["age"], KEYS[11], prefix, keepJobs["limit"])
+    rare = rare or rareHelpers()
+    rare.removeJobsByMaxAge(timestamp, keepJobs["age"], KEYS[11], prefix, keepJobs["limit"])
   end
   if maxCount ~= nil and maxCount > 0 then
-    removeJobsByMaxCount(maxCount, KEYS[11], prefix)
+    rare = rare or rareHelpers()
+    rare.removeJobsByMaxCount(maxCount, KEYS[11], prefix)
   end
 end
 
 if trimOnEvent then
-  redis.call("XADD", KEYS[4], "MAXLEN", "~", maxEvents + 1, "*", "event", target, "jobId", jobId, field, value,
+  redis.call("XADD", KEYS[4], "MAXLEN", "~", string.format("%d", maxEvents + 1), "*", "event", target, "jobId",
+    jobId, field, value,
     "prev", "active")
 else
   redis.call("XADD", KEYS[4], "*", "event", target, "jobId", jobId, field, value, "prev", "active")
@@ -171,7 +201,8 @@ end
 
 local maxMetricsSize = opts["maxMetricsSize"]
 if maxMetricsSize ~= nil and maxMetricsSize ~= "" then
-  collectMetrics(KEYS[13], KEYS[13] .. ":data", maxMetricsSize, timestamp)
+  rare = rare or rareHelpers()
+  rare.collectMetrics(KEYS[13], KEYS[13] .. ":data", maxMetricsSize, timestamp)
 end
 
 if ARGV[6] == "1" then

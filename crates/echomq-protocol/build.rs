@@ -4,7 +4,7 @@
 //! Expansion is done here, once, so that the text hashed, checked against the
 //! manifest and sent to Redis is the same byte string everywhere.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,8 +39,8 @@ fn main() {
     for name in &names {
         let path = lua_dir.join(name);
         println!("cargo:rerun-if-changed={}", path.display());
-        let mut seen = HashSet::new();
-        let expanded = match expand(&path, &lua_dir, &mut seen) {
+        let mut seen = HashMap::new();
+        let expanded = match expand(&path, &lua_dir, &mut seen, None) {
             Ok(text) => text,
             Err(e) => panic!("expanding {}: {e}", path.display()),
         };
@@ -63,11 +63,26 @@ fn main() {
 
 /// Splices each included helper in place of its first directive; later
 /// directives for the same helper become empty, so a helper is defined once.
-fn expand(path: &Path, lua_dir: &Path, seen: &mut HashSet<PathBuf>) -> Result<String, String> {
+///
+/// An indented directive sits inside a function (a loader that creates rarely
+/// used helpers only when a call needs them), so what it splices is local to
+/// that function: `scope` names it, and a later directive for the same helper
+/// from any other scope is an error rather than an empty line that would leave
+/// the name undefined there. Such a helper must be included at top level first.
+fn expand(
+    path: &Path,
+    lua_dir: &Path,
+    seen: &mut HashMap<PathBuf, Option<String>>,
+    scope: Option<&str>,
+) -> Result<String, String> {
     let text = fs::read_to_string(path).map_err(|e| e.to_string())?;
     let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
+    let mut enclosing_function = String::new();
+    for (number, line) in text.split_inclusive('\n').enumerate() {
         let trimmed = line.trim_start();
+        if line.starts_with("local function ") {
+            enclosing_function = format!("{}:{}", path.display(), number + 1);
+        }
         if let Some(rest) = trimmed.strip_prefix(INCLUDE_DIRECTIVE) {
             let target = rest
                 .split('"')
@@ -78,11 +93,28 @@ fn expand(path: &Path, lua_dir: &Path, seen: &mut HashSet<PathBuf>) -> Result<St
             let key = file
                 .canonicalize()
                 .map_err(|e| format!("include {target}: {e}"))?;
-            if seen.insert(key) {
-                let inner = expand(&file, lua_dir, seen)?;
-                out.push_str(&inner);
-                if !inner.ends_with('\n') {
-                    out.push('\n');
+            let here: Option<String> = match scope {
+                Some(s) => Some(s.to_owned()),
+                None if trimmed.len() < line.len() => Some(enclosing_function.clone()),
+                None => None,
+            };
+            match seen.get(&key) {
+                None => {
+                    seen.insert(key, here.clone());
+                    let inner = expand(&file, lua_dir, seen, here.as_deref())?;
+                    out.push_str(&inner);
+                    if !inner.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+                Some(None) => {}
+                Some(Some(first)) if here.as_deref() == Some(first.as_str()) => {}
+                Some(Some(first)) => {
+                    return Err(format!(
+                        "{target} was first included inside the function at {first}, so it is not \
+                         defined where {} includes it: include it at top level before that function",
+                        path.display()
+                    ))
                 }
             }
         } else {

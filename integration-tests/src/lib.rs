@@ -42,13 +42,27 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments (`--maxmemory`, …).
     pub fn start_with(extra: &[&str]) -> RedisServer {
+        Self::start_wrapped(&[], extra)
+    }
+
+    /// Starts the server as the last argument of `wrapper` (`valgrind
+    /// --tool=callgrind …`), for counting the server's own work per job.
+    pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> RedisServer {
         let binary = redis_server_binary();
         let dir = tempfile::tempdir().expect("temp dir for redis-server");
         // Bind-then-release can race with another process taking the port, so
         // retry a few times on a fresh port.
         for _ in 0..5 {
             let port = free_port();
-            let mut child = Command::new(&binary)
+            let mut command = match wrapper.split_first() {
+                Some((program, args)) => {
+                    let mut c = Command::new(program);
+                    c.args(args).arg(&binary);
+                    c
+                }
+                None => Command::new(&binary),
+            };
+            let mut child = command
                 .args([
                     "--port",
                     &port.to_string(),
@@ -107,6 +121,12 @@ impl RedisServer {
             .unwrap();
         client.init().await.expect("connect plain client");
         client
+    }
+
+    /// Waits until the server has exited by itself (after `SHUTDOWN`), so
+    /// that whatever it writes on exit is complete.
+    pub fn wait_exit(&mut self) {
+        let _ = self.child.wait();
     }
 
     /// Kills the server at once (a crash, for fault tests).

@@ -15,14 +15,15 @@ use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
 
 /// Commands per processed job, EVALSHA of moveToFinished included, with the
-/// job kept in `completed`: the finishing part (EXISTS, SCARD, ZCARD, GET, DEL,
-/// SREM, HMGET job, LREM, HMGET meta, ZADD, HSET, XADD) and the fetch-next part
-/// (ZRANGEBYSCORE, RPOPLPUSH, SET, XADD, HGETALL, HMSET, ZADD marker).
-/// BullMQ 6.2.0's scripts run 24 for the same job; the scripts before the
-/// rewrite described in docs/protocol.md §What changed in the worker scripts and why ran 25.
-const KEPT: u64 = 20;
+/// job kept in `completed`: the finishing part (HMGET job — also the existence
+/// check —, EXISTS of the children sets, GET, DEL, SREM, LREM, HMGET meta, ZADD,
+/// HSET, XADD) and the fetch-next part (ZRANGEBYSCORE, RPOPLPUSH, SET, XADD,
+/// HGETALL, HMSET, ZADD marker). BullMQ 6.2.0's scripts run 24 for the same
+/// job; the scripts before the rewrites described in docs/protocol.md §What
+/// changed in the worker scripts and why ran 25.
+const KEPT: u64 = 18;
 /// With removeOnComplete: DEL of the job's keys instead of ZADD + HSET.
-const REMOVED: u64 = 19;
+const REMOVED: u64 = 17;
 
 /// Every command counted by the server, by name.
 async fn command_counts(c: &Client) -> BTreeMap<String, u64> {

@@ -4,6 +4,6 @@
 ]]
 local function addBaseMarkerIfNeeded(markerKey, isPausedOrMaxed)
   if not isPausedOrMaxed then
-    redis.call("ZADD", markerKey, 0, "0")
+    redis.call("ZADD", markerKey, "0", "0")
   end
 end

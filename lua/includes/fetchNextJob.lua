@@ -13,7 +13,6 @@
                     concurrency, max, duration (nil: read here)
 ]]
 --- @include "includes/addDelayMarkerIfNeeded"
---- @include "includes/isQueuePausedOrMaxed"
 --- @include "includes/prepareJobForProcessing"
 --- @include "includes/promoteDelayedJobs"
 

@@ -7,11 +7,30 @@
             duplicate or the owner id of a deduplicated add
     job     {prefix, jobId, jobKey, name, timestamp, data, opts, parentKey,
              parent, parentData, parentDependenciesKey, repeatJobKey,
-             maxEvents} for the store/enqueue steps
+             maxEvents, maxEventsArg, paused, concurrency} for the
+            store/enqueue steps; paused and concurrency are meta's fields,
+            read here with maxLenEvents (isJobQueuePausedOrMaxed uses them)
 ]]
---- @include "includes/deduplicateJob"
---- @include "includes/getOrSetMaxEvents"
---- @include "includes/handleDuplicatedJob"
+
+-- A closure is allocated for every `local function` statement a call runs:
+-- the helpers of duplicates and deduplication are created on those paths only.
+local function addHelpers()
+  --- @include "includes/deduplicateJob"
+  --- @include "includes/handleDuplicatedJob"
+  return { deduplicateJob = deduplicateJob, handleDuplicatedJob = handleDuplicatedJob }
+end
+
+-- isQueuePausedOrMaxed on the meta fields prepareJobAdd read.
+local function isJobQueuePausedOrMaxed(job, activeKey)
+  if job.paused then
+    return true
+  end
+  local concurrency = tonumber(job.concurrency)
+  if concurrency then
+    return redis.call("LLEN", activeKey) >= concurrency
+  end
+  return false
+end
 
 local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey, packedArgs, data, packedOpts)
   local args = cmsgpack.unpack(packedArgs)
@@ -35,14 +54,25 @@ local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey
 
   -- Incremented on every add, used or not: generated ids have gaps.
   local counter = redis.call("INCR", idKey)
-  job.maxEvents = getOrSetMaxEvents(metaKey)
+  -- getOrSetMaxEvents, with the fields the enqueue step needs in the same read.
+  local meta = redis.call("HMGET", metaKey, "opts.maxLenEvents", "paused", "concurrency")
+  local maxEvents = meta[1]
+  if not maxEvents then
+    maxEvents = "10000"
+    redis.call("HSET", metaKey, "opts.maxLenEvents", maxEvents)
+  end
+  job.maxEvents = tonumber(maxEvents)
+  -- XADD's MAXLEN as the stored text when that is what the number formats to:
+  -- a Lua number argument costs Redis a float formatting.
+  job.maxEventsArg = string.find(maxEvents, "^[1-9]%d*$") and maxEvents or job.maxEvents
+  job.paused, job.concurrency = meta[2], meta[3]
 
   local customId = args[2]
   if customId ~= nil and customId ~= "" then
     job.jobId = customId
     job.jobKey = job.prefix .. customId
     if redis.call("EXISTS", job.jobKey) == 1 then
-      return handleDuplicatedJob(job.jobKey, customId, job.parentKey, job.parent, job.parentData,
+      return addHelpers().handleDuplicatedJob(job.jobKey, customId, job.parentKey, job.parent, job.parentData,
         job.parentDependenciesKey, completedKey, eventsKey, job.maxEvents, job.timestamp)
     end
   else
@@ -55,7 +85,7 @@ local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey
   local deduplicationOpts = job.opts["de"]
   if type(deduplicationOpts) == "table" and deduplicationOpts["id"] ~= nil then
     local deduplicationKey = args[9] or (job.prefix .. "de:" .. deduplicationOpts["id"])
-    local ownerId = deduplicateJob(job.prefix, deduplicationOpts, job.jobId, deduplicationKey, delayedKey,
+    local ownerId = addHelpers().deduplicateJob(job.prefix, deduplicationOpts, job.jobId, deduplicationKey, delayedKey,
       eventsKey, job.maxEvents, job)
     if ownerId then
       return ownerId

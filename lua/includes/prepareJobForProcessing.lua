@@ -18,7 +18,8 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
 
   local token = opts["token"]
   if token ~= nil and token ~= "0" then
-    redis.call("SET", jobKey .. ":lock", token, "PX", opts["lockDuration"])
+    -- As text: a Lua number argument costs Redis a float formatting.
+    redis.call("SET", jobKey .. ":lock", token, "PX", string.format("%d", opts["lockDuration"]))
   end
 
   -- prev is "waiting" even for prioritized jobs: consumers only know that state.
@@ -27,33 +28,53 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
   -- One read and one write instead of HMSET, HINCRBY and HGETALL: the hash is
   -- read first and the reply patched to what it holds after the write. The
   -- fields written, their values and (for new fields) their order are those
-  -- of HMSET processedOn [pb] + HINCRBY ats.
+  -- of HMSET processedOn [pb] + HINCRBY ats. The reply is scanned rather than
+  -- indexed into a table: a table per take costs more than the scan.
   local hash = redis.call("HGETALL", jobKey)
-  local writes = { "processedOn", timestamp }
-  if opts["name"] then
-    writes[3] = "pb"
-    writes[4] = tostring(opts["name"])
+  local name = opts["name"]
+  if name then
+    name = tostring(name)
   end
-  local at = {}
+  local processedOnAt, pbAt, atsAt
   for i = 1, #hash, 2 do
-    at[hash[i]] = i + 1
-  end
-  local ats = tostring((tonumber(at["ats"] and hash[at["ats"]]) or 0) + 1)
-  writes[#writes + 1] = "ats"
-  writes[#writes + 1] = ats
-  redis.call("HMSET", jobKey, unpack(writes))
-  for i = 1, #writes, 2 do
-    local slot = at[writes[i]]
-    if slot then
-      hash[slot] = writes[i + 1]
-    else
-      hash[#hash + 1] = writes[i]
-      hash[#hash + 1] = writes[i + 1]
+    local field = hash[i]
+    if field == "processedOn" then
+      processedOnAt = i + 1
+    elseif field == "ats" then
+      atsAt = i + 1
+    elseif field == "pb" then
+      pbAt = i + 1
     end
+  end
+  local ats = string.format("%d", (tonumber(atsAt and hash[atsAt]) or 0) + 1)
+  if name then
+    redis.call("HMSET", jobKey, "processedOn", timestamp, "pb", name, "ats", ats)
+  else
+    redis.call("HMSET", jobKey, "processedOn", timestamp, "ats", ats)
+  end
+  local n = #hash
+  if processedOnAt then
+    hash[processedOnAt] = timestamp
+  else
+    hash[n + 1], hash[n + 2] = "processedOn", timestamp
+    n = n + 2
+  end
+  if name then
+    if pbAt then
+      hash[pbAt] = name
+    else
+      hash[n + 1], hash[n + 2] = "pb", name
+      n = n + 2
+    end
+  end
+  if atsAt then
+    hash[atsAt] = ats
+  else
+    hash[n + 1], hash[n + 2] = "ats", ats
   end
 
   -- Re-arm unconditionally: another idle worker wakes up and tries the next job.
-  redis.call("ZADD", markerKey, 0, "0")
+  redis.call("ZADD", markerKey, "0", "0")
 
   return { hash, jobId, 0, 0 }
 end

@@ -10,8 +10,9 @@
 local function promoteDelayedJobs(delayedKey, markerKey, waitKey, prioritizedKey, eventsKey, prefix,
                                   timestamp, priorityCounterKey, isPausedOrMaxed)
   -- Last score of the millisecond `timestamp`: every sequence slot of it counts as due.
-  local maxScore = (tonumber(timestamp) + 1) * 0x1000 - 1
-  local jobIds = redis.call("ZRANGEBYSCORE", delayedKey, 0, maxScore, "LIMIT", 0, 1000)
+  -- Sent as text: a Lua number costs Redis a float formatting per argument.
+  local maxScore = string.format("%d", (tonumber(timestamp) + 1) * 0x1000 - 1)
+  local jobIds = redis.call("ZRANGEBYSCORE", delayedKey, "0", maxScore, "LIMIT", "0", "1000")
   if #jobIds == 0 then
     return
   end

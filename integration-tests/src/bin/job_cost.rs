@@ -16,6 +16,13 @@
 //! `JOB_COST_OUT=<dir>` keeps each run's callgrind/dhat profile there,
 //! `JOB_COST_COMMAND_TIMEOUT_MS=<ms>` sets EchoMQ's command timeout.
 //!
+//! `JOB_COST_SIDE=server` counts the other side instead: the instructions
+//! redis-server executes per processed job (callgrind on the server, the
+//! clients native). Each count is a whole server lifetime: start, fill `n`
+//! jobs, run the child (or not), `SHUTDOWN NOSAVE`; the run without the child
+//! is subtracted, so only what the child made Redis do is left, and `N2 - N1`
+//! cancels the child's start (connecting, loading scripts).
+//!
 //! `job_cost process <url> <queue> <n> <concurrency>` is the EchoMQ child.
 
 use std::process::Command;
@@ -85,6 +92,11 @@ async fn process_child(url: &str, queue: &str, n: u64, concurrency: usize) {
 /// Adds `n` small jobs (as `just bench` does) to a flushed server.
 async fn fill(conn: &Connection, c: &Client, queue: &str, n: u64) {
     let _: () = c.flushall(false).await.expect("flushall");
+    add_jobs(conn, queue, n).await;
+}
+
+/// `n` small jobs, 1000 per `add_bulk`.
+async fn add_jobs(conn: &Connection, queue: &str, n: u64) {
     let q = Queue::new(conn, queue).await.expect("queue");
     for start in (0..n).step_by(1000) {
         let batch: Vec<NewJob> = (start..(start + 1000).min(n))
@@ -137,9 +149,134 @@ fn counted(tool: &str, child: &[String], label: &str) -> u64 {
     panic!("no count in the {tool} log:\n{text}")
 }
 
+/// The child that processes `n` jobs of queue `cost` on `url` for `peer`.
+/// `work` is `process` (the jobs are there) or `add` (`add_bulk`, 1000 per call).
+fn child_command(peer: &str, work: &str, url: &str, n: u64, concurrency: usize) -> Vec<String> {
+    let args = match (peer, work) {
+        ("official", "add") => vec![
+            "add-bulk".into(),
+            url.to_owned(),
+            "cost".into(),
+            json!({"n": n, "batch": 1000}).to_string(),
+        ],
+        ("official", _) => vec![
+            "process".into(),
+            url.to_owned(),
+            "cost".into(),
+            json!({"n": n, "concurrency": concurrency, "keep": true}).to_string(),
+        ],
+        (_, work) => vec![
+            work.to_owned(),
+            url.to_owned(),
+            "cost".into(),
+            n.to_string(),
+            concurrency.to_string(),
+        ],
+    };
+    let program = match peer {
+        "official" => official_binary(),
+        _ => std::env::current_exe().expect("own path"),
+    };
+    std::iter::once(program.display().to_string())
+        .chain(args)
+        .collect()
+}
+
+/// Instructions of one redis-server lifetime under callgrind. `process`:
+/// `n` jobs added, then processed by `peer`'s child unless `run_child` is off.
+/// `add`: `peer`'s child adds `n` jobs.
+async fn server_lifetime(
+    peer: &str,
+    work: &str,
+    n: u64,
+    concurrency: usize,
+    run_child: bool,
+) -> u64 {
+    let dir = tempfile::tempdir().expect("callgrind dir");
+    let out = dir.path().join("redis.out");
+    let out_arg = format!("--callgrind-out-file={}", out.display());
+    let mut redis = RedisServer::start_wrapped(&["valgrind", "--tool=callgrind", &out_arg], &[]);
+    let url = redis.url();
+    {
+        let conn = redis.connect().await;
+        let c = redis.client().await;
+        if work == "process" {
+            fill(&conn, &c, "cost", n).await;
+        }
+        if run_child {
+            let child = child_command(peer, work, &url, n, concurrency);
+            let status = tokio::task::spawn_blocking(move || {
+                Command::new(&child[0])
+                    .args(&child[1..])
+                    .status()
+                    .expect("child starts")
+            })
+            .await
+            .unwrap();
+            assert!(status.success(), "{peer} child failed");
+        }
+        let _ = c
+            .custom::<fred::types::Value, _>(
+                fred::types::CustomCommand::new_static("SHUTDOWN", None, false),
+                vec!["NOSAVE"],
+            )
+            .await;
+        conn.close().await;
+    }
+    redis.wait_exit();
+    let text = std::fs::read_to_string(&out).expect("callgrind output");
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary:")
+                .or_else(|| l.strip_prefix("totals:"))
+        })
+        .map(|n| n.trim().parse().expect("a count"))
+        .expect("no summary in the callgrind output")
+}
+
+/// `JOB_COST_SIDE=server`: Redis's instructions per processed job.
+async fn server_side(n1: u64, n2: u64, concurrencies: &[usize], peers: &str) {
+    // JOB_COST_WORK=add counts adds (add_bulk, 1000 per call) instead.
+    let work = env_or("JOB_COST_WORK", "process");
+    let concurrencies = if work == "add" {
+        &[1][..]
+    } else {
+        concurrencies
+    };
+    println!("redis-server's instructions per job, work: {work} (callgrind on the server)");
+    println!();
+    println!("| client | concurrency | Redis instructions per job |");
+    println!("| --- | ---: | ---: |");
+    for peer in peers.split(',').map(str::trim) {
+        if peer == "official" && !official_binary().exists() {
+            eprintln!("job_cost: no bullmq-official binary; skipped");
+            continue;
+        }
+        for &conc in concurrencies {
+            let mut costs = Vec::new();
+            for n in [n1, n2] {
+                let with = server_lifetime(peer, &work, n, conc, true).await;
+                let without = server_lifetime(peer, &work, n, conc, false).await;
+                eprintln!("job_cost: {peer} c{conc} n{n}: {with} - {without}");
+                costs.push(with as f64 - without as f64);
+            }
+            let per_job = (costs[1] - costs[0]) / (n2 - n1) as f64;
+            println!("| {peer} | {conc} | {per_job:.0} |");
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("add") {
+        let conn = Connection::connect(echomq::ConnectionConfig::with_url(&argv[2]))
+            .await
+            .expect("connect");
+        add_jobs(&conn, &argv[3], argv[4].parse().expect("n")).await;
+        conn.close().await;
+        return;
+    }
     if argv.get(1).map(String::as_str) == Some("process") {
         let n = argv[4].parse().expect("n");
         let c = argv[5].parse().expect("concurrency");
@@ -158,7 +295,10 @@ async fn main() {
         .map(|s| s.trim().parse().expect("concurrency"))
         .collect();
     let peers = env_or("JOB_COST_PEERS", "echomq,official");
-    let me = std::env::current_exe().expect("own path");
+    if env_or("JOB_COST_SIDE", "client") == "server" {
+        server_side(n1, n2, &concurrencies, &peers).await;
+        return;
+    }
     let redis = RedisServer::start();
     let url = redis.url();
     let conn = redis.connect().await;
@@ -180,23 +320,7 @@ async fn main() {
                 let mut counts = Vec::new();
                 for n in [n1, n2] {
                     fill(&conn, &c, "cost", n).await;
-                    let child: Vec<String> = match peer {
-                        "official" => vec![
-                            official_binary().display().to_string(),
-                            "process".into(),
-                            url.clone(),
-                            "cost".into(),
-                            json!({"n": n, "concurrency": conc, "keep": true}).to_string(),
-                        ],
-                        _ => vec![
-                            me.display().to_string(),
-                            "process".into(),
-                            url.clone(),
-                            "cost".into(),
-                            n.to_string(),
-                            conc.to_string(),
-                        ],
-                    };
+                    let child = child_command(peer, "process", &url, n, conc);
                     let label = format!("{peer}.c{conc}.n{n}");
                     let count = tokio::task::spawn_blocking(move || counted(tool, &child, &label))
                         .await
