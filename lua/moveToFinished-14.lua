@@ -19,7 +19,8 @@
     6 fetch next: 1 | 0
     7 {P}
     8 FinishOpts (msgpack map: token, name, keepJobs, limiter, lockDuration,
-      attempts, maxMetricsSize, ...)
+      attempts, maxMetricsSize, ...; keepJobs, attempts and maxMetricsSize
+      may be missing: keep every job, 0, metrics off)
     9 FieldsToUpdate (msgpack) or ""
   Returns
     0, a next-job reply (see moveToActive), or -1 -2 -3 -4 -6 -9.
@@ -126,8 +127,10 @@ if not maxEvents then
 end
 maxEvents = tonumber(maxEvents)
 
-local keepJobs = opts["keepJobs"] or {}
-local maxCount = tonumber(keepJobs["count"])
+-- A missing keepJobs keeps every job (EchoMQ leaves the default out).
+local keepJobs = opts["keepJobs"]
+local maxCount = keepJobs and tonumber(keepJobs["count"])
+local maxAge = keepJobs and keepJobs["age"]
 
 -- The stream is trimmed before this call's events (BullMQ's order). When the
 -- final event is the first entry this call appends, that XADD trims instead,
@@ -135,7 +138,7 @@ local maxCount = tonumber(keepJobs["count"])
 -- one entry longer as XTRIM MAXLEN ~ maxEvents did before the append. Flows,
 -- deduplication and retention by age or count may append first (a parent's or
 -- a requeued job's events), so they keep the separate XTRIM.
-local retentionRemoves = maxCount ~= 0 and (keepJobs["age"] ~= nil or (maxCount ~= nil and maxCount > 0))
+local retentionRemoves = maxCount ~= 0 and (maxAge ~= nil or (maxCount ~= nil and maxCount > 0))
 local trimOnEvent = deduplicationId == nil and parentKey == nil and not retentionRemoves
   and maxEvents ~= nil and maxEvents >= 1 and maxEvents == math.floor(maxEvents)
 if not trimOnEvent then
@@ -175,9 +178,9 @@ else
     -- The deferred failure has now happened.
     redis.call("HDEL", jobKey, "defa")
   end
-  if keepJobs["age"] ~= nil then
+  if maxAge ~= nil then
     rare = rare or rareHelpers()
-    rare.removeJobsByMaxAge(timestamp, keepJobs["age"], KEYS[11], prefix, keepJobs["limit"])
+    rare.removeJobsByMaxAge(timestamp, maxAge, KEYS[11], prefix, keepJobs["limit"])
   end
   if maxCount ~= nil and maxCount > 0 then
     rare = rare or rareHelpers()

@@ -80,10 +80,7 @@ pub async fn finish(
         opts: FinishOpts {
             token,
             name: None,
-            keep_jobs: serde_json::json!({"count": -1})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
+            keep_jobs: None,
             limiter: None,
             lock_duration: 30_000,
             attempts: 0,

@@ -175,7 +175,7 @@ impl<'a> Finish<'a> {
         let opts = FinishOpts {
             token: self.token,
             name: self.name,
-            keep_jobs: self.keep.as_object().unwrap().clone(),
+            keep_jobs: self.keep.as_object().cloned(),
             limiter: None,
             lock_duration: 20_000,
             attempts: self.attempts,

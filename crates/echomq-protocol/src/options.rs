@@ -110,6 +110,15 @@ impl KeepJobs {
         }
         m
     }
+
+    /// The `keepJobs` of a finishing call, `None` when every job is kept:
+    /// FinishOpts then leaves the entry out, and nothing is built per job.
+    pub fn to_finish_keep_jobs(option: Option<&KeepJobs>) -> Option<Map<String, Value>> {
+        match option {
+            None | Some(KeepJobs::Remove(false)) => None,
+            other => Some(Self::to_keep_jobs(other)),
+        }
+    }
 }
 
 /// Deduplication of adds (`deduplication`, stored as `de`; docs/protocol.md §Job options).

@@ -109,6 +109,11 @@ fn empty_string<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// FinishOpts of moveToFinished.
+///
+/// Fields at their defaults are left out of the map (moveToFinished reads a
+/// missing `keepJobs` as "keep everything", a missing `attempts` as 0 and a
+/// missing `maxMetricsSize` as "metrics off"): every entry costs Redis a
+/// string and a table slot per finished job.
 #[derive(Debug, Clone, Serialize)]
 pub struct FinishOpts<'a> {
     /// Lock token of the finishing worker.
@@ -116,20 +121,38 @@ pub struct FinishOpts<'a> {
     /// Worker name (for `pb` of a fetched next job).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'a str>,
-    /// Retention of the target set; required.
-    #[serde(rename = "keepJobs")]
-    pub keep_jobs: Map<String, Value>,
+    /// Retention of the target set; `None` (or `{count: -1}`) keeps every job
+    /// and is left out.
+    #[serde(rename = "keepJobs", skip_serializing_if = "keeps_every_job")]
+    pub keep_jobs: Option<Map<String, Value>>,
     /// Worker rate limiter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limiter: Option<Limiter>,
     /// Lock TTL of a fetched next job, ms.
     #[serde(rename = "lockDuration")]
     pub lock_duration: u64,
-    /// The job's `opts.attempts` (0 when unset); required.
+    /// The job's `opts.attempts`; left out when 0 (unset).
+    #[serde(skip_serializing_if = "is_zero")]
     pub attempts: i64,
-    /// Metrics size or `""`.
-    #[serde(rename = "maxMetricsSize")]
+    /// Metrics size; left out when metrics are off.
+    #[serde(rename = "maxMetricsSize", skip_serializing_if = "MetricsSize::is_off")]
     pub max_metrics_size: MetricsSize,
+}
+
+fn keeps_every_job(keep: &Option<Map<String, Value>>) -> bool {
+    keep.as_ref().is_none_or(|keep| {
+        keep.is_empty() || (keep.len() == 1 && keep.get("count") == Some(&Value::from(-1)))
+    })
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+impl MetricsSize {
+    fn is_off(&self) -> bool {
+        matches!(self, MetricsSize::Off)
+    }
 }
 
 impl FinishOpts<'_> {
@@ -178,11 +201,11 @@ mod tests {
     }
 
     #[test]
-    fn metrics_off_is_an_empty_string() {
+    fn finish_opts_leave_out_defaults() {
         let bytes = FinishOpts {
             token: "t",
             name: None,
-            keep_jobs: Map::new(),
+            keep_jobs: None,
             limiter: None,
             lock_duration: 1,
             attempts: 0,
@@ -190,9 +213,36 @@ mod tests {
         }
         .pack();
         let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
-        assert_eq!(v["maxMetricsSize"], "");
-        assert_eq!(v["attempts"], 0);
-        assert!(v.get("name").is_none());
+        assert_eq!(v, serde_json::json!({"token": "t", "lockDuration": 1}));
+        let mut keep = Map::new();
+        keep.insert("count".into(), Value::from(-1));
+        let bytes = FinishOpts {
+            token: "t",
+            name: None,
+            keep_jobs: Some(keep.clone()),
+            limiter: None,
+            lock_duration: 1,
+            attempts: 3,
+            max_metrics_size: MetricsSize::Points(10),
+        }
+        .pack();
+        let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
+        assert!(v.get("keepJobs").is_none(), "count -1 keeps every job");
+        assert_eq!(v["attempts"], 3);
+        assert_eq!(v["maxMetricsSize"], 10);
+        keep.insert("count".into(), Value::from(0));
+        let bytes = FinishOpts {
+            token: "t",
+            name: None,
+            keep_jobs: Some(keep),
+            limiter: None,
+            lock_duration: 1,
+            attempts: 0,
+            max_metrics_size: MetricsSize::Off,
+        }
+        .pack();
+        let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(v["keepJobs"]["count"], 0);
     }
 
     mod rmpv_like {

@@ -224,6 +224,11 @@ async fn server_lifetime(
         conn.close().await;
     }
     redis.wait_exit();
+    // JOB_COST_OUT keeps the server's profile (callgrind_annotate).
+    if let Ok(keep) = std::env::var("JOB_COST_OUT") {
+        let name = format!("redis.{peer}.{work}.c{concurrency}.n{n}.{run_child}.out");
+        let _ = std::fs::copy(&out, std::path::Path::new(&keep).join(name));
+    }
     let text = std::fs::read_to_string(&out).expect("callgrind output");
     text.lines()
         .find_map(|l| {

@@ -784,7 +784,7 @@ mod tests {
         FinishOpts {
             token: "t",
             name: None,
-            keep_jobs: Map::new(),
+            keep_jobs: None,
             limiter: None,
             lock_duration: 30_000,
             attempts: 0,

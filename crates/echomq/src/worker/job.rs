@@ -369,7 +369,9 @@ impl ActiveJob {
             opts: FinishOpts {
                 token: self.token(),
                 name: core.name().map(|n| &**n),
-                keep_jobs: KeepJobs::to_keep_jobs(job_keep.as_ref().or(worker_keep.as_ref())),
+                keep_jobs: KeepJobs::to_finish_keep_jobs(
+                    job_keep.as_ref().or(worker_keep.as_ref()),
+                ),
                 limiter: super::limiter::wire(core.opts()),
                 lock_duration: core.opts().lock_duration.as_millis() as u64,
                 attempts: self.job.opts.attempts.unwrap_or(0),
@@ -446,7 +448,7 @@ fn fail_undecodable(core: &Arc<WorkerCore>, id: String, token: Arc<str>, error: 
             opts: FinishOpts {
                 token: &token,
                 name: core.name().map(|n| &**n),
-                keep_jobs: KeepJobs::to_keep_jobs(opts.remove_on_fail.as_ref()),
+                keep_jobs: KeepJobs::to_finish_keep_jobs(opts.remove_on_fail.as_ref()),
                 limiter: super::limiter::wire(opts),
                 lock_duration: opts.lock_duration.as_millis() as u64,
                 attempts: 0,

@@ -148,7 +148,7 @@ impl ManualJob {
         FinishOpts {
             token: &self.token,
             name: o.name.as_deref(),
-            keep_jobs: KeepJobs::to_keep_jobs(job_keep.as_ref().or(worker_keep.as_ref())),
+            keep_jobs: KeepJobs::to_finish_keep_jobs(job_keep.as_ref().or(worker_keep.as_ref())),
             limiter: limiter::wire(o),
             lock_duration: ms(o.lock_duration),
             attempts: self.job.opts.attempts.unwrap_or(0),
