@@ -34,6 +34,8 @@ end
 
 local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey, packedArgs, data, packedOpts)
   local args = cmsgpack.unpack(packedArgs)
+  -- Every field the add sets later is named here (false until set), so the
+  -- table is created at its final size instead of growing on the way.
   local job = {
     prefix = args[1],
     name = args[3],
@@ -43,6 +45,13 @@ local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey
     parentDependenciesKey = args[6],
     parent = args[7],
     repeatJobKey = args[8],
+    jobId = false,
+    jobKey = false,
+    opts = false,
+    maxEvents = false,
+    maxEventsArg = false,
+    paused = false,
+    concurrency = false,
   }
 
   if job.parentKey ~= nil then
@@ -64,7 +73,8 @@ local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey
   job.maxEvents = tonumber(maxEvents)
   -- XADD's MAXLEN as the stored text when that is what the number formats to:
   -- a Lua number argument costs Redis a float formatting.
-  job.maxEventsArg = string.find(maxEvents, "^[1-9]%d*$") and maxEvents or job.maxEvents
+  local canonical = maxEvents == "10000" or string.find(maxEvents, "^[1-9]%d*$")
+  job.maxEventsArg = canonical and maxEvents or job.maxEvents
   job.paused, job.concurrency = meta[2], meta[3]
 
   local customId = args[2]

@@ -16,7 +16,7 @@ fn pack<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     buf
 }
 
-/// The 9-element AddArgs array of the add scripts.
+/// The AddArgs array of the add scripts: up to 9 elements.
 #[derive(Debug, Clone, Default)]
 pub struct AddArgs<'a> {
     /// `{P}` of the queue.
@@ -39,20 +39,39 @@ pub struct AddArgs<'a> {
     pub deduplication_key: Option<&'a str>,
 }
 
-impl AddArgs<'_> {
-    /// Packs the array; positions never shift, absent entries are nil.
+/// One AddArgs element.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AddArg<'a> {
+    Text(&'a str),
+    Number(u64),
+    Json(&'a Value),
+    Nil(Option<()>),
+}
+
+impl<'a> AddArgs<'a> {
+    /// Packs the array; positions never shift, absent entries are nil, and
+    /// nils at the end are left out (the scripts read a missing element as
+    /// nil): Redis's msgpack decoder makes a table slot for every element,
+    /// nil or not, and a plain add has five trailing nils.
     pub fn pack(&self) -> Vec<u8> {
-        pack(&(
-            self.prefix_key,
-            self.custom_id,
-            self.name,
-            self.timestamp,
-            self.parent_key,
-            self.parent_dependencies_key,
-            self.parent,
-            self.repeat_job_key,
-            self.deduplication_key,
-        ))
+        let text = |s: Option<&'a str>| s.map_or(AddArg::Nil(None), AddArg::Text);
+        let items = [
+            AddArg::Text(self.prefix_key),
+            AddArg::Text(self.custom_id),
+            AddArg::Text(self.name),
+            AddArg::Number(self.timestamp),
+            text(self.parent_key),
+            text(self.parent_dependencies_key),
+            self.parent.map_or(AddArg::Nil(None), AddArg::Json),
+            text(self.repeat_job_key),
+            text(self.deduplication_key),
+        ];
+        let len = items
+            .iter()
+            .rposition(|a| !matches!(a, AddArg::Nil(_)))
+            .map_or(0, |last| last + 1);
+        pack(&items[..len])
     }
 }
 
@@ -186,7 +205,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn add_args_is_a_nine_element_array_with_nils() {
+    fn add_args_keep_positions_and_leave_out_trailing_nils() {
         let bytes = AddArgs {
             prefix_key: "emq:q:",
             name: "n",
@@ -195,9 +214,33 @@ mod tests {
         }
         .pack();
         let v: rmpv_like::Val = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(
+            v.0,
+            vec![
+                serde_json::json!("emq:q:"),
+                serde_json::json!(""),
+                serde_json::json!("n"),
+                serde_json::json!(5)
+            ]
+        );
+        assert_eq!(bytes[0], 0x94); // fixarray of 4
+        let bytes = AddArgs {
+            prefix_key: "emq:q:",
+            name: "n",
+            timestamp: 5,
+            deduplication_key: Some("emq:q:de:x"),
+            ..Default::default()
+        }
+        .pack();
+        let v: rmpv_like::Val = rmp_serde::from_slice(&bytes).unwrap();
         assert_eq!(v.0.len(), 9);
         assert_eq!(bytes[0], 0x99); // fixarray of 9
-        assert_eq!(*bytes.last().unwrap(), 0xc0); // nil
+        assert_eq!(
+            v.0[4],
+            Value::Null,
+            "absent entries before the last are nil"
+        );
+        assert_eq!(v.0[8], serde_json::json!("emq:q:de:x"));
     }
 
     #[test]

@@ -159,7 +159,11 @@ mod tests {
             let argv = argv_text(&c);
             assert_eq!(argv.len(), 3);
             assert_eq!(argv[1], r#"{"b":1,"a":2}"#, "data is sent as is");
-            assert_eq!(c.args()[0].as_bytes()[0], 0x99, "AddArgs: array of 9");
+            assert_eq!(
+                c.args()[0].as_bytes()[0],
+                0x94,
+                "AddArgs without trailing nils"
+            );
             assert_eq!(c.args()[2].as_bytes(), [0x80], "empty options map");
         }
         assert_eq!(call(&k, AddKind::Standard, &opts).keys()[0], "emq:q:wait");
