@@ -141,6 +141,8 @@ bench-cluster: _ensure-redis
 
 # Client cost per processed job, counted (valgrind: callgrind instructions, dhat heap
 # blocks) for EchoMQ and bullmq-official at c1 and c16 (integration-tests/src/bin/job_cost.rs).
+# JOB_COST_SIDE=server counts redis-server's instructions per job instead
+# (JOB_COST_WORK=add for adds).
 job-cost: _ensure-redis
     #!/usr/bin/env bash
     set -euo pipefail

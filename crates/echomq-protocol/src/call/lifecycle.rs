@@ -765,7 +765,6 @@ mod tests {
     }
     use crate::call::argv_text;
     use crate::packing::MetricsSize;
-    use serde_json::Map;
 
     fn keys() -> QueueKeys {
         QueueKeys::new("emq", "q").unwrap()
