@@ -99,11 +99,62 @@ impl Error {
         matches!(self, Error::Redis(e) if e.details().starts_with("OOM"))
     }
 
-    /// True when the error came from the connection rather than from a
-    /// decision of Redis or of a script: retrying later may succeed.
+    /// True when the error came from the connection, or from a server that
+    /// cannot serve commands for now, rather than from a decision of Redis or
+    /// of a script: retrying later may succeed. The server states are Redis's
+    /// transient refusals (the command did not run): `LOADING` (a restarted
+    /// server reading its AOF/RDB), `BUSY` (a script runs too long),
+    /// `MASTERDOWN` and `READONLY` (a failover in progress), `TRYAGAIN`.
     pub fn is_connection(&self) -> bool {
         use fred::error::ErrorKind::*;
-        matches!(self, Error::Redis(e) if matches!(e.kind(), IO | Timeout | Canceled | Backpressure | Cluster))
+        const TRANSIENT: [&str; 5] = ["LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN"];
+        match self {
+            Error::Redis(e)
+                if matches!(e.kind(), IO | Timeout | Canceled | Backpressure | Cluster) =>
+            {
+                true
+            }
+            // The first word of the reply, exactly: BUSYGROUP, BUSYKEY are decisions.
+            Error::Redis(e) => e
+                .details()
+                .split_whitespace()
+                .next()
+                .is_some_and(|word| TRANSIENT.contains(&word)),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use fred::error::{Error as RedisError, ErrorKind};
+
+    fn reply(text: &str) -> Error {
+        Error::Redis(RedisError::new(ErrorKind::Unknown, text.to_owned()))
+    }
+
+    #[test]
+    fn transient_server_refusals_count_as_connection_errors() {
+        for text in [
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "READONLY You can't write against a read only replica.",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+        ] {
+            assert!(reply(text).is_connection(), "{text}");
+        }
+        for text in [
+            "BUSYGROUP Consumer Group name already exists",
+            "BUSYKEY Target key name already exists.",
+            "ERR unknown command",
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "NOSCRIPT No matching script.",
+        ] {
+            assert!(!reply(text).is_connection(), "{text}");
+        }
+        assert!(Error::Redis(RedisError::new(ErrorKind::IO, "reset")).is_connection());
     }
 }
 
