@@ -125,6 +125,9 @@ impl Error {
     }
 }
 
+/// Result alias of the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 #[cfg(test)]
 mod tests {
     use super::Error;
@@ -157,6 +160,3 @@ mod tests {
         assert!(Error::Redis(RedisError::new(ErrorKind::IO, "reset")).is_connection());
     }
 }
-
-/// Result alias of the crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
