@@ -245,46 +245,30 @@ mod tests {
 
     #[test]
     fn finish_opts_leave_out_defaults() {
-        let bytes = FinishOpts {
-            token: "t",
-            name: None,
-            keep_jobs: None,
-            limiter: None,
-            lock_duration: 1,
-            attempts: 0,
-            max_metrics_size: MetricsSize::Off,
-        }
-        .pack();
-        let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
+        let packed = |keep: Option<Value>, attempts: i64, metrics: MetricsSize| {
+            let bytes = FinishOpts {
+                token: "t",
+                name: None,
+                keep_jobs: keep.map(|k| k.as_object().cloned().unwrap()),
+                limiter: None,
+                lock_duration: 1,
+                attempts,
+                max_metrics_size: metrics,
+            }
+            .pack();
+            rmp_serde::from_slice::<serde_json::Value>(&bytes).unwrap()
+        };
+        let v = packed(None, 0, MetricsSize::Off);
         assert_eq!(v, serde_json::json!({"token": "t", "lockDuration": 1}));
-        let mut keep = Map::new();
-        keep.insert("count".into(), Value::from(-1));
-        let bytes = FinishOpts {
-            token: "t",
-            name: None,
-            keep_jobs: Some(keep.clone()),
-            limiter: None,
-            lock_duration: 1,
-            attempts: 3,
-            max_metrics_size: MetricsSize::Points(10),
-        }
-        .pack();
-        let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
+        let v = packed(
+            Some(serde_json::json!({"count": -1})),
+            3,
+            MetricsSize::Points(10),
+        );
         assert!(v.get("keepJobs").is_none(), "count -1 keeps every job");
         assert_eq!(v["attempts"], 3);
         assert_eq!(v["maxMetricsSize"], 10);
-        keep.insert("count".into(), Value::from(0));
-        let bytes = FinishOpts {
-            token: "t",
-            name: None,
-            keep_jobs: Some(keep),
-            limiter: None,
-            lock_duration: 1,
-            attempts: 0,
-            max_metrics_size: MetricsSize::Off,
-        }
-        .pack();
-        let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
+        let v = packed(Some(serde_json::json!({"count": 0})), 0, MetricsSize::Off);
         assert_eq!(v["keepJobs"]["count"], 0);
     }
 
