@@ -265,6 +265,15 @@ async fn global_limits_written_by_one_client_are_read_by_the_other() {
     assert_eq!(keyspace_a, vec!["opts.maxLenEvents", "version"]);
 }
 
+/// Jobs of a rate-limited mixed fleet: three workers race for 2 jobs a 500 ms
+/// window, and 10 windows make a client that loses every race (which 6
+/// windows allowed about once in ten runs) practically impossible, so
+/// "both clients worked" tests the shared limit, not the race.
+const RACED_JOBS: usize = 20;
+/// How long the Node workers of a rate-limited fleet run: the 10 windows
+/// after their start-up.
+const RACED_NODE_MS: u64 = 9000;
+
 /// A run of Node workers beside one Rust worker.
 struct Fleet {
     /// Jobs added once both are up.
@@ -383,14 +392,14 @@ async fn rust_and_node_workers_share_one_worker_rate_limiter() {
         duration: Duration::from_millis(500),
     };
     let fleet = Fleet {
-        n: 12,
+        n: RACED_JOBS,
         sleep_ms: 5,
         node_opts: json!({"concurrency": 4, "count": 2, "limiter": {"max": 2, "duration": 500}}),
         rust_opts: WorkerOptions::default()
             .concurrency(4)
             .drain_delay(Duration::from_millis(200))
             .limiter(limit),
-        node_ms: 7000,
+        node_ms: RACED_NODE_MS,
         require_both: true,
     };
     let (rust, node_spans) = mixed_fleet(&q, &redis.url(), fleet).await;
@@ -731,13 +740,13 @@ async fn rust_and_node_workers_share_a_global_rate_limit() {
         duration: Duration::from_millis(500),
     };
     let fleet = Fleet {
-        n: 12,
+        n: RACED_JOBS,
         sleep_ms: 5,
         node_opts: json!({"concurrency": 4, "count": 2}),
         rust_opts: WorkerOptions::default()
             .concurrency(4)
             .drain_delay(Duration::from_millis(200)),
-        node_ms: 7000,
+        node_ms: RACED_NODE_MS,
         require_both: true,
     };
     let (rust, node_spans) = mixed_fleet(&q, &url, fleet).await;
@@ -765,13 +774,13 @@ async fn a_global_rate_limit_set_by_rust_holds_rust_and_node_workers() {
         "Node reads the limit Rust set"
     );
     let fleet = Fleet {
-        n: 12,
+        n: RACED_JOBS,
         sleep_ms: 5,
         node_opts: json!({"concurrency": 4, "count": 2}),
         rust_opts: WorkerOptions::default()
             .concurrency(4)
             .drain_delay(Duration::from_millis(200)),
-        node_ms: 7000,
+        node_ms: RACED_NODE_MS,
         require_both: true,
     };
     let (rust, node_spans) = mixed_fleet(&q, &url, fleet).await;
