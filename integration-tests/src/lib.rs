@@ -12,6 +12,7 @@
 pub mod chaos;
 pub mod cluster;
 pub mod fault_proxy;
+mod json_lines;
 pub mod sentinel;
 pub mod tls;
 pub mod topology;
@@ -323,12 +324,7 @@ pub async fn behave(job: &echomq::JobContext) -> Result<serde_json::Value, echom
 /// with SIGKILL ([`NodeChild::kill`]); dropping it kills it.
 pub struct NodeChild {
     child: Child,
-    lines: std::sync::mpsc::Receiver<serde_json::Value>,
-    /// Every line received so far, in order.
-    pub seen: Vec<serde_json::Value>,
-    /// Lines that came before `ready` (a worker may take a job before it
-    /// says so): offered to the next `wait_line` first, not swallowed.
-    unread: std::collections::VecDeque<serde_json::Value>,
+    lines: json_lines::JsonLines,
 }
 
 impl NodeChild {
@@ -368,34 +364,14 @@ impl NodeChild {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("node is installed / worker_process is built");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stdout = child.stdout.take().expect("piped stdout");
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        let mut me = NodeChild {
-            child,
-            lines: rx,
-            seen: Vec::new(),
-            unread: Default::default(),
-        };
+        let lines = json_lines::JsonLines::read(&mut child);
+        let mut me = NodeChild { child, lines };
         let mut early = Vec::new();
-        me.wait_line(Duration::from_secs(20), |v| {
-            let ready = v["ev"] == "ready";
-            if !ready {
-                early.push(v.clone());
-            }
-            ready
-        });
-        me.unread.extend(early);
+        me.wait_line(
+            Duration::from_secs(20),
+            json_lines::JsonLines::ready(&mut early),
+        );
+        me.lines.keep_unread(early);
         me
     }
 
@@ -408,21 +384,12 @@ impl NodeChild {
     ) -> serde_json::Value {
         let deadline = Instant::now() + limit;
         loop {
-            let v = match self.unread.pop_front() {
-                Some(v) => v,
-                None => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    match self.lines.recv_timeout(left) {
-                        Ok(v) => {
-                            self.seen.push(v.clone());
-                            v
-                        }
-                        Err(_) => panic!(
-                            "node child: no matching line within {limit:?}; seen {:?}",
-                            self.seen
-                        ),
-                    }
-                }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(v) = self.lines.next_within(left) else {
+                panic!(
+                    "node child: no matching line within {limit:?}; seen {:?}",
+                    self.lines.seen()
+                )
             };
             if pred(&v) {
                 return v;
@@ -432,10 +399,7 @@ impl NodeChild {
 
     /// Collects the lines that arrived so far without waiting.
     pub fn drain(&mut self) -> &[serde_json::Value] {
-        while let Ok(v) = self.lines.try_recv() {
-            self.seen.push(v);
-        }
-        &self.seen
+        self.lines.drain()
     }
 
     /// Closes stdin (the script closes its BullMQ objects) and waits for the
@@ -446,9 +410,8 @@ impl NodeChild {
             let deadline = Instant::now() + Duration::from_secs(30);
             let mut found = None;
             while Instant::now() < deadline {
-                match self.lines.recv_timeout(Duration::from_millis(200)) {
+                match self.lines.next_within(Duration::from_millis(200)) {
                     Ok(v) => {
-                        self.seen.push(v.clone());
                         if v["ev"] == "summary" {
                             found = Some(v);
                             break;

@@ -3,9 +3,9 @@
 //! `worker_process` and BullMQ's Node `interop/worker.js`, for faults that
 //! are signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM).
 
+use crate::json_lines::JsonLines;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use echomq::worker::{processor_fn, JobContext};
@@ -140,11 +140,7 @@ pub fn sibling_binary(name: &str) -> PathBuf {
 /// JSON lines on stdout.
 pub struct Proc {
     child: Child,
-    lines: mpsc::Receiver<Value>,
-    /// Every line received so far.
-    pub seen: Vec<Value>,
-    /// Lines that came before `ready`: offered to the next `wait_line` first.
-    unread: std::collections::VecDeque<Value>,
+    lines: JsonLines,
 }
 
 impl Proc {
@@ -171,37 +167,14 @@ impl Proc {
             .stderr(Stdio::null())
             .spawn()
             .expect("worker process starts");
-        let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().expect("piped stdout");
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        let mut me = Proc {
-            child,
-            lines: rx,
-            seen: Vec::new(),
-            unread: Default::default(),
-        };
+        let lines = JsonLines::read(&mut child);
+        let mut me = Proc { child, lines };
         let mut early = Vec::new();
         let ready = me
-            .wait_line(Duration::from_secs(60), |v| {
-                let ready = v["ev"] == "ready";
-                if !ready {
-                    early.push(v.clone());
-                }
-                ready
-            })
+            .wait_line(Duration::from_secs(60), JsonLines::ready(&mut early))
             .await;
         assert!(ready.is_some(), "worker process not ready within 60 s");
-        me.unread.extend(early);
+        me.lines.keep_unread(early);
         me
     }
 
@@ -218,14 +191,8 @@ impl Proc {
         mut pred: impl FnMut(&Value) -> bool,
     ) -> Option<Value> {
         let deadline = Instant::now() + limit;
-        while let Some(v) = self.unread.pop_front() {
-            if pred(&v) {
-                return Some(v);
-            }
-        }
         loop {
-            while let Ok(v) = self.lines.try_recv() {
-                self.seen.push(v.clone());
+            while let Some(v) = self.lines.try_next() {
                 if pred(&v) {
                     return Some(v);
                 }
@@ -239,10 +206,7 @@ impl Proc {
 
     /// Lines arrived so far, without waiting.
     pub fn drain(&mut self) -> &[Value] {
-        while let Ok(v) = self.lines.try_recv() {
-            self.seen.push(v);
-        }
-        &self.seen
+        self.lines.drain()
     }
 
     /// Whether the process has exited.
