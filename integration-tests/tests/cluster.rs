@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use echomq::config::Durability;
+use echomq::connection::Durability;
 use echomq::worker::processor_fn;
 use echomq::{
     Connection, ConnectionConfig, FlowJob, FlowProducer, JobOptions, JobState, Queue, WorkerArgs,

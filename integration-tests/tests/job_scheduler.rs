@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use echomq::protocol::call::lifecycle::Verdict;
-use echomq::protocol::{JobRecord, QueueKeys};
-use echomq::schedule::{CronSchedule, SchedulerError};
-use echomq::schedulers::create_next_iteration;
+use echomq::protocol::{Job, QueueKeys};
+use echomq::scheduler::create_next_iteration;
+use echomq::scheduler::{CronSchedule, SchedulerError};
 use echomq::{
     Connection, Error, JobOptions, JobScheduler, JobSchedulerArgs, JobSchedulerMsg, JobSchedulers,
     SchedulerSpec,
@@ -35,9 +35,9 @@ async fn setup(queue: &str) -> (RedisServer, Connection, Client, JobSchedulers) 
 }
 
 /// A simulated worker's moveToActive: the taken job, if any.
-async fn take(conn: &Connection, k: &QueueKeys, token: &str) -> Option<JobRecord> {
+async fn take(conn: &Connection, k: &QueueKeys, token: &str) -> Option<Job> {
     let (id, hash) = simulated::take(conn, k, token, Duration::from_secs(30)).await?;
-    Some(JobRecord::from_hash(&id, hash).unwrap())
+    Some(Job::from_hash(&id, hash).unwrap())
 }
 
 /// A simulated worker's moveToFinished (completed, kept).

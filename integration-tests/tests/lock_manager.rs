@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use echomq::lock_manager::{LockOwnerRef, LockStats, TrackedLock};
+use echomq::locks::{LockStats, TrackedLock};
 use echomq::worker::{processor_fn, CloseReport, JobContext, ProcessError};
 use echomq::{
-    Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, Queue, Worker,
+    Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, NewJob, Queue, Worker,
     WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
 };
 use echomq_integration_tests::wait_until;
@@ -36,45 +36,47 @@ async fn stats(lm: &ActorRef<LockManagerMsg>) -> LockStats {
     call_t!(lm, LockManagerMsg::GetStats, 5000).unwrap()
 }
 
-/// N held jobs: locks written directly (as moveToActive leaves them), tracked,
-/// then renewed for three lock lifetimes.
+/// N held jobs, on the path production uses: a Worker takes N jobs whose
+/// processors wait to be released, and shares its held set with its
+/// LockManager; the locks are then renewed for three lock lifetimes.
 async fn one_call_per_tick(n: usize) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, "lm").await.unwrap();
     let lock_ms = 1000u64;
-    let pipe = c.pipeline();
-    for i in 0..n {
-        let _: () = pipe
-            .set(
-                format!("emq:lm:{i}:lock"),
-                format!("tok-{i}"),
-                Some(Expiration::PX(lock_ms as i64)),
-                None,
-                false,
-            )
-            .await
-            .unwrap();
-    }
-    let _: Vec<Value> = pipe.all().await.unwrap();
-    let args = LockManagerArgs {
-        connection: conn.clone(),
-        keys: q.keys().clone(),
-        lock_duration: Duration::from_millis(lock_ms),
-        lock_renew_time: None,
-        worker: None,
-    };
-    let (lm, _) = Actor::spawn(None, LockManager, args).await.unwrap();
-    for i in 0..n {
-        lm.cast(LockManagerMsg::Track {
-            id: i.to_string(),
-            token: format!("tok-{i}"),
-        })
+    let (release, released) = tokio::sync::watch::channel(false);
+    let processor = processor_fn(move |_job: JobContext| {
+        let mut released = released.clone();
+        async move {
+            let _ = released.wait_for(|go| *go).await;
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions::default()
+        .concurrency(n)
+        .lock_duration(Duration::from_millis(lock_ms));
+    let lm_args = args.lock_manager_args(None);
+    let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();
+    let (lm, _) = Actor::spawn(None, LockManager, lm_args.reporting_to(&worker))
+        .await
         .unwrap();
+    for start in (0..n).step_by(5000) {
+        let batch: Vec<NewJob> = (start..(start + 5000).min(n))
+            .map(|i| NewJob {
+                name: "held".into(),
+                data: json!({ "i": i }),
+                options: JobOptions::new(),
+            })
+            .collect();
+        q.add_bulk(batch).await.unwrap();
     }
-    let tracked: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 5000).unwrap();
-    assert_eq!(tracked.len(), n);
+    wait_until("every job held", Duration::from_secs(120), async || {
+        let tracked: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 5000).unwrap();
+        tracked.len() == n
+    })
+    .await;
     let before = stats(&lm).await;
     let evalsha_before = evalsha_calls(&c).await;
     // Three lock lifetimes: without renewal every lock would be gone.
@@ -105,9 +107,10 @@ async fn one_call_per_tick(n: usize) {
     // Every lock is alive and was renewed by the last tick: right after a
     // tick, each has more than half its life left.
     let ticked = stats(&lm).await.ticks;
-    while stats(&lm).await.ticks == ticked {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until("the next tick", Duration::from_secs(5), async || {
+        stats(&lm).await.ticks > ticked
+    })
+    .await;
     let pipe = c.pipeline();
     for i in 0..n {
         let _: () = pipe.pttl(format!("emq:lm:{i}:lock")).await.unwrap();
@@ -115,7 +118,9 @@ async fn one_call_per_tick(n: usize) {
     let pttls: Vec<i64> = pipe.all().await.unwrap();
     let min = *pttls.iter().min().unwrap();
     assert!(min > (lock_ms as i64) / 2, "a lock has only {min} ms left");
-    lm.stop(None);
+    release.send_replace(true);
+    let _: CloseReport =
+        call_t!(worker, WorkerMsg::Close, 60_000, Duration::from_secs(30)).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,10 +250,7 @@ async fn setup(
     let lm_args_template = args.lock_manager_args(None);
     let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();
     let sup_actor = Supervisor {
-        lm_args: LockManagerArgs {
-            worker: Some(LockOwnerRef::new(worker.clone())),
-            ..lm_args_template
-        },
+        lm_args: lm_args_template.reporting_to(&worker),
     };
     let (sup, _) = Actor::spawn(None, sup_actor, ()).await.unwrap();
     let restarts = Arc::new(AtomicUsize::new(0));

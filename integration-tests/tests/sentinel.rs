@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use echomq::config::Durability;
+use echomq::connection::Durability;
 use echomq::worker::processor_fn;
 use echomq::{
     Connection, ConnectionConfig, JobOptions, JobState, Queue, WorkerArgs, WorkerSetSpec,

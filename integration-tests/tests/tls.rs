@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use echomq::config::TlsOptions;
+use echomq::connection::TlsOptions;
 use echomq::{Connection, ConnectionConfig, JobOptions, JobState, Queue};
 use echomq_integration_tests::cluster::RedisCluster;
 use echomq_integration_tests::tls::{Certs, TlsRedisServer};

@@ -60,7 +60,7 @@ impl Cli {
     pub fn connection_config(&self) -> echomq::ConnectionConfig {
         let mut c = echomq::ConnectionConfig::with_url(&self.url);
         c.prefix = self.prefix.clone();
-        c.tls = echomq::config::TlsOptions {
+        c.tls = echomq::connection::TlsOptions {
             ca_file: self.tls_ca_file.clone(),
             cert_file: self.tls_cert_file.clone(),
             key_file: self.tls_key_file.clone(),
@@ -68,7 +68,7 @@ impl Cli {
         };
         c.durability = self
             .wait_replicas
-            .map(|replicas| echomq::config::Durability {
+            .map(|replicas| echomq::connection::Durability {
                 replicas,
                 ..Default::default()
             });

@@ -39,7 +39,7 @@ async fn main() {
         // Errors of the runtime get their readable line and exit code.
         let code = match e.downcast_ref::<echomq::Error>() {
             Some(err) => {
-                let d = echomq::diagnose::diagnose(err, Some(&url));
+                let d = echomq_cli::diagnose::diagnose(err, Some(&url));
                 print_error(&d.message);
                 d.class.exit_code()
             }

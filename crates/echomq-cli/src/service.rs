@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, ValueEnum};
-use echomq::diagnose::{self, FailureClass};
+use echomq::connection::{host_port, server_facts, ServerProblem};
 use echomq::{Connection, Queue, RetryPolicy};
+use echomq_cli::diagnose::{self, FailureClass};
 use serde::Deserialize;
 use tracing::warn;
 
@@ -370,7 +371,9 @@ pub async fn main(cli: &Cli, sources: GlobalSources, args: &WorkArgs) -> i32 {
         }
         None => RetryPolicy::default(),
     };
-    let conn = match Connection::connect_with_retry(config, &policy).await {
+    let url = r.url.clone();
+    let explain = move |e: &echomq::Error| diagnose::diagnose(e, Some(&url)).message;
+    let conn = match Connection::connect_with_retry_explained(config, &policy, &explain).await {
         Ok(c) => c,
         Err(e) => {
             let d = diagnose::diagnose(&e, Some(&r.url));
@@ -421,16 +424,16 @@ async fn run_connected(
     health: Option<&echomq::health::HealthServer>,
     metrics: Option<&MetricsServer>,
 ) -> i32 {
-    let facts = match diagnose::server_facts(conn).await {
+    let facts = match server_facts(conn).await {
         Ok(f) => f,
         Err(e) => {
             let d = diagnose::diagnose(&e, Some(&r.url));
             return fail(d.class, &d.message);
         }
     };
-    let at = diagnose::host_port(&r.url);
+    let at = host_port(&r.url);
     for problem in facts.problems(&at, &r.prefix, &[&r.queue]) {
-        if r.allow_eviction && matches!(problem, diagnose::ServerProblem::Eviction { .. }) {
+        if r.allow_eviction && matches!(problem, ServerProblem::Eviction { .. }) {
             warn!("{problem} (allowed by allow_eviction)");
             continue;
         }

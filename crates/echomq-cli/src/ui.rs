@@ -45,7 +45,7 @@ pub async fn main(cli: &Cli, args: &UiArgs) -> i32 {
     let conn = match echomq::Connection::connect(cli.connection_config()).await {
         Ok(c) => c,
         Err(e) => {
-            let d = echomq::diagnose::diagnose(&e, Some(&cli.url));
+            let d = echomq_cli::diagnose::diagnose(&e, Some(&cli.url));
             crate::print_error(&d.message);
             return d.class.exit_code();
         }

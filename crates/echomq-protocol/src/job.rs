@@ -82,7 +82,7 @@ pub enum DecodeError {
 
 /// A job as read from its hash, decoded the way BullMQ Node decodes it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct JobRecord {
+pub struct Job {
     /// The job id (not stored in the hash: the part of the key after `{P}`).
     pub id: String,
     /// Job name.
@@ -129,7 +129,7 @@ pub struct JobRecord {
     pub deduplication_id: Option<String>,
 }
 
-impl JobRecord {
+impl Job {
     /// Decodes a job hash (field → value). Strict where a reader cannot go on
     /// (`name`, `data`, `opts`, numeric fields), lenient where Node is lenient
     /// (`returnvalue`, `stacktrace`, `progress`).
@@ -138,7 +138,7 @@ impl JobRecord {
     }
 
     /// Decodes a job hash given as borrowed field/value pairs (HGETALL's
-    /// order), as [`JobRecord::from_hash`] does; a field given twice reads as
+    /// order), as [`Job::from_hash`] does; a field given twice reads as
     /// its last value. The worker decodes every job it takes this way: no
     /// map is built (and hashed into) first, numbers and JSON are read from
     /// the borrowed text, and only the text fields kept are copied.
@@ -157,7 +157,7 @@ impl JobRecord {
         }
         // Struct fields are evaluated in the order written: the strict reads
         // keep the order that decides which error a doubly broken hash gets.
-        Ok(JobRecord {
+        Ok(Job {
             id: id.to_owned(),
             name: h.name()?,
             data: h.data()?,
@@ -184,7 +184,7 @@ impl JobRecord {
     }
 }
 
-/// The fields a [`JobRecord`] is read from, in slot order; others are ignored.
+/// The fields a [`Job`] is read from, in slot order; others are ignored.
 const READ: [&str; 22] = [
     field::NAME,
     field::DATA,
@@ -369,7 +369,7 @@ mod tests {
 
     #[test]
     fn decodes_a_completed_job() {
-        let j = JobRecord::from_hash(
+        let j = Job::from_hash(
             "7",
             hash(&[
                 ("name", "n"),
@@ -409,21 +409,20 @@ mod tests {
             ("atm", "1"),
             ("atm", "2"),
         ];
-        let from_pairs = JobRecord::from_fields("3", pairs).unwrap();
+        let from_pairs = Job::from_fields("3", pairs).unwrap();
         let owned = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        let from_map = JobRecord::from_hash("3", owned.collect()).unwrap();
+        let from_map = Job::from_hash("3", owned.collect()).unwrap();
         assert_eq!(from_pairs, from_map);
         assert_eq!(from_pairs.attempts_made, 2);
     }
 
     #[test]
     fn foreign_data_is_a_typed_error() {
-        let e =
-            JobRecord::from_hash("1", hash(&[("name", "n"), ("data", "not json")])).unwrap_err();
+        let e = Job::from_hash("1", hash(&[("name", "n"), ("data", "not json")])).unwrap_err();
         assert!(matches!(e, DecodeError::InvalidField { field: "data", .. }));
-        let e = JobRecord::from_hash("1", hash(&[("data", "{}")])).unwrap_err();
+        let e = Job::from_hash("1", hash(&[("data", "{}")])).unwrap_err();
         assert!(matches!(e, DecodeError::MissingField { field: "name", .. }));
-        let e = JobRecord::from_hash("1", hash(&[("name", "n"), ("atm", "x")])).unwrap_err();
+        let e = Job::from_hash("1", hash(&[("name", "n"), ("atm", "x")])).unwrap_err();
         assert!(matches!(e, DecodeError::InvalidField { field: "atm", .. }));
     }
 }

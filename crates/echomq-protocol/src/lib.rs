@@ -30,7 +30,7 @@ pub mod wire;
 pub use call::lifecycle::FinishTarget;
 pub use call::{Arg, Reply, ReplyError, ScriptCall};
 pub use event::{Event, EventKind};
-pub use job::{DecodeError, JobRecord};
+pub use job::{DecodeError, Job};
 pub use keys::QueueKeys;
 pub use options::{Backoff, Deduplication, JobOptions, KeepJobs, ParentRef};
 pub use reply::ScriptErrorCode;

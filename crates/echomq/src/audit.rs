@@ -14,7 +14,7 @@ use std::time::Duration;
 use echomq_protocol::call::audit::{AuditSnapshot, Snapshot};
 use echomq_protocol::QueueKeys;
 
-use crate::connection::Connection;
+use crate::connection::pool::Connection;
 use crate::error::Result;
 
 /// How bad a violation is.

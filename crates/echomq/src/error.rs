@@ -7,6 +7,9 @@
 use echomq_protocol::{DecodeError, ScriptErrorCode, ValidationError};
 use thiserror::Error;
 
+use crate::connection::server::ServerProblem;
+use crate::scheduler::error::SchedulerError;
+
 /// Everything a Queue, Worker or actor operation can fail with.
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -51,11 +54,11 @@ pub enum Error {
     Config(String),
     /// A job scheduler definition was refused before anything was written.
     #[error(transparent)]
-    Scheduler(#[from] crate::schedule::SchedulerError),
+    Scheduler(#[from] SchedulerError),
     /// The server does not suit a queue (version, eviction policy, cluster
-    /// slots): see [`crate::diagnose::check_server`].
+    /// slots): see [`check_server`](crate::connection::check_server).
     #[error(transparent)]
-    Server(#[from] crate::diagnose::ServerProblem),
+    Server(#[from] ServerProblem),
 }
 
 impl From<echomq_protocol::ReplyError> for Error {
@@ -101,27 +104,56 @@ impl Error {
 
     /// True when the error came from the connection, or from a server that
     /// cannot serve commands for now, rather than from a decision of Redis or
-    /// of a script: retrying later may succeed. The server states are Redis's
-    /// transient refusals (the command did not run): `LOADING` (a restarted
-    /// server reading its AOF/RDB), `BUSY` (a script runs too long),
-    /// `MASTERDOWN` and `READONLY` (a failover in progress), `TRYAGAIN`.
+    /// of a script: the command did not run or its connection failed, and
+    /// retrying later may succeed. This is the crate's one retry classifier:
+    /// the worker's fetch and finish retries, the LockManager, the first
+    /// connection ([`Connection::connect_with_retry`](crate::Connection::connect_with_retry))
+    /// and the CLI's exit code all ask it.
+    ///
+    /// The connection side is fred's IO, timeout, cancellation, back-pressure,
+    /// cluster, TLS and Sentinel errors, and a refused or unresolvable address.
+    /// The server states are Redis's transient refusals: `LOADING` (a
+    /// restarted server reading its AOF/RDB), `BUSY` (a script runs too long),
+    /// `MASTERDOWN` and `READONLY` (a failover in progress), `TRYAGAIN` and
+    /// `CLUSTERDOWN` (a slot moving or not served).
     pub fn is_connection(&self) -> bool {
         use fred::error::ErrorKind::*;
-        const TRANSIENT: [&str; 5] = ["LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN"];
-        match self {
-            Error::Redis(e)
-                if matches!(e.kind(), IO | Timeout | Canceled | Backpressure | Cluster) =>
-            {
-                true
-            }
-            // The first word of the reply, exactly: BUSYGROUP, BUSYKEY are decisions.
-            Error::Redis(e) => e
-                .details()
-                .split_whitespace()
-                .next()
-                .is_some_and(|word| TRANSIENT.contains(&word)),
-            _ => false,
+        const TRANSIENT: [&str; 6] = [
+            "LOADING",
+            "BUSY",
+            "MASTERDOWN",
+            "READONLY",
+            "TRYAGAIN",
+            "CLUSTERDOWN",
+        ];
+        let Error::Redis(e) = self else {
+            return false;
+        };
+        if matches!(
+            e.kind(),
+            IO | Timeout | Canceled | Backpressure | Cluster | Tls | Sentinel
+        ) {
+            return true;
         }
+        let details = e.details();
+        // The first word of the reply, exactly: BUSYGROUP, BUSYKEY are decisions.
+        if details
+            .split_whitespace()
+            .next()
+            .is_some_and(|word| TRANSIENT.contains(&word))
+        {
+            return true;
+        }
+        let lower = details.to_ascii_lowercase();
+        [
+            "connection refused",
+            "connectionrefused",
+            "failed to lookup address",
+            "name or service not known",
+            "temporary failure in name resolution",
+        ]
+        .iter()
+        .any(|s| lower.contains(s))
     }
 }
 
@@ -145,6 +177,7 @@ mod tests {
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
             "READONLY You can't write against a read only replica.",
             "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN Hash slot not served",
         ] {
             assert!(reply(text).is_connection(), "{text}");
         }
@@ -158,5 +191,13 @@ mod tests {
             assert!(!reply(text).is_connection(), "{text}");
         }
         assert!(Error::Redis(RedisError::new(ErrorKind::IO, "reset")).is_connection());
+        assert!(Error::Redis(RedisError::new(ErrorKind::Tls, "handshake")).is_connection());
+        assert!(Error::Redis(RedisError::new(
+            ErrorKind::Unknown,
+            r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#
+        ))
+        .is_connection());
+        assert!(!Error::Redis(RedisError::new(ErrorKind::Auth, "WRONGPASS")).is_connection());
+        assert!(!Error::Redis(RedisError::new(ErrorKind::Url, "bad url")).is_connection());
     }
 }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tracing::instrument;
 
-use crate::connection::Connection;
+use crate::connection::pool::Connection;
 use crate::error::{Error, Result};
 
 /// Refuse payloads larger than this, as a queue does by default.
@@ -459,7 +459,7 @@ impl FlowProducer {
         Ok(replies
             .into_iter()
             .zip(&calls)
-            .map(|(r, c)| Ok(c.decode(crate::connection::to_reply(r))?))
+            .map(|(r, c)| Ok(c.decode(crate::connection::pool::to_reply(r))?))
             .collect())
     }
 }

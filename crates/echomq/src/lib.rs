@@ -25,39 +25,28 @@
 
 pub mod audit;
 pub mod clock;
-pub mod config;
-pub mod connect;
 pub mod connection;
-pub mod diagnose;
-pub mod error;
+mod error;
 pub mod flow_producer;
 pub mod health;
-pub mod host_supervisor;
-pub mod job_scheduler;
-pub mod lock_manager;
-mod lock_protocol;
+#[cfg(any(feature = "health-server", feature = "prometheus"))]
+mod http;
+pub mod locks;
 pub mod queue;
 pub mod queue_events;
-pub mod schedule;
-pub mod schedulers;
+pub mod scheduler;
 pub mod stalled_checker;
 pub mod supervision;
+mod sync;
 pub mod telemetry;
 pub mod worker;
 
-pub use config::ConnectionConfig;
-pub use connect::RetryPolicy;
-pub use connection::Connection;
-pub use diagnose::{Diagnosis, FailureClass};
+pub use connection::{Connection, ConnectionConfig, RetryPolicy};
 pub use echomq_protocol as protocol;
-pub use echomq_protocol::{
-    Backoff, Deduplication, EventKind, JobOptions, JobRecord as Job, KeepJobs,
-};
+pub use echomq_protocol::{Backoff, Deduplication, EventKind, Job, JobOptions, KeepJobs};
 pub use error::{Error, Result};
 pub use flow_producer::{FlowJob, FlowProducer, JobNode, OnChildFailure, ParentRef};
-pub use host_supervisor::{ChildId, HostStatus, HostSupervisor, HostSupervisorMsg, ShutdownReport};
-pub use job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
-pub use lock_manager::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
+pub use locks::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
 pub use queue::{
     Dependencies, Finished, FlowNode, JobCounts, JobFilter, JobLogs, JobState, NewJob, Queue,
     QueueOptions, RateLimit, RemoveOutcome, WorkerInfo,
@@ -66,14 +55,17 @@ pub use queue_events::{
     wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,
     StartFrom, Subscribers, Subscription,
 };
-pub use schedule::{JobTemplate, Repeat, SchedulerError, SchedulerSpec};
-pub use schedulers::{Iteration, IterationRestored, JobSchedulers, SchedulerInfo, SchedulerSweep};
+pub use scheduler::{
+    Iteration, IterationRestored, JobScheduler, JobSchedulerArgs, JobSchedulerMsg, JobSchedulers,
+    JobTemplate, Repeat, SchedulerError, SchedulerInfo, SchedulerSpec, SchedulerSweep,
+};
 pub use stalled_checker::{
     JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, StalledStats, SweepReport,
 };
 pub use supervision::{
-    ChildKind, Member, RestartIntensity, SetCloseError, SetCloseReport, SupervisionDecision,
-    SupervisionError, WorkerSet, WorkerSetSpec,
+    ChildId, ChildKind, HostStatus, HostSupervisor, HostSupervisorMsg, Member, RestartIntensity,
+    SetCloseError, SetCloseReport, ShutdownReport, SupervisionDecision, SupervisionError,
+    WorkerSet, WorkerSetSpec,
 };
 pub use worker::{
     processor_fn, ActiveJob, CloseReport, FinishFailed, FinishOutcome, JobContext, ProcessError,

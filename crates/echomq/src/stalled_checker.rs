@@ -23,7 +23,7 @@ use fred::prelude::{KeysInterface, ListInterface, Value};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::{info, info_span, warn, Instrument};
 
-use crate::connection::Connection;
+use crate::connection::pool::Connection;
 use crate::error::{Error, Result};
 
 /// Arguments of a [`StalledChecker`]: [`StalledCheckerArgs::new`], then set
@@ -129,7 +129,7 @@ pub struct StalledCheckerState {
     args: StalledCheckerArgs,
     keys: QueueKeys,
     stats: StalledStats,
-    metrics: crate::telemetry::QueueMetrics,
+    metrics: crate::telemetry::metrics::QueueMetrics,
 }
 
 impl Actor for StalledChecker {
@@ -149,7 +149,7 @@ impl Actor for StalledChecker {
         }
         let keys = QueueKeys::new(args.connection.prefix(), &args.queue)?;
         Ok(StalledCheckerState {
-            metrics: crate::telemetry::QueueMetrics::new(&args.queue),
+            metrics: crate::telemetry::metrics::QueueMetrics::new(&args.queue),
             args,
             keys,
             stats: StalledStats::default(),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use echomq::{
     Connection, Delivery, JobOptions, NewJob, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg,
-    StalledChecker, StalledCheckerArgs, StalledCheckerMsg,
+    StalledChecker, StalledCheckerArgs, StalledCheckerMsg, WorkerArgs, WorkerMsg,
 };
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
@@ -830,59 +830,67 @@ struct Renewal {
     naive_wall_ms: f64,
 }
 
-/// `held` active jobs with locks, tracked by a LockManager: one RenewNow is
-/// the renewal of one window. Then the naive design: one extendLock per job.
+/// A Worker holding `held` jobs (concurrency `held`, every processor waiting
+/// to be released): one RenewNow of its LockManager is the renewal of one
+/// window, through the set the Worker shares. Then the naive design: one
+/// extendLock per job, with the same tokens.
 async fn renewal_cost(conn: &Connection, c: &Client, held: u64) -> Renewal {
-    use echomq::{LockManager, LockManagerArgs, LockManagerMsg};
+    use echomq::{LockManager, LockManagerMsg, Worker, WorkerOptions};
     let q = Queue::new(conn, "renew").await.unwrap();
     let k = q.keys().clone();
-    let ids: Vec<String> = (0..held).map(|i| format!("j{i}")).collect();
-    let token = "6f1c2e4a-0000-4000-8000-000000000000";
-    for chunk in ids.chunks(5000) {
-        let p = c.pipeline();
-        p.lpush::<(), _, _>(k.active(), chunk.to_vec())
-            .await
-            .unwrap();
-        for id in chunk {
-            p.set::<(), _, _>(k.lock(id), token, Some(Expiration::PX(60_000)), None, false)
-                .await
-                .unwrap();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let processor = echomq::processor_fn(move |_job| {
+        let mut released = released.clone();
+        async move {
+            let _ = released.wait_for(|go| *go).await;
+            Ok::<_, echomq::ProcessError>(Json::Null)
         }
-        let _: Vec<Value> = p.all().await.unwrap();
-    }
-    let args = LockManagerArgs {
-        connection: conn.clone(),
-        keys: k.clone(),
-        lock_duration: Duration::from_secs(3600),
-        lock_renew_time: None,
-        worker: None,
-    };
-    let (lm, _) = ractor::Actor::spawn(None, LockManager, args).await.unwrap();
-    for id in &ids {
-        lm.cast(LockManagerMsg::Track {
-            id: id.clone(),
-            token: token.into(),
-        })
+    });
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions::default()
+        .concurrency(held as usize)
+        .lock_duration(Duration::from_secs(3600));
+    let lm_args = args.lock_manager_args(None);
+    let (worker, _) = ractor::Actor::spawn(None, Worker, args).await.unwrap();
+    let (lm, _) = ractor::Actor::spawn(None, LockManager, lm_args.reporting_to(&worker))
+        .await
         .unwrap();
+    for start in (0..held).step_by(5000) {
+        let batch: Vec<NewJob> = (start..(start + 5000).min(held))
+            .map(|i| NewJob {
+                name: "renew".into(),
+                data: json!({ "i": i }),
+                options: JobOptions::new(),
+            })
+            .collect();
+        q.add_bulk(batch).await.unwrap();
     }
-    let _ = ractor::call_t!(lm, LockManagerMsg::GetTracked, 60_000).unwrap();
+    let locks = loop {
+        let tracked = ractor::call_t!(lm, LockManagerMsg::GetTracked, 60_000).unwrap();
+        if tracked.len() as u64 == held {
+            break tracked;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let before = evalsha_usec(c).await;
+    let calls_before = ractor::call_t!(lm, LockManagerMsg::GetStats, 60_000)
+        .unwrap()
+        .extend_calls;
     lm.cast(LockManagerMsg::RenewNow).unwrap();
     let stats = loop {
         let s = ractor::call_t!(lm, LockManagerMsg::GetStats, 60_000).unwrap();
-        if s.extend_calls >= 1 {
+        if s.extend_calls > calls_before {
             break s;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     let after = evalsha_usec(c).await;
-    lm.stop(None);
     let t = Instant::now();
-    for id in &ids {
+    for lock in &locks {
         let call = echomq::protocol::call::lifecycle::ExtendLock {
             keys: &k,
-            id,
-            token,
+            id: &lock.id,
+            token: &lock.token,
             duration: Duration::from_millis(3_600_000),
         };
         let renewed = conn.call(&call).await.unwrap();
@@ -890,9 +898,11 @@ async fn renewal_cost(conn: &Connection, c: &Client, held: u64) -> Renewal {
     }
     let naive_wall_ms = t.elapsed().as_secs_f64() * 1000.0;
     let naive = evalsha_usec(c).await;
+    release.send_replace(true);
+    let _ = ractor::call_t!(worker, WorkerMsg::Close, 120_000, Duration::from_secs(60));
     Renewal {
         held,
-        calls: stats.extend_calls,
+        calls: stats.extend_calls - calls_before,
         usec: after.1 - before.1,
         naive_calls: naive.0 - after.0,
         naive_usec: naive.1 - after.1,

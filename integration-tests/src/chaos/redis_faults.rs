@@ -455,7 +455,7 @@ pub async fn f26(_ctx: Ctx) -> Row {
             &["--maxmemory", "64mb", "--maxmemory-policy", policy],
         );
         let conn = super::connect(&r.url()).await;
-        let checked = echomq::diagnose::check_server(&conn, &["chaos-f26"]).await;
+        let checked = echomq::connection::check_server(&conn, &["chaos-f26"]).await;
         expect(
             &mut f,
             matches!(checked, Err(echomq::Error::Server(_))),

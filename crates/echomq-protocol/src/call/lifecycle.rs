@@ -93,7 +93,7 @@ impl NextJob {
 /// A taken job's hash as the reply carried it (HGETALL's order): every
 /// field name and value in one text buffer, read with one UTF-8 check each
 /// and no allocation per entry. Every job a worker takes is decoded from
-/// here ([`crate::JobRecord::from_fields`] over [`JobFields::iter`]).
+/// here ([`crate::Job::from_fields`] over [`JobFields::iter`]).
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct JobFields {
     text: String,

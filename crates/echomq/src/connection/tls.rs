@@ -16,7 +16,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tracing::warn;
 
-use crate::config::{redacted_url, TlsOptions};
+use super::config::{redacted_url, TlsOptions};
 use crate::error::{Error, Result};
 
 /// True for the schemes that mean TLS (`rediss`, `rediss-cluster`,
@@ -180,7 +180,7 @@ impl ServerCertVerifier for AcceptAnyServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ConnectionConfig;
+    use crate::connection::config::ConnectionConfig;
 
     #[test]
     fn tls_schemes() {

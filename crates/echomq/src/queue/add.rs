@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use super::{NewJob, Queue};
+use super::handle::Queue;
+use super::types::NewJob;
 use crate::error::Result;
 
 /// One job validated and encoded; nothing is written until it is called.

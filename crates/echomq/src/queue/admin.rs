@@ -11,7 +11,8 @@ use echomq_protocol::validate::ValidationError;
 use echomq_protocol::{FinishTarget, ScriptErrorCode, ScriptId};
 use fred::prelude::SortedSetsInterface;
 
-use super::{JobState, Queue, RemoveOutcome};
+use super::handle::Queue;
+use super::types::{JobState, RemoveOutcome};
 use crate::error::{Error, Result};
 
 /// Jobs an obliterate call may delete before handing back (Node's chunk).

@@ -5,7 +5,7 @@ use echomq_protocol::call::dedup::RemoveDeduplicationKey;
 use echomq_protocol::job::field;
 use fred::prelude::{HashesInterface, KeysInterface};
 
-use super::Queue;
+use super::handle::Queue;
 use crate::error::{Error, Result};
 
 impl Queue {

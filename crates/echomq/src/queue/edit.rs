@@ -8,7 +8,7 @@ use echomq_protocol::call::admin::{
 use echomq_protocol::{JobOptions, ScriptCall, ScriptErrorCode};
 use serde::Serialize;
 
-use super::Queue;
+use super::handle::Queue;
 use crate::error::{Error, Result};
 
 impl Queue {

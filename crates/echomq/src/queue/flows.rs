@@ -10,12 +10,14 @@ use echomq_protocol::call::flow::{
 };
 use echomq_protocol::call::metrics::{GetMetrics, Metrics, MetricsKind};
 use echomq_protocol::job::field;
-use echomq_protocol::{JobRecord, QueueKeys};
+use echomq_protocol::{Job, QueueKeys};
 use fred::prelude::{HashesInterface, SetsInterface, SortedSetsInterface};
 use serde_json::Value;
 
-use super::{JobState, Queue};
+use super::handle::Queue;
+use super::types::JobState;
 use crate::error::{Error, Result};
+use crate::flow_producer::OnChildFailure;
 
 /// SCAN rounds one paginate call may make (BullMQ's bound).
 const MAX_PAGE_ITERATIONS: u64 = 10;
@@ -41,7 +43,7 @@ pub struct FlowNode {
     /// The queue the job is in.
     pub queue: String,
     /// The job.
-    pub job: JobRecord,
+    pub job: Job,
     /// Its state.
     pub state: JobState,
     /// Its children (up to the requested depth and count).
@@ -276,21 +278,15 @@ impl Queue {
         name: &str,
         data: &impl serde::Serialize,
         options: echomq_protocol::JobOptions,
-        parent: crate::ParentRef,
-        on_failure: Option<crate::OnChildFailure>,
+        parent: echomq_protocol::ParentRef,
+        on_failure: Option<OnChildFailure>,
     ) -> Result<String> {
         let mut options = options.parent(parent);
         match on_failure {
-            Some(crate::OnChildFailure::FailParent) => options.fail_parent_on_failure = true,
-            Some(crate::OnChildFailure::ContinueParent) => {
-                options.continue_parent_on_failure = true
-            }
-            Some(crate::OnChildFailure::IgnoreDependency) => {
-                options.ignore_dependency_on_failure = true
-            }
-            Some(crate::OnChildFailure::RemoveDependency) => {
-                options.remove_dependency_on_failure = true
-            }
+            Some(OnChildFailure::FailParent) => options.fail_parent_on_failure = true,
+            Some(OnChildFailure::ContinueParent) => options.continue_parent_on_failure = true,
+            Some(OnChildFailure::IgnoreDependency) => options.ignore_dependency_on_failure = true,
+            Some(OnChildFailure::RemoveDependency) => options.remove_dependency_on_failure = true,
             None => {}
         }
         self.add(name, data, options).await

@@ -8,7 +8,8 @@ use echomq_protocol::call::limits::GetCountsPerPriority;
 use echomq_protocol::validate::MAX_PRIORITY;
 use fred::prelude::{ClientInterface, ListInterface};
 
-use super::{JobState, Queue};
+use super::handle::Queue;
+use super::types::JobState;
 use crate::error::{Error, Result};
 
 /// One connection of a worker of this queue, as `CLIENT LIST` shows it.
@@ -120,7 +121,7 @@ impl Queue {
         start: usize,
         end: usize,
         ascending: bool,
-    ) -> Result<Vec<echomq_protocol::JobRecord>> {
+    ) -> Result<Vec<echomq_protocol::Job>> {
         use echomq_protocol::call::admin::RangeOrder;
         use echomq_protocol::call::getters::SearchJobs;
         let (mut matched, mut out, mut cursor) = (0usize, Vec::new(), Some(0u64));
@@ -141,7 +142,7 @@ impl Queue {
             let (next, page) = self.conn.call(&call).await?;
             for (id, fields) in page {
                 if matched >= start {
-                    out.push(echomq_protocol::JobRecord::from_hash(
+                    out.push(echomq_protocol::Job::from_hash(
                         &id,
                         fields.into_iter().collect(),
                     )?);
@@ -168,7 +169,7 @@ impl Queue {
         cursor: u64,
         count: u64,
         ascending: bool,
-    ) -> Result<(Option<u64>, Vec<echomq_protocol::JobRecord>)> {
+    ) -> Result<(Option<u64>, Vec<echomq_protocol::Job>)> {
         use echomq_protocol::call::admin::RangeOrder;
         use echomq_protocol::call::getters::SearchJobs;
         let call = SearchJobs {
@@ -187,9 +188,7 @@ impl Queue {
         let (next, page) = self.conn.call(&call).await?;
         let jobs = page
             .into_iter()
-            .map(|(id, fields)| {
-                echomq_protocol::JobRecord::from_hash(&id, fields.into_iter().collect())
-            })
+            .map(|(id, fields)| echomq_protocol::Job::from_hash(&id, fields.into_iter().collect()))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok((next, jobs))
     }

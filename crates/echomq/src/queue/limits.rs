@@ -6,7 +6,7 @@ use std::time::Duration;
 use echomq_protocol::call::limits::{GetRateLimitTtl, IsMaxed};
 use fred::prelude::{HashesInterface, KeysInterface};
 
-use super::Queue;
+use super::handle::Queue;
 use crate::error::{Error, Result};
 
 /// Meta hash fields of the limits (the names BullMQ uses).

@@ -7,7 +7,7 @@
 //! in order, from the entry after the last one it delivered — the registry
 //! keeps that cursor too. Hosts never re-subscribe by hand.
 //!
-//! [`QueueEventsArgs`]: super::QueueEventsArgs
+//! [`QueueEventsArgs`]: super::actor::QueueEventsArgs
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,7 +16,7 @@ use echomq_protocol::Event;
 use ractor::{ActorId, ActorRef};
 use tokio::sync::mpsc;
 
-use super::{Delivery, Subscription};
+use super::delivery::{actor_subscriber, Delivery, Subscription};
 
 /// A callback subscriber: `false` drops it (its receiver is gone).
 pub(crate) type SinkFn = Box<dyn Fn(Delivery) -> bool + Send + Sync>;
@@ -100,7 +100,7 @@ impl Subscribers {
         actor: ActorRef<M>,
         convert: impl Fn(Delivery) -> Option<M> + Send + Sync + 'static,
     ) -> u64 {
-        self.insert(Sink::Callback(super::actor_subscriber(actor, convert)))
+        self.insert(Sink::Callback(actor_subscriber(actor, convert)))
     }
 
     pub(crate) fn subscribe_boxed(&self, f: SinkFn) -> u64 {

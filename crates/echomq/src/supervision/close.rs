@@ -12,8 +12,8 @@ use ractor::{call_t, RactorErr};
 use tracing::{debug, info};
 
 use super::decision::CLOSED;
-use super::WorkerSet;
-use crate::worker::{CloseReport, WorkerMsg};
+use super::worker_set::WorkerSet;
+use crate::worker::messages::{CloseReport, WorkerMsg};
 
 /// How long past the close timeout the Worker may take to answer (its last
 /// finishing calls, moving the rest back to `wait`).

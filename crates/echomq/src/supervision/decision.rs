@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use ractor::{ActorCell, SpawnErr, SupervisionEvent};
 
-use super::{Member, RestartIntensity, WorkerSet};
+use super::intensity::RestartIntensity;
+use super::worker_set::{Member, WorkerSet};
 
 /// Stop reasons the runtime's actors give when they end as asked: the
 /// Worker's and QueueEvents' `"closed"`, the LockManager's `"worker closed"`
@@ -30,7 +31,7 @@ pub enum SupervisionDecision {
     /// The member stopped as asked (a completed Close, or the set is
     /// closing): leave it stopped.
     ExpectedStop(Member),
-    /// Restart this member with [`WorkerSetSpec::restart`](super::WorkerSetSpec::restart);
+    /// Restart this member with [`WorkerSetSpec::restart`](super::worker_set::WorkerSetSpec::restart);
     /// the restart has been counted in the budget.
     Restart(Member),
     /// The budget is spent: the supervisor should fail itself (return

@@ -139,7 +139,7 @@ mod imp {
         /// An attempt of `job` starts: how long after it became due (its
         /// timestamp plus its delay; for a retried job that includes the
         /// earlier attempts).
-        pub fn job_started(&self, job: &crate::Job) {
+        pub fn job_started(&self, job: &echomq_protocol::Job) {
             let due = job.timestamp.saturating_add(job.delay.max(0) as u64);
             let wait = crate::clock::now_ms().saturating_sub(due);
             self.0.wait.record(wait as f64 / 1000.0);
@@ -294,7 +294,7 @@ mod imp {
             QueueMetrics
         }
         #[inline]
-        pub fn job_started(&self, _job: &crate::Job) {}
+        pub fn job_started(&self, _job: &echomq_protocol::Job) {}
         #[inline]
         pub fn job_ran(&self, _ran: Duration) {}
         #[inline]

@@ -4,21 +4,21 @@
 //! queues, read from Redis at each scrape (so they are never staler than the
 //! scrape itself). `docs/operations.md §Metrics` lists what is served.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::Bytes;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
-use crate::queue::Queue;
+use crate::http::{self, Served};
+use crate::queue::handle::Queue;
+
+const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Histogram buckets (seconds) of every `*_seconds` histogram: from a fast
 /// script call to a long job.
@@ -58,15 +58,14 @@ type Watched = Arc<RwLock<Vec<Queue>>>;
 /// The running endpoint; dropping it stops it.
 #[derive(Debug)]
 pub struct MetricsServer {
-    addr: SocketAddr,
+    served: Served,
     queues: Watched,
-    task: JoinHandle<()>,
 }
 
 impl MetricsServer {
     /// The address it listens on (the port chosen when `:0` was asked).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.served.addr()
     }
 
     /// Adds `queue`'s BullMQ state gauges to every scrape from now on.
@@ -78,66 +77,38 @@ impl MetricsServer {
     }
 }
 
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Installs the recorder ([`install`]) and serves `/metrics` on `addr` until
 /// the handle is dropped. Bind to loopback unless a scraper elsewhere needs
 /// it: the text names every watched queue. A non-loopback address is logged.
 pub async fn serve(addr: SocketAddr) -> std::io::Result<MetricsServer> {
     let handle = install().map_err(std::io::Error::other)?;
-    let listener = TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
+    let queues: Watched = Arc::default();
+    let router = Router::new()
+        .fallback(respond)
+        .with_state((handle, queues.clone()));
+    let served = http::serve(addr, router).await?;
+    let addr = served.addr();
     if addr.ip().is_loopback() {
         info!(%addr, "metrics endpoint: /metrics");
     } else {
         warn!(%addr, "metrics endpoint: /metrics on a non-loopback address; anyone who reaches it reads queue names and counts");
     }
-    let queues: Watched = Arc::default();
-    let watched = queues.clone();
-    let task = tokio::spawn(async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    warn!(error = %e, "metrics endpoint accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let handle = handle.clone();
-            let watched = watched.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let handle = handle.clone();
-                    let watched = watched.clone();
-                    async move { Ok::<_, Infallible>(respond(&handle, &watched, req).await) }
-                });
-                if let Err(e) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
-                    debug!(error = %e, "metrics connection ended");
-                }
-            });
-        }
-    });
-    Ok(MetricsServer { addr, queues, task })
+    Ok(MetricsServer { served, queues })
 }
 
-async fn respond<B>(
-    handle: &PrometheusHandle,
-    watched: &Watched,
-    req: Request<B>,
-) -> Response<Full<Bytes>> {
+async fn respond(
+    State((handle, watched)): State<(PrometheusHandle, Watched)>,
+    req: Request,
+) -> Response {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD only\n".into());
+        return http::text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            "GET or HEAD only\n".into(),
+        );
     }
     if req.uri().path() != "/metrics" {
-        return text(StatusCode::NOT_FOUND, "/metrics\n".into());
+        return http::text(StatusCode::NOT_FOUND, TEXT, "/metrics\n".into());
     }
     handle.run_upkeep();
     let mut body = handle.render();
@@ -161,15 +132,5 @@ async fn respond<B>(
         body.push_str(&super::queue_state::render(&samples, &[]));
         body.push('\n');
     }
-    text(StatusCode::OK, body)
-}
-
-fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    r
+    http::text(StatusCode::OK, TEXT, body)
 }

@@ -6,7 +6,8 @@
 use echomq_protocol::call::metrics::MetricsKind;
 
 use crate::error::Result;
-use crate::queue::{JobState, Queue};
+use crate::queue::handle::Queue;
+use crate::queue::types::JobState;
 
 /// The states BullMQ counts, in the order its `getJobCounts()` lists them
 /// (which is the order of the exported lines).

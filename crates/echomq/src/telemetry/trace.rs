@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use tracing::field::Empty;
 use tracing::Span;
 
-use crate::Job;
+use echomq_protocol::Job;
 
 /// How an attempt ended, as the `job` span's `outcome` field says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,7 @@ mod imp {
     use tracing::Span;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-    use crate::Job;
+    use echomq_protocol::Job;
 
     pub(super) fn continue_trace(span: &Span, queue: &str, job: &Job) {
         if span.is_disabled() {
@@ -234,7 +234,7 @@ mod imp {
     use serde_json::{Map, Value};
     use tracing::Span;
 
-    use crate::Job;
+    use echomq_protocol::Job;
 
     #[inline]
     pub(super) fn continue_trace(_span: &Span, _queue: &str, _job: &Job) {}

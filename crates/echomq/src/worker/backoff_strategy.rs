@@ -13,7 +13,7 @@ use std::time::Duration;
 use echomq_protocol::Backoff;
 
 use super::backoff::RetryDecision;
-use crate::Job;
+use echomq_protocol::Job;
 
 /// What a strategy is asked about one failed attempt.
 #[derive(Debug, Clone, Copy)]

@@ -15,9 +15,9 @@ use fred::types::{ClientUnblockFlag, ClusterHash, CustomCommand};
 use tokio::sync::broadcast::Receiver;
 use tracing::{debug, info};
 
-use super::core::WorkerCore;
-use super::seam::lock;
-use crate::connection::{blocking_options, refusal_pause, refused_by_cluster, Connection};
+use crate::connection::pool::{blocking_options, Connection};
+use crate::connection::redirect::{pause as refusal_pause, refused_by_cluster};
+use crate::sync::lock;
 
 /// How long past its timeout a blocking read may stay unanswered before the
 /// connection is declared dead and replaced.
@@ -72,7 +72,7 @@ impl BlockingConn {
         &self,
         name: &str,
         reconnects: &mut Option<Receiver<Server>>,
-    ) -> crate::Result<Client> {
+    ) -> crate::error::Result<Client> {
         let current = lock(&self.client)
             .as_ref()
             .map(|(c, id)| (c.clone(), id.as_ref().and_then(|(node, _)| node.clone())));
@@ -161,19 +161,19 @@ pub(crate) type ReadOutcome =
 /// can outlive a wait that the due timer ended first: a new-job marker is
 /// never missed, and no second read is ever sent on the connection.
 pub(crate) struct ArmedRead {
-    core: Arc<WorkerCore>,
+    conn: Arc<BlockingConn>,
     task: tokio::task::JoinHandle<ReadOutcome>,
 }
 
 impl ArmedRead {
     /// Sends BZPOPMIN with `timeout` (s) on `client`, under the watchdog's
     /// deadline, cleared when the read answers.
-    pub fn arm(core: Arc<WorkerCore>, client: Client, timeout: f64) -> Self {
+    pub fn arm(conn: Arc<BlockingConn>, client: Client, timeout: f64) -> Self {
         let block = Duration::from_secs_f64(timeout);
         let deadline = crate::clock::now_ms() + (block + WATCHDOG_MARGIN).as_millis() as u64;
-        core.blocking().set_deadline(deadline);
-        let key = core.keys().marker();
-        let owner = core.clone();
+        conn.set_deadline(deadline);
+        let key = conn.route_key.clone();
+        let owner = conn.clone();
         let task = tokio::spawn(async move {
             let with_opts = client.with_options(&blocking_options(block));
             // A raw command rather than fred's typed `bzpopmin`, which turns
@@ -197,10 +197,10 @@ impl ArmedRead {
                     outcome = Ok(Ok(Value::Null));
                 }
             }
-            owner.blocking().set_deadline(0);
+            owner.set_deadline(0);
             outcome
         });
-        ArmedRead { core, task }
+        ArmedRead { conn, task }
     }
 
     /// The read's answer; a task that died answers as a failed read.
@@ -222,7 +222,7 @@ impl Drop for ArmedRead {
             // nobody waits for it any more, and the connection is discarded
             // by whoever stopped the fetcher.
             self.task.abort();
-            self.core.blocking().set_deadline(0);
+            self.conn.set_deadline(0);
         }
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use fred::prelude::ClientLike;
 use fred::types::{ClusterHash, CustomCommand};
 
-use crate::connection::Connection;
+use crate::connection::pool::Connection;
 use crate::error::{Error, Result};
 
 /// How often the offset is measured again (host clocks drift and get stepped).

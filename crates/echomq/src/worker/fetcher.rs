@@ -21,10 +21,11 @@ use tracing::{debug, warn, Instrument};
 
 pub(crate) use super::blocking::WATCHDOG_MARGIN;
 use super::blocking::{ArmedRead, ReadOutcome};
-use super::core::WorkerCore;
 use super::gate::SlotPermit;
 use super::job::ActiveJob;
-use super::{run, Internal, InternalKind, WorkerMsg};
+use super::messages::{Internal, InternalKind, WorkerMsg};
+use super::run;
+use super::shared::WorkerShared;
 
 /// The longest BZPOPMIN timeout (s), whatever the delayed jobs say.
 pub(crate) const MAX_BLOCK_S: f64 = 10.0;
@@ -45,7 +46,10 @@ async fn sleep_or_stop(stop: &CancellationToken, d: Duration) -> bool {
     }
 }
 
-pub(crate) fn spawn(core: Arc<WorkerCore>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(
+    core: Arc<WorkerShared>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     let span = tracing::info_span!("fetcher", queue = %core.keys().name(), worker = ?core.name().map(|n| &**n));
     tokio::spawn(
         async move {
@@ -71,7 +75,7 @@ enum Next {
 
 /// The fetch loop's own state.
 struct Fetcher {
-    core: Arc<WorkerCore>,
+    core: Arc<WorkerShared>,
     stop: CancellationToken,
     min_block: f64,
     client_name: String,
@@ -80,7 +84,7 @@ struct Fetcher {
     read: Option<ArmedRead>,
 }
 
-async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
+async fn run_loop(core: Arc<WorkerShared>, stop: CancellationToken) {
     let mut f = Fetcher::start(core, stop).await;
     loop {
         let permit = match f.slot().await {
@@ -105,7 +109,7 @@ async fn run_loop(core: Arc<WorkerCore>, stop: CancellationToken) {
 }
 
 impl Fetcher {
-    async fn start(core: Arc<WorkerCore>, stop: CancellationToken) -> Self {
+    async fn start(core: Arc<WorkerShared>, stop: CancellationToken) -> Self {
         let min_block = min_block(&core).await;
         let client_name = core.keys().worker_client_name(core.name().map(|n| &**n));
         let mut f = Fetcher {
@@ -125,7 +129,7 @@ impl Fetcher {
         f
     }
 
-    async fn client(&mut self) -> crate::Result<fred::prelude::Client> {
+    async fn client(&mut self) -> crate::error::Result<fred::prelude::Client> {
         let core = self.core.clone();
         core.blocking()
             .client(&self.client_name, &mut self.reconnects)
@@ -203,7 +207,7 @@ impl Fetcher {
                     }
                 };
                 let timeout = read_timeout(core.opts().drain_delay.as_secs_f64(), self.min_block);
-                self.read = Some(ArmedRead::arm(core.clone(), client, timeout));
+                self.read = Some(ArmedRead::arm(core.blocking().clone(), client, timeout));
             }
             let Some(read) = self.read.as_mut() else {
                 continue;
@@ -303,7 +307,7 @@ fn marker_score(v: Value) -> Option<f64> {
     }
 }
 
-async fn min_block(core: &WorkerCore) -> f64 {
+async fn min_block(core: &WorkerShared) -> f64 {
     // 0.001 s needs Redis ≥ 7.0.8; older servers need 0.002 s.
     let info: Option<String> = core
         .conn()

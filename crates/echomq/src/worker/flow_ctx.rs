@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use echomq_protocol::call::flow::{DependencyCounts, MoveToWaitingChildren, WaitOutcome};
 use serde_json::Value;
 
+use super::job::{ActiveJob, FinishFailed};
 use super::processor::JobContext;
-use super::{ActiveJob, FinishFailed};
 use crate::error::Result;
-use crate::queue::Dependencies;
+use crate::queue::flows::Dependencies;
 
 impl JobContext {
     /// Return values of this job's completed children, by child key.
@@ -97,7 +97,7 @@ impl ActiveJob {
 /// The processor parked its job in `waiting-children`: the script already
 /// released the lock and took the job out of `active`, so the handle is let
 /// go without writing anything.
-pub(crate) fn parked(job: super::ActiveJob) -> Option<super::ActiveJob> {
+pub(crate) fn parked(job: ActiveJob) -> Option<ActiveJob> {
     tracing::debug!(id = job.id(), "job waits for its children");
     job.abandon();
     None

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use ractor::ActorRef;
 use tokio::sync::Notify;
 
-use super::seam::lock;
-use super::{Internal, InternalKind, WorkerMsg};
+use super::messages::{Internal, InternalKind, WorkerMsg};
+use crate::sync::lock;
 
 /// The gate's state at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

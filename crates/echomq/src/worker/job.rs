@@ -14,11 +14,11 @@ use echomq_protocol::packing::FinishOpts;
 use echomq_protocol::{KeepJobs, ScriptErrorCode};
 use tokio_util::sync::CancellationToken;
 
-use super::core::WorkerCore;
 use super::processor::attempt_number;
-use super::seam::{CancelReason, Held};
+use super::shared::WorkerShared;
 use crate::error::{Error, Result};
-use crate::Job;
+use crate::locks::seam::{CancelReason, Held};
+use echomq_protocol::Job;
 
 /// A job taken by this worker, locked with the token the handle owns.
 ///
@@ -27,7 +27,7 @@ use crate::Job;
 /// its lock stops being renewed, nothing is written, and the stalled checker
 /// recovers it once the lock expires.
 pub struct ActiveJob {
-    core: Arc<WorkerCore>,
+    core: Arc<WorkerShared>,
     job: Arc<Job>,
     held: Held,
     done: bool,
@@ -123,7 +123,7 @@ impl Transition {
 impl ActiveJob {
     /// A next-job reply (from moveToActive or fetch-next): the job it carries
     /// as a tracked handle, or its hints given to the fetcher.
-    pub(crate) fn take(core: &Arc<WorkerCore>, reply: NextJob, token: Arc<str>) -> Option<Self> {
+    pub(crate) fn take(core: &Arc<WorkerShared>, reply: NextJob, token: Arc<str>) -> Option<Self> {
         match reply {
             NextJob::Job { id, fields } => match Self::adopt(core, &id, fields, token.clone()) {
                 Ok(job) => Some(job),
@@ -140,7 +140,12 @@ impl ActiveJob {
     }
 
     /// The job is tracked before it is decoded, so no renewal is missed.
-    fn adopt(core: &Arc<WorkerCore>, id: &str, fields: JobFields, token: Arc<str>) -> Result<Self> {
+    fn adopt(
+        core: &Arc<WorkerShared>,
+        id: &str,
+        fields: JobFields,
+        token: Arc<str>,
+    ) -> Result<Self> {
         let held = core.seam().track(id, token.clone());
         core.counters().fetched();
         match Job::from_fields(id, fields.iter()) {
@@ -179,7 +184,7 @@ impl ActiveJob {
         self.held.token()
     }
 
-    pub(crate) fn core(&self) -> &Arc<WorkerCore> {
+    pub(crate) fn core(&self) -> &Arc<WorkerShared> {
         &self.core
     }
 
@@ -432,7 +437,7 @@ impl ActiveJob {
 /// Abandoning it would loop it forever: the stalled checker moves it back
 /// to wait, the next fetch fails to decode it again, and the deferred
 /// "stalled too often" failure is never reached (docs/reliability.md).
-fn fail_undecodable(core: &Arc<WorkerCore>, id: String, token: Arc<str>, error: String) {
+fn fail_undecodable(core: &Arc<WorkerShared>, id: String, token: Arc<str>, error: String) {
     let core = core.clone();
     tokio::spawn(async move {
         let reason = format!("job {id} cannot be decoded: {error}");
@@ -470,7 +475,7 @@ fn fail_undecodable(core: &Arc<WorkerCore>, id: String, token: Arc<str>, error: 
     });
 }
 
-fn now(core: &WorkerCore) -> EpochMs {
+fn now(core: &WorkerShared) -> EpochMs {
     EpochMs(core.hints().clock().now_ms())
 }
 

@@ -5,7 +5,7 @@
 
 use echomq_protocol::packing::Limiter;
 
-use super::WorkerOptions;
+use super::options::WorkerOptions;
 
 /// The limiter to send with a fetch, `None` when the worker has none.
 pub(crate) fn wire(opts: &WorkerOptions) -> Option<Limiter> {
@@ -18,7 +18,7 @@ pub(crate) fn wire(opts: &WorkerOptions) -> Option<Limiter> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::RateLimit;
+    use crate::queue::limits::RateLimit;
     use std::time::Duration;
 
     #[test]

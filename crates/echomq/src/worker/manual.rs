@@ -21,9 +21,11 @@ use serde_json::Value;
 
 use super::backoff::{self, RetryDecision};
 use super::backoff_strategy;
-use super::{limiter, WorkerOptions};
+use super::limiter;
+use super::options::WorkerOptions;
 use crate::error::{Error, Result};
-use crate::{Job, Queue};
+use crate::queue::handle::Queue;
+use echomq_protocol::Job;
 
 /// Takes jobs of one queue for a caller that runs its own loop.
 #[derive(Debug, Clone)]

@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
-use crate::queue::Queue;
-use crate::Job;
+use crate::queue::handle::Queue;
+use echomq_protocol::Job;
 
 /// The future a processor returns.
 pub type ProcessFuture =

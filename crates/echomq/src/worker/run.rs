@@ -16,21 +16,21 @@ use serde_json::Value;
 use tracing::{debug, debug_span, error, warn, Instrument};
 
 use super::backoff::{self, RetryDecision};
-use super::core::WorkerCore;
 use super::gate::SlotPermit;
 use super::job::{ActiveJob, FinishOutcome, Transition};
+use super::messages::WorkerEvent;
 use super::processor::{JobContext, ProcessError};
-use super::seam::CancelReason;
-use super::WorkerEvent;
+use super::shared::WorkerShared;
+use crate::locks::seam::CancelReason;
 use crate::telemetry::trace::{self, Outcome};
-use crate::Job;
+use echomq_protocol::Job;
 
 /// Connection errors on a finishing call are retried this many times, with a
 /// doubling pause, while the lock is kept renewed.
 const FINISH_RETRIES: u32 = 5;
 const FINISH_RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-pub(crate) async fn run_slot(core: Arc<WorkerCore>, permit: SlotPermit, first: ActiveJob) {
+pub(crate) async fn run_slot(core: Arc<WorkerShared>, permit: SlotPermit, first: ActiveJob) {
     let mut job = first;
     loop {
         let name = core.name().map(|n| &**n);
@@ -43,12 +43,12 @@ pub(crate) async fn run_slot(core: Arc<WorkerCore>, permit: SlotPermit, first: A
     drop(permit);
 }
 
-fn fetch_next(core: &WorkerCore) -> bool {
+fn fetch_next(core: &WorkerShared) -> bool {
     core.gate().may_fetch_next() && core.alive()
 }
 
 /// Runs one job to its transition; returns the job fetch-next brought.
-async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
+async fn process_one(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJob> {
     if !schedule_successor(core, job.job()).await {
         trace::outcome(Outcome::Abandoned);
         job.abandon();
@@ -78,7 +78,7 @@ async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob
         }
         Ran::Returned(Err(ProcessError::WaitingChildren)) => {
             trace::outcome(Outcome::WaitingChildren);
-            crate::worker::flow_ctx::parked(job)
+            super::flow_ctx::parked(job)
         }
         Ran::Returned(Err(e)) => fail_job(core, job, e).await,
     }
@@ -90,14 +90,19 @@ async fn process_one(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob
 /// Connection errors are retried (every `run_retry_delay`) while the worker
 /// runs; any other error leaves the iteration unprocessed, to the stalled
 /// checker. False when the job must not run.
-async fn schedule_successor(core: &WorkerCore, record: &Job) -> bool {
+async fn schedule_successor(core: &WorkerShared, record: &Job) -> bool {
     if record.repeat_job_key.is_none() {
         return true;
     }
     loop {
         let now = core.hints().clock().now_ms();
-        match crate::schedulers::create_next_iteration_at(core.conn(), core.keys(), record, now)
-            .await
+        match crate::scheduler::iteration::create_next_iteration_at(
+            core.conn(),
+            core.keys(),
+            record,
+            now,
+        )
+        .await
         {
             Ok(next) => {
                 debug!(next = ?next, "next scheduler iteration");
@@ -120,7 +125,7 @@ async fn schedule_successor(core: &WorkerCore, record: &Job) -> bool {
 
 /// Jobs failed without running: marked by the stalled checker, or started
 /// too often (`max_started_attempts`, 0 = no limit as in BullMQ).
-fn refuse_to_run(core: &WorkerCore, record: &Job) -> Option<ProcessError> {
+fn refuse_to_run(core: &WorkerShared, record: &Job) -> Option<ProcessError> {
     if let Some(reason) = record.deferred_failure.clone() {
         return Some(ProcessError::unrecoverable(reason));
     }
@@ -140,7 +145,7 @@ enum Ran {
     Returned(Result<Value, ProcessError>),
 }
 
-async fn run_processor(core: &WorkerCore, job: &ActiveJob) -> Ran {
+async fn run_processor(core: &WorkerShared, job: &ActiveJob) -> Ran {
     let ctx = JobContext {
         job: job.job_arc(),
         queue: core.queue_arc(),
@@ -205,7 +210,7 @@ fn abnormal_end(panic: Box<dyn Any + Send>) -> ProcessError {
 
 /// A cancelled job: after a lost lock it is not ours any more, so nothing is
 /// written; after the close deadline it goes back to `wait`.
-async fn give_up(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
+async fn give_up(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJob> {
     if job.cancel_reason() == CancelReason::LockLost {
         debug!("lock lost: processor cancelled, job left to its new owner");
         trace::outcome(Outcome::LockLost);
@@ -227,7 +232,7 @@ async fn give_up(core: &Arc<WorkerCore>, job: ActiveJob) -> Option<ActiveJob> {
     None
 }
 
-async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Option<ActiveJob> {
+async fn fail_job(core: &Arc<WorkerShared>, job: ActiveJob, e: ProcessError) -> Option<ActiveJob> {
     let record = job.job_arc();
     let (message, stack, unrecoverable) = match &e {
         // Node stores `err.stack`, whose first line names the error class.
@@ -283,7 +288,7 @@ fn after_failure(
     unrecoverable: bool,
     message: &str,
     fields: super::job::Fields,
-    strategy: Option<&super::BackoffStrategy>,
+    strategy: Option<&super::backoff_strategy::BackoffStrategy>,
 ) -> (Transition, bool) {
     let decision = backoff::decide(
         record.attempts_made,
@@ -314,7 +319,7 @@ fn after_failure(
 }
 
 /// Runs a transition, retrying connection failures; interprets the verdict.
-async fn finish(core: &Arc<WorkerCore>, job: ActiveJob, t: Transition) -> Option<ActiveJob> {
+async fn finish(core: &Arc<WorkerShared>, job: ActiveJob, t: Transition) -> Option<ActiveJob> {
     let mut job = job;
     let mut pause = FINISH_RETRY_PAUSE;
     let mut tries = 0;
@@ -389,7 +394,7 @@ fn outcome_of(t: &Transition) -> Outcome {
     }
 }
 
-fn report_rejection(core: &WorkerCore, outcome: FinishOutcome) {
+fn report_rejection(core: &WorkerShared, outcome: FinishOutcome) {
     match outcome {
         FinishOutcome::LockLost { job_id, code } => {
             warn!(%code, "transition refused: lock lost");

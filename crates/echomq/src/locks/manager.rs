@@ -4,7 +4,7 @@
 //! jobs. The contract is in `docs/lock-manager.md`.
 //!
 //! N held jobs cost one timer and one Redis round trip per window, not N. The
-//! Worker shares its held set ([`LockManagerMsg::Share`]) rather than sending
+//! Worker shares its held set (the `Share` plumbing message) rather than sending
 //! a message per job taken and let go. A lock that cannot be renewed is
 //! reported to the Worker at once, which cancels that job's processor and does
 //! not finish the job.
@@ -17,12 +17,12 @@ use echomq_protocol::QueueKeys;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use crate::connection::Connection;
-use crate::lock_protocol::Tick;
-pub use crate::lock_protocol::{
-    HeldLock, HeldLocks, HeldLocksRef, LockManagerMsg, LockOwner, LockOwnerRef, LockStats,
-    TrackedLock,
+use super::protocol::{
+    HeldLock, HeldLocksRef, InternalMsg, LockManagerMsg, LockOwnerRef, LockStats, TrackedLock,
 };
+use crate::connection::pool::Connection;
+use crate::error::Error;
+use crate::telemetry::metrics::QueueMetrics;
 
 /// Start-up arguments of a [`LockManager`].
 #[derive(Clone, Debug)]
@@ -38,12 +38,26 @@ pub struct LockManagerArgs {
     /// window (plus a call) when renewed.
     pub lock_renew_time: Option<Duration>,
     /// The Worker to report lost locks to. When set, the LockManager attaches
-    /// itself to that Worker on start ([`LockOwner::attach`]), so a restarted
-    /// LockManager gets every held job tracked again.
-    pub worker: Option<LockOwnerRef>,
+    /// itself to that Worker on start, so a restarted LockManager is handed
+    /// every held job again. Set by
+    /// [`WorkerArgs::lock_manager_args`](crate::worker::WorkerArgs::lock_manager_args)
+    /// or [`LockManagerArgs::reporting_to`].
+    pub(crate) owner: Option<LockOwnerRef>,
 }
 
 impl LockManagerArgs {
+    /// Arguments for the locks of `keys`' queue, renewed with `lock_duration`
+    /// every `lock_duration / 2`, reporting to no Worker.
+    pub fn new(connection: Connection, keys: QueueKeys, lock_duration: Duration) -> Self {
+        LockManagerArgs {
+            connection,
+            keys,
+            lock_duration,
+            lock_renew_time: None,
+            owner: None,
+        }
+    }
+
     fn renew_time(&self) -> Duration {
         self.lock_renew_time
             .unwrap_or(self.lock_duration / 2)
@@ -60,7 +74,6 @@ pub struct LockManager;
 pub struct LockManagerState {
     args: LockManagerArgs,
     renew_time: Duration,
-    tracked: HashMap<String, Entry>,
     shared: Vec<HeldLocksRef>,
     /// When each lock of the shared sets was last renewed.
     renewed_at: HashMap<String, Instant>,
@@ -68,12 +81,7 @@ pub struct LockManagerState {
     timer_gen: u64,
     failing_since: Option<Instant>,
     span: tracing::Span,
-    metrics: crate::telemetry::QueueMetrics,
-}
-
-struct Entry {
-    token: String,
-    last: Instant,
+    metrics: QueueMetrics,
 }
 
 impl Actor for LockManager {
@@ -91,11 +99,10 @@ impl Actor for LockManager {
         }
         let renew_time = args.renew_time();
         let span = info_span!("lock_manager", queue = %args.keys.name());
-        let metrics = crate::telemetry::QueueMetrics::new(args.keys.name());
+        let metrics = QueueMetrics::new(args.keys.name());
         Ok(LockManagerState {
             args,
             renew_time,
-            tracked: HashMap::new(),
             shared: Vec::new(),
             renewed_at: HashMap::new(),
             stats: LockStats::default(),
@@ -117,7 +124,7 @@ impl Actor for LockManager {
             "lock manager started"
         );
         arm(&myself, state, state.renew_time);
-        if let Some(w) = &state.args.worker {
+        if let Some(w) = &state.args.owner {
             // The Worker answers by sharing its held set.
             w.attach(myself.clone());
         }
@@ -143,21 +150,16 @@ async fn handle(
     match msg {
         #[cfg(feature = "fault-injection")]
         LockManagerMsg::Crash => panic!("fault injection: lock manager crash"),
-        LockManagerMsg::AttachWorker(w) => state.args.worker = Some(w),
-        LockManagerMsg::Track { id, token } => {
-            // Tracking starts at take time: the lock is fresh, first
-            // renewal due half a window later.
-            let last = Instant::now();
-            state.tracked.insert(id, Entry { token, last });
-        }
-        LockManagerMsg::Untrack { id } => {
-            state.tracked.remove(&id);
-        }
-        LockManagerMsg::Share(set) => {
-            if !state.shared.iter().any(|s| s.same(&set)) {
-                state.shared.push(set);
+        LockManagerMsg::Internal(super::protocol::Internal(msg)) => match msg {
+            InternalMsg::AttachWorker(w) => state.args.owner = Some(w),
+            InternalMsg::Share(set) => {
+                if !state.shared.iter().any(|s| s.same(&set)) {
+                    state.shared.push(set);
+                }
             }
-        }
+            InternalMsg::Tick(gen) if gen == state.timer_gen => tick(&myself, state).await?,
+            InternalMsg::Tick(_) => {}
+        },
         LockManagerMsg::RenewNow => {
             if let Err(e) = renew(state).await {
                 return on_error(state, e);
@@ -169,8 +171,6 @@ async fn handle(
         LockManagerMsg::GetStats(reply) => {
             let _ = reply.send(state.stats.clone());
         }
-        LockManagerMsg::Tick(Tick(gen)) if gen == state.timer_gen => tick(&myself, state).await?,
-        LockManagerMsg::Tick(_) => {}
     }
     Ok(())
 }
@@ -195,26 +195,20 @@ async fn tick(
 
 fn tracked(state: &LockManagerState) -> Vec<TrackedLock> {
     let now = Instant::now();
-    let mut v: Vec<TrackedLock> = state
-        .tracked
-        .iter()
-        .map(|(id, e)| TrackedLock {
-            id: id.clone(),
-            token: e.token.clone(),
-            since_renewal: now.saturating_duration_since(e.last),
+    let mut v: Vec<TrackedLock> = shared_locks(state)
+        .into_iter()
+        .map(|lock| {
+            let last = match state.renewed_at.get(&lock.id) {
+                Some(at) if *at > lock.since => *at,
+                _ => lock.since,
+            };
+            TrackedLock {
+                id: lock.id,
+                token: lock.token,
+                since_renewal: now.saturating_duration_since(last),
+            }
         })
         .collect();
-    for lock in shared_locks(state) {
-        let last = match state.renewed_at.get(&lock.id) {
-            Some(at) if *at > lock.since => *at,
-            _ => lock.since,
-        };
-        v.push(TrackedLock {
-            id: lock.id,
-            token: lock.token,
-            since_renewal: now.saturating_duration_since(last),
-        });
-    }
     v.sort_by(|a, b| a.id.cmp(&b.id));
     v
 }
@@ -230,12 +224,14 @@ fn shared_locks(state: &LockManagerState) -> Vec<HeldLock> {
 fn arm(myself: &ActorRef<LockManagerMsg>, state: &mut LockManagerState, after: Duration) {
     state.timer_gen += 1;
     let gen = state.timer_gen;
-    myself.send_after(after, move || LockManagerMsg::Tick(Tick(gen)));
+    myself.send_after(after, move || {
+        LockManagerMsg::internal(InternalMsg::Tick(gen))
+    });
 }
 
 /// A failed renewal call: retried while the oldest lock may still be alive,
 /// otherwise the actor fails for its supervisor.
-fn on_error(state: &mut LockManagerState, e: crate::Error) -> Result<(), ActorProcessingErr> {
+fn on_error(state: &mut LockManagerState, e: Error) -> Result<(), ActorProcessingErr> {
     state.stats.redis_errors += 1;
     if !e.is_connection() {
         return Err(Box::new(e));
@@ -249,21 +245,17 @@ fn on_error(state: &mut LockManagerState, e: crate::Error) -> Result<(), ActorPr
     Ok(())
 }
 
-/// One `extendLocks` call for every held lock: the tracked ones and those of
-/// the shared sets.
+/// One `extendLocks` call for every lock of the shared sets.
 #[tracing::instrument(level = "debug", name = "lock_renewal", skip_all)]
-async fn renew(state: &mut LockManagerState) -> Result<(), crate::Error> {
+async fn renew(state: &mut LockManagerState) -> Result<(), Error> {
     let now = Instant::now();
     // A set nobody else holds belongs to a Worker instance whose tasks all
     // ended: nothing of it is held any more.
     state.shared.retain(|set| !set.orphaned());
-    let mut locks: Vec<(String, String)> = state
-        .tracked
-        .iter()
-        .map(|(id, e)| (id.clone(), e.token.clone()))
+    let locks: Vec<(String, String)> = shared_locks(state)
+        .into_iter()
+        .map(|l| (l.id, l.token))
         .collect();
-    let own = locks.len();
-    locks.extend(shared_locks(state).into_iter().map(|l| (l.id, l.token)));
     if locks.is_empty() {
         state.renewed_at.clear();
         state.metrics.no_locks_held();
@@ -283,29 +275,19 @@ async fn renew(state: &mut LockManagerState) -> Result<(), crate::Error> {
     state.failing_since = None;
     let lost: HashSet<&str> = failed.iter().map(String::as_str).collect();
     let mut renewed = 0u64;
-    let mut renewed_at = HashMap::with_capacity(locks.len() - own);
-    for (i, (id, token)) in locks.into_iter().enumerate() {
+    let mut renewed_at = HashMap::with_capacity(locks.len());
+    for (id, token) in locks {
         if lost.contains(id.as_str()) {
-            // Track/Untrack wait behind this handler, so a tracked entry is
-            // still the one that was sent; a shared one may have been let go
-            // meanwhile, which the owner tells apart by its token.
-            if i < own {
-                state.tracked.remove(&id);
-            }
+            // The job may have been let go meanwhile, which the owner tells
+            // apart by its token.
             state.stats.lost += 1;
             warn!(job_id = %id, "lock lost: reporting to the worker");
-            if let Some(w) = &state.args.worker {
+            if let Some(w) = &state.args.owner {
                 w.lock_lost(id, token);
             }
         } else {
             renewed += 1;
-            if i < own {
-                if let Some(e) = state.tracked.get_mut(&id) {
-                    e.last = now;
-                }
-            } else {
-                renewed_at.insert(id, now);
-            }
+            renewed_at.insert(id, now);
         }
     }
     state.renewed_at = renewed_at;

@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use crate::config::{redacted_url, ConnectionConfig};
-use crate::connection::Connection;
-use crate::diagnose::{self, FailureClass};
+use super::config::{redacted_url, ConnectionConfig};
+use super::pool::Connection;
 use crate::error::{Error, Result};
 
 /// How [`Connection::connect_with_retry`] waits between attempts.
@@ -72,21 +71,25 @@ impl RetryPolicy {
     }
 }
 
-/// Whether waiting may cure `e`: the server is not reachable yet (refused,
-/// unknown host, timeout, still loading its data set). A refused password,
-/// a bad URL or an unsuitable server stay as they are.
-pub fn is_transient(e: &Error) -> bool {
-    matches!(diagnose::diagnose(e, None).class, FailureClass::Connection)
-        || matches!(e, Error::Redis(r) if r.details().starts_with("LOADING"))
-}
-
 impl Connection {
     /// [`Connection::connect`], retried as `policy` says while the failure is
-    /// transient ([`is_transient`]). Each failed attempt is logged (WARN) with
-    /// its readable cause and the pause before the next one.
+    /// transient ([`Error::is_connection`]: Redis not reachable yet, still
+    /// loading its data set, …); a refused password, a bad URL or an
+    /// unsuitable server are returned at once. Each failed attempt is logged
+    /// (WARN) with the error and the pause before the next one.
     pub async fn connect_with_retry(
         config: ConnectionConfig,
         policy: &RetryPolicy,
+    ) -> Result<Self> {
+        Self::connect_with_retry_explained(config, policy, &|e| e.to_string()).await
+    }
+
+    /// [`Connection::connect_with_retry`], with the logged error written by
+    /// `explain` (a command-line tool names its own flags there).
+    pub async fn connect_with_retry_explained(
+        config: ConnectionConfig,
+        policy: &RetryPolicy,
+        explain: &(dyn Fn(&Error) -> String + Sync),
     ) -> Result<Self> {
         let started = Instant::now();
         let shown_url = redacted_url(&config.url);
@@ -102,7 +105,7 @@ impl Connection {
                 }
                 Err(e) => e,
             };
-            if !is_transient(&error) {
+            if !error.is_connection() {
                 return Err(error);
             }
             let pause = policy.delay(attempt);
@@ -111,7 +114,7 @@ impl Connection {
                     warn!(
                         url = %shown_url,
                         attempt,
-                        error = %diagnose::diagnose(&error, Some(&config.url)),
+                        error = %explain(&error),
                         "giving up connecting to Redis: deadline of {} ms reached",
                         deadline.as_millis()
                     );
@@ -122,7 +125,7 @@ impl Connection {
                 url = %shown_url,
                 attempt,
                 retry_in_ms = pause.as_millis() as u64,
-                error = %diagnose::diagnose(&error, Some(&config.url)),
+                error = %explain(&error),
                 "Redis not reachable yet; retrying"
             );
             tokio::time::sleep(pause).await;

@@ -5,19 +5,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
-use crate::lock_protocol::{HeldLock, HeldLocks, HeldLocksRef, LockManagerMsg};
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these short critical sections leaves plain
-    // data behind, still consistent enough to keep going.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use super::protocol::{HeldLock, HeldLocks, HeldLocksRef, InternalMsg, LockManagerMsg};
+use crate::sync::lock;
 
 /// Why a held job was cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +122,9 @@ impl LockSeam {
     /// many jobs are held.
     pub fn attach(self: &Arc<Self>, lm: ActorRef<LockManagerMsg>) -> usize {
         let set: Arc<dyn HeldLocks> = self.clone();
-        let _ = lm.cast(LockManagerMsg::Share(HeldLocksRef::new(set)));
+        let _ = lm.cast(LockManagerMsg::internal(InternalMsg::Share(
+            HeldLocksRef::new(set),
+        )));
         let mut s = lock(&self.state);
         s.lock_manager = Some(lm);
         s.held.len()

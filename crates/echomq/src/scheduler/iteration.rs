@@ -3,15 +3,17 @@
 use echomq_protocol::call::scheduler::{
     field as sched_field, json_u64, opt, IterationOptions, RepeatOptions, UpdateJobScheduler,
 };
-use echomq_protocol::{JobRecord, QueueKeys};
+use echomq_protocol::{Job, QueueKeys};
 use fred::prelude::HashesInterface;
 use serde_json::{Map, Value as Json};
 use tracing::{debug, warn};
 
-use super::SchedulerInfo;
-use crate::connection::Connection;
+use echomq_protocol::call::scheduler::SchedulerInfo;
+
+use super::cron::CronSchedule;
+use super::spec::has_legacy_repeat_key_shape;
+use crate::connection::pool::Connection;
 use crate::error::{Error, Result};
-use crate::schedule::{has_legacy_repeat_key_shape, CronSchedule};
 
 /// Creates the iteration that follows `job`, the scheduler iteration a worker
 /// has just taken (moveToActive returned it with `rjk`). Call it before running
@@ -25,7 +27,7 @@ use crate::schedule::{has_legacy_repeat_key_shape, CronSchedule};
 pub async fn create_next_iteration(
     conn: &Connection,
     keys: &QueueKeys,
-    job: &JobRecord,
+    job: &Job,
 ) -> Result<Option<String>> {
     create_next_iteration_at(conn, keys, job, crate::clock::now_ms()).await
 }
@@ -36,7 +38,7 @@ pub async fn create_next_iteration(
 pub(crate) async fn create_next_iteration_at(
     conn: &Connection,
     keys: &QueueKeys,
-    job: &JobRecord,
+    job: &Job,
     now: u64,
 ) -> Result<Option<String>> {
     let Some(scheduler_id) = job.repeat_job_key.as_deref() else {

@@ -4,8 +4,8 @@
 //! past and whose iteration has gone missing (deleted, evicted, lost in a
 //! crash), so a scheduler cannot silently stop.
 //!
-//! The operations themselves are [`JobSchedulers`];
-//! definitions and the cron engine are `crate::schedule`.
+//! The operations themselves are [`JobSchedulers`] (`store.rs`);
+//! definitions are `spec.rs`, the cron engine `cron.rs`.
 //! Contract: `docs/job-scheduler.md`.
 
 use std::sync::Arc;
@@ -15,12 +15,12 @@ use echomq_protocol::JobOptions;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::warn;
 
-use crate::connection::Connection;
+use echomq_protocol::call::scheduler::{Iteration, SchedulerInfo};
+
+use super::spec::SchedulerSpec;
+use super::store::{IterationRestored, JobSchedulers, SchedulerSweep};
+use crate::connection::pool::Connection;
 use crate::error::Result;
-use crate::schedule::SchedulerSpec;
-use crate::schedulers::{
-    Iteration, IterationRestored, JobSchedulers, SchedulerInfo, SchedulerSweep,
-};
 
 /// Arguments of a [`JobScheduler`]: [`JobSchedulerArgs::new`], then set the
 /// fields to change.
@@ -107,7 +107,7 @@ pub struct JobScheduler;
 pub struct JobSchedulerState {
     args: JobSchedulerArgs,
     schedulers: JobSchedulers,
-    metrics: crate::telemetry::QueueMetrics,
+    metrics: crate::telemetry::metrics::QueueMetrics,
 }
 
 impl Actor for JobScheduler {
@@ -122,7 +122,7 @@ impl Actor for JobScheduler {
     ) -> std::result::Result<Self::State, ActorProcessingErr> {
         let schedulers = JobSchedulers::new(&args.connection, &args.queue)?
             .with_default_job_options(args.default_job_options.clone());
-        let metrics = crate::telemetry::QueueMetrics::new(&args.queue);
+        let metrics = crate::telemetry::metrics::QueueMetrics::new(&args.queue);
         Ok(JobSchedulerState {
             args,
             schedulers,

@@ -1,7 +1,7 @@
 //! The Redis side of job schedulers, on BullMQ 6.2.0's wire format
 //! (docs/protocol.md): the [`JobSchedulers`] handle (upsert, remove, get,
-//! list, repair sweep) and [`create_next_iteration`], which a Worker calls
-//! right after moveToActive returned a job with `rjk`.
+//! list, repair sweep); the next iteration, which a Worker creates right
+//! after moveToActive returned a job with `rjk`, is `iteration.rs`.
 //!
 //! BullMQ has no scheduler process, and neither does EchoMQ: an upsert writes
 //! the scheduler and its first iteration `repeat:<id>:<millis>`, and each
@@ -11,9 +11,6 @@
 //! re-creates the pending iteration of a scheduler whose next run is past and
 //! whose iteration has gone missing, so a scheduler cannot silently stop.
 //! Contract: `docs/job-scheduler.md`.
-
-mod iteration;
-mod upsert;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -26,13 +23,12 @@ use echomq_protocol::{JobOptions, QueueKeys};
 use fred::prelude::{HashesInterface, KeysInterface, SortedSetsInterface};
 use tracing::warn;
 
-use crate::connection::Connection;
+use super::spec::SchedulerSpec;
+use super::{iteration, upsert};
+use crate::connection::pool::Connection;
 use crate::error::Result;
-use crate::schedule::SchedulerSpec;
 
-pub use echomq_protocol::call::scheduler::{Iteration, SchedulerInfo};
-pub use iteration::create_next_iteration;
-pub(crate) use iteration::create_next_iteration_at;
+use echomq_protocol::call::scheduler::{Iteration, SchedulerInfo};
 
 /// A sweep's notice: a scheduler's pending iteration was missing and has been
 /// re-created.
@@ -61,7 +57,7 @@ pub struct SchedulerSweep {
 ///
 /// Concurrent upserts of the same id from different handles are each atomic
 /// in Redis, and the last one wins; route them through one
-/// [`JobScheduler`](crate::job_scheduler::JobScheduler) actor to have them
+/// [`JobScheduler`](super::actor::JobScheduler) actor to have them
 /// applied in order.
 #[derive(Clone, Debug)]
 pub struct JobSchedulers {

@@ -28,12 +28,14 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Spawn
 use ractor::{SupervisionEvent, SupervisionEvent as Evt};
 use tracing::{info, warn};
 
-use crate::job_scheduler::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
-use crate::queue_events::{QueueEvents, QueueEventsArgs, QueueEventsMsg};
-use crate::supervision::{
-    ended, stop_and_wait, verdict, ChildKind, RestartIntensity, SetCloseError, SetCloseReport,
-    SupervisionDecision, SupervisionError, Verdict, WorkerSet, WorkerSetSpec, CLOSED,
+use super::close::{stop_and_wait, SetCloseError, SetCloseReport};
+use super::decision::{
+    ended, verdict, ChildKind, SupervisionDecision, SupervisionError, Verdict, CLOSED,
 };
+use super::intensity::RestartIntensity;
+use super::worker_set::{WorkerSet, WorkerSetSpec};
+use crate::queue_events::{QueueEvents, QueueEventsArgs, QueueEventsMsg};
+use crate::scheduler::actor::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 
 /// How many recent restarts [`HostStatus`] lists.
 const RECENT: usize = 64;

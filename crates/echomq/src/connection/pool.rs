@@ -15,13 +15,9 @@ use fred::prelude::{
 };
 use tracing::{debug, warn};
 
-use crate::config::ConnectionConfig;
+use super::config::{redacted_url, ConnectionConfig};
+use super::{redirect, tls};
 use crate::error::{Error, Result};
-
-mod redirect;
-mod tls;
-
-pub(crate) use redirect::{pause as refusal_pause, refused_by_cluster};
 
 /// A cheap-to-clone handle on the shared pool. Every Queue, Worker and actor of
 /// one process holds a clone of the same `Connection`.
@@ -39,7 +35,7 @@ struct Inner {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("url", &crate::config::redacted_url(&self.inner.config.url))
+            .field("url", &redacted_url(&self.inner.config.url))
             .field("prefix", &self.inner.config.prefix)
             .field("pool_size", &self.inner.config.pool_size)
             .finish()
@@ -177,7 +173,7 @@ impl Connection {
     /// retried once (the first attempt did nothing, so this is safe). In a
     /// cluster, a call the cluster refused without running it (MOVED, ASK,
     /// TRYAGAIN, CLUSTERDOWN while a slot moves or fails over) is resent with
-    /// a growing pause for up to [`redirect::BUDGET`].
+    /// a growing pause for up to 20 s.
     #[tracing::instrument(level = "trace", name = "script", skip_all, fields(script = call.script().name()))]
     pub async fn call<C: ScriptCall>(&self, call: &C) -> Result<C::Output> {
         let script = call.script();
@@ -352,6 +348,24 @@ impl Connection {
         Ok(())
     }
 
+    /// Probes the pool once with a PING. A half-open network (packets vanish,
+    /// no FIN or RST) leaves the pool's sockets open but dead: fred times each
+    /// command out and keeps the socket, so every later command on it times
+    /// out too, and renewals, finishes and stalled checks all fail for good (a
+    /// deaf worker). A PING that times out rebuilds the pool's connections
+    /// (commands are never replayed, so nothing runs twice). The Worker's
+    /// watchdog runs it; chaos scenario F40 (docs/reliability.md).
+    pub(crate) async fn probe(&self) {
+        if let Err(e) = self.inner.pool.ping::<String>(None).await {
+            if matches!(e.kind(), fred::error::ErrorKind::Timeout) {
+                warn!(error = %e, "the pool does not answer: reconnecting it");
+                if let Err(e) = self.inner.pool.force_reconnection().await {
+                    warn!(error = %e, "pool reconnection failed; the next watchdog tick retries");
+                }
+            }
+        }
+    }
+
     /// Closes every client of the pool.
     pub async fn close(&self) {
         let _ = self.inner.pool.quit().await;
@@ -515,7 +529,7 @@ fn builder(fred_config: &Config, config: &ConnectionConfig) -> Builder {
 /// involved, since fred's own message ("connection reset", "invalid peer
 /// certificate") does not say which side is misconfigured.
 fn explain_connect_error(config: &ConnectionConfig, e: fred::error::Error) -> Error {
-    let url = crate::config::redacted_url(&config.url);
+    let url = redacted_url(&config.url);
     if e.details().to_ascii_lowercase().contains("refused") {
         // Nothing listens there: no TLS hint would help.
         return Error::Redis(e);

@@ -14,14 +14,15 @@ use ractor::{ActorRef, ActorStatus};
 use super::blocking::BlockingConn;
 use super::gate::SlotGate;
 use super::hints::FetchHints;
+use super::messages::{WorkerEvent, WorkerMsg};
+use super::options::WorkerOptions;
 use super::processor::Processor;
-use super::seam::LockSeam;
-use super::{WorkerEvent, WorkerMsg, WorkerOptions};
-use crate::connection::Connection;
+use crate::connection::pool::Connection;
 use crate::error::Result;
-use crate::queue::Queue;
+use crate::locks::seam::LockSeam;
+use crate::queue::handle::Queue;
 
-/// What a worker counts, for [`WorkerStatus`](super::WorkerStatus).
+/// What a worker counts, for [`WorkerStatus`](super::messages::WorkerStatus).
 #[derive(Default)]
 pub(crate) struct Counters {
     processed: AtomicU64,
@@ -70,7 +71,7 @@ impl Counters {
     }
 }
 
-pub(crate) struct WorkerCore {
+pub(crate) struct WorkerShared {
     queue: Arc<Queue>,
     processor: Arc<dyn Processor>,
     opts: WorkerOptions,
@@ -78,14 +79,14 @@ pub(crate) struct WorkerCore {
     gate: Arc<SlotGate>,
     seam: Arc<LockSeam>,
     hints: FetchHints,
-    blocking: BlockingConn,
+    blocking: Arc<BlockingConn>,
     counters: Counters,
-    metrics: crate::telemetry::QueueMetrics,
+    metrics: crate::telemetry::metrics::QueueMetrics,
     myself: ActorRef<WorkerMsg>,
     events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
 }
 
-impl WorkerCore {
+impl WorkerShared {
     pub fn new(
         queue: Queue,
         processor: Arc<dyn Processor>,
@@ -93,11 +94,14 @@ impl WorkerCore {
         myself: ActorRef<WorkerMsg>,
         events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
     ) -> Self {
-        WorkerCore {
+        WorkerShared {
             name: opts.name.as_deref().map(Arc::from),
             gate: Arc::new(SlotGate::new(opts.concurrency)),
-            blocking: BlockingConn::new(queue.connection().clone(), queue.keys().marker()),
-            metrics: crate::telemetry::QueueMetrics::new(queue.name()),
+            blocking: Arc::new(BlockingConn::new(
+                queue.connection().clone(),
+                queue.keys().marker(),
+            )),
+            metrics: crate::telemetry::metrics::QueueMetrics::new(queue.name()),
             queue: Arc::new(queue),
             processor,
             opts,
@@ -146,7 +150,7 @@ impl WorkerCore {
         &self.hints
     }
 
-    pub fn blocking(&self) -> &BlockingConn {
+    pub fn blocking(&self) -> &Arc<BlockingConn> {
         &self.blocking
     }
 
@@ -155,7 +159,7 @@ impl WorkerCore {
     }
 
     /// This queue's metric handles.
-    pub fn telemetry(&self) -> &crate::telemetry::QueueMetrics {
+    pub fn telemetry(&self) -> &crate::telemetry::metrics::QueueMetrics {
         &self.metrics
     }
 

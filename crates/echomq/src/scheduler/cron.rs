@@ -27,7 +27,7 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::{Cron, CronPattern, Weekday};
 
-use super::SchedulerError;
+use super::error::SchedulerError;
 
 /// The zone a cron pattern is evaluated in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,8 @@
 //! What a Worker and its LockManager say to each other, in one place so that
 //! neither module names the other: the Worker sends [`LockManagerMsg`]s, the
-//! LockManager reports back through the [`LockOwner`] it was given.
+//! LockManager reports back through the [`LockOwner`] it was given. Only the
+//! host's control messages and the answers are public; the plumbing between
+//! the two actors is the crate's.
 
 use std::fmt;
 use std::sync::Arc;
@@ -37,18 +39,18 @@ pub struct LockStats {
 }
 
 /// Whoever holds the jobs whose locks a LockManager renews (the Worker).
-pub trait LockOwner: Send + Sync + 'static {
+pub(crate) trait LockOwner: Send + Sync + 'static {
     /// The lock of `job_id` (taken with `token`) could not be renewed.
     fn lock_lost(&self, job_id: String, token: String);
 
     /// This LockManager renews the owner's locks from now on: the owner
-    /// answers with a `Track` for every job it holds.
+    /// answers by sharing its set of held jobs.
     fn attach(&self, lock_manager: ActorRef<LockManagerMsg>);
 }
 
 /// One lock in a [`HeldLocks`] set.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldLock {
+pub(crate) struct HeldLock {
     /// Job id.
     pub id: String,
     /// The token the lock holds.
@@ -60,14 +62,14 @@ pub struct HeldLock {
 /// The locks an owner holds, shared with its LockManager instead of reported
 /// one message per job: taking and letting go of a job then cost a map update
 /// in the owner, and the LockManager reads the set once per tick.
-pub trait HeldLocks: Send + Sync + 'static {
+pub(crate) trait HeldLocks: Send + Sync + 'static {
     /// Every lock held now.
     fn snapshot(&self) -> Vec<HeldLock>;
 }
 
 /// A shared handle on a [`HeldLocks`] set.
 #[derive(Clone)]
-pub struct HeldLocksRef(Arc<dyn HeldLocks>);
+pub(crate) struct HeldLocksRef(Arc<dyn HeldLocks>);
 
 impl HeldLocksRef {
     /// Shares `set`; the LockManager keeps it while anyone else does.
@@ -102,7 +104,7 @@ impl fmt::Debug for HeldLocksRef {
 
 /// A shared handle on a [`LockOwner`].
 #[derive(Clone)]
-pub struct LockOwnerRef(Arc<dyn LockOwner>);
+pub(crate) struct LockOwnerRef(Arc<dyn LockOwner>);
 
 impl LockOwnerRef {
     /// Wraps an owner.
@@ -125,41 +127,42 @@ impl fmt::Debug for LockOwnerRef {
     }
 }
 
-/// The LockManager's messages.
+/// The LockManager's messages: the host's controls, and the plumbing
+/// between the LockManager and its Worker ([`Internal`], opaque to hosts).
 #[derive(Debug)]
 pub enum LockManagerMsg {
-    /// Renew this job's lock from now on.
-    Track {
-        /// Job id.
-        id: String,
-        /// The token the lock holds.
-        token: String,
-    },
-    /// Stop renewing this job's lock.
-    Untrack {
-        /// Job id.
-        id: String,
-    },
-    /// Renew every lock of this set at each tick, from now on, without a
-    /// Track or Untrack per job (a Worker shares its held jobs this way).
-    Share(HeldLocksRef),
-    /// Renew every tracked lock now, due or not (one call); the timer is
-    /// not affected.
+    /// Renew every held lock now, due or not (one call); the timer is not
+    /// affected.
     RenewNow,
-    /// The tracked locks.
+    /// The held locks, with the time since each was last renewed.
     GetTracked(RpcReplyPort<Vec<TrackedLock>>),
     /// The counters.
     GetStats(RpcReplyPort<LockStats>),
-    /// Report lost locks to this owner from now on: a Worker restarted by the
-    /// host's supervisor sends it when it starts with this LockManager.
-    AttachWorker(LockOwnerRef),
     /// Panics the actor (fault injection for supervision and chaos tests).
     #[cfg(feature = "fault-injection")]
     Crash,
-    /// The timer (opaque to hosts).
-    Tick(Tick),
+    /// Messages only the crate sends (the timer, the Worker's held set).
+    Internal(Internal),
 }
 
-/// A timer message; only the LockManager makes them.
+/// A message only the crate makes.
 #[derive(Debug)]
-pub struct Tick(pub(crate) u64);
+pub struct Internal(pub(crate) InternalMsg);
+
+#[derive(Debug)]
+pub(crate) enum InternalMsg {
+    /// The timer.
+    Tick(u64),
+    /// Renew every lock of this set at each tick, from now on (a Worker
+    /// shares its held jobs this way instead of a message per job).
+    Share(HeldLocksRef),
+    /// Report lost locks to this owner from now on: a Worker restarted by the
+    /// host's supervisor sends it when it starts with this LockManager.
+    AttachWorker(LockOwnerRef),
+}
+
+impl LockManagerMsg {
+    pub(crate) fn internal(msg: InternalMsg) -> Self {
+        LockManagerMsg::Internal(Internal(msg))
+    }
+}

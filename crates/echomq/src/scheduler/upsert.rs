@@ -7,9 +7,10 @@ use echomq_protocol::{JobOptions, QueueKeys, ValidationError};
 use serde_json::{Map, Value as Json};
 use tracing::info;
 
-use crate::connection::Connection;
+use super::cron::CronSchedule;
+use super::spec::{Repeat, SchedulerSpec};
+use crate::connection::pool::Connection;
 use crate::error::{Error, Result};
-use crate::schedule::{CronSchedule, Repeat, SchedulerSpec};
 
 pub(super) async fn upsert(
     conn: &Connection,

@@ -1,0 +1,236 @@
+//! What a worker is started with: its settings ([`WorkerOptions`], BullMQ's
+//! defaults) and its arguments ([`WorkerArgs`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use echomq_protocol::KeepJobs;
+use ractor::ActorRef;
+
+use super::backoff_strategy::BackoffStrategy;
+use super::messages::{WorkerEvent, WorkerMsg};
+use super::processor::Processor;
+use crate::locks::manager::LockManagerArgs;
+use crate::locks::protocol::{LockManagerMsg, LockOwnerRef};
+use crate::queue::handle::Queue;
+use crate::queue::limits::RateLimit;
+
+/// Settings of a worker; the defaults are BullMQ 6.2.0's.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct WorkerOptions {
+    /// Jobs run at the same time. Default 1.
+    pub concurrency: usize,
+    /// TTL of a job lock, set on take and on every renewal. Default 30 s.
+    pub lock_duration: Duration,
+    /// How often the lock is renewed; `None` = `lock_duration / 2`.
+    pub lock_renew_time: Option<Duration>,
+    /// Period of the stalled check (run by the StalledChecker actor; kept
+    /// here so one settings struct describes the worker). Default 30 s.
+    pub stalled_interval: Duration,
+    /// Stalls tolerated before a job is failed. Default 1.
+    pub max_stalled_count: u64,
+    /// BZPOPMIN timeout (delayed jobs have their own timer). Default 5 s
+    /// (capped at 10 s).
+    pub drain_delay: Duration,
+    /// Worker name: `pb` of taken jobs and the `:w:<name>` suffix of the
+    /// blocking connection's client name. Default none.
+    pub name: Option<String>,
+    /// Jobs whose `ats` exceeds this are failed on pick-up. Default none;
+    /// `Some(0)` also means no limit, as BullMQ's `maxStartedAttempts: 0`.
+    pub max_started_attempts: Option<u64>,
+    /// Retention after completion when the job sets none.
+    pub remove_on_complete: Option<KeepJobs>,
+    /// Retention after final failure when the job sets none.
+    pub remove_on_fail: Option<KeepJobs>,
+    /// Metrics data points (`None` = metrics off).
+    pub max_metrics_size: Option<u64>,
+    /// How often the actor checks that the blocking read is alive. Default 5 s.
+    pub watchdog_interval: Duration,
+    /// How long a cancelled processor may run on before its future is
+    /// dropped. Default 1 s.
+    pub cancel_grace: Duration,
+    /// Pause between tries when producing the next iteration of a job
+    /// scheduler fails on the connection (BullMQ's `runRetryDelay`).
+    /// Default 15 s.
+    pub run_retry_delay: Duration,
+    /// The worker's rate limiter: at most `max` jobs start per `duration`
+    /// across every worker of the queue that uses the same limiter, Rust or
+    /// Node (they share `{P}limiter`). A global limit set on the queue
+    /// overrides its max. Default none.
+    pub limiter: Option<RateLimit>,
+    /// Computes the retry delay of jobs whose backoff type is custom (BullMQ's
+    /// `settings.backoffStrategy`). Without it such a job fails for good.
+    pub backoff_strategy: Option<BackoffStrategy>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            concurrency: 1,
+            lock_duration: Duration::from_millis(30_000),
+            lock_renew_time: None,
+            stalled_interval: Duration::from_millis(30_000),
+            max_stalled_count: 1,
+            drain_delay: Duration::from_secs(5),
+            name: None,
+            max_started_attempts: None,
+            remove_on_complete: None,
+            remove_on_fail: None,
+            max_metrics_size: None,
+            watchdog_interval: Duration::from_secs(5),
+            cancel_grace: Duration::from_secs(1),
+            run_retry_delay: Duration::from_secs(15),
+            limiter: None,
+            backoff_strategy: None,
+        }
+    }
+}
+
+/// Builder setters, one per setting: `WorkerOptions::default().concurrency(8)`.
+impl WorkerOptions {
+    /// Sets [`backoff_strategy`](Self::backoff_strategy).
+    pub fn backoff_strategy(mut self, strategy: BackoffStrategy) -> Self {
+        self.backoff_strategy = Some(strategy);
+        self
+    }
+
+    /// Sets [`limiter`](Self::limiter).
+    pub fn limiter(mut self, limit: RateLimit) -> Self {
+        self.limiter = Some(limit);
+        self
+    }
+
+    /// Sets [`concurrency`](Self::concurrency).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Sets [`lock_duration`](Self::lock_duration).
+    pub fn lock_duration(mut self, d: Duration) -> Self {
+        self.lock_duration = d;
+        self
+    }
+
+    /// Sets [`lock_renew_time`](Self::lock_renew_time).
+    pub fn lock_renew_time(mut self, d: Duration) -> Self {
+        self.lock_renew_time = Some(d);
+        self
+    }
+
+    /// Sets [`stalled_interval`](Self::stalled_interval).
+    pub fn stalled_interval(mut self, d: Duration) -> Self {
+        self.stalled_interval = d;
+        self
+    }
+
+    /// Sets [`max_stalled_count`](Self::max_stalled_count).
+    pub fn max_stalled_count(mut self, n: u64) -> Self {
+        self.max_stalled_count = n;
+        self
+    }
+
+    /// Sets [`drain_delay`](Self::drain_delay).
+    pub fn drain_delay(mut self, d: Duration) -> Self {
+        self.drain_delay = d;
+        self
+    }
+
+    /// Sets [`name`](Self::name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets [`max_started_attempts`](Self::max_started_attempts) (0 = no limit).
+    pub fn max_started_attempts(mut self, n: u64) -> Self {
+        self.max_started_attempts = Some(n);
+        self
+    }
+
+    /// Sets [`remove_on_complete`](Self::remove_on_complete).
+    pub fn remove_on_complete(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_complete = Some(keep);
+        self
+    }
+
+    /// Sets [`remove_on_fail`](Self::remove_on_fail).
+    pub fn remove_on_fail(mut self, keep: KeepJobs) -> Self {
+        self.remove_on_fail = Some(keep);
+        self
+    }
+
+    /// Sets [`max_metrics_size`](Self::max_metrics_size).
+    pub fn max_metrics_size(mut self, points: u64) -> Self {
+        self.max_metrics_size = Some(points);
+        self
+    }
+
+    /// Sets [`watchdog_interval`](Self::watchdog_interval).
+    pub fn watchdog_interval(mut self, d: Duration) -> Self {
+        self.watchdog_interval = d;
+        self
+    }
+
+    /// Sets [`cancel_grace`](Self::cancel_grace).
+    pub fn cancel_grace(mut self, d: Duration) -> Self {
+        self.cancel_grace = d;
+        self
+    }
+
+    /// Sets [`run_retry_delay`](Self::run_retry_delay).
+    pub fn run_retry_delay(mut self, d: Duration) -> Self {
+        self.run_retry_delay = d;
+        self
+    }
+}
+
+/// Start-up arguments of a [`Worker`](super::actor::Worker).
+#[derive(Clone)]
+pub struct WorkerArgs {
+    /// The queue (and through it the shared connection).
+    pub queue: Queue,
+    /// The code run for every job.
+    pub processor: Arc<dyn Processor>,
+    /// Settings.
+    pub options: WorkerOptions,
+    /// The LockManager that renews this worker's locks, when already spawned.
+    /// A LockManager spawned with this worker's ref attaches itself instead.
+    pub lock_manager: Option<ActorRef<LockManagerMsg>>,
+    /// Where [`WorkerEvent`]s go; full channel = event dropped and counted.
+    pub events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
+}
+
+impl WorkerArgs {
+    /// Arguments with default options and no event channel.
+    pub fn new(queue: Queue, processor: Arc<dyn Processor>) -> Self {
+        WorkerArgs {
+            queue,
+            processor,
+            options: WorkerOptions::default(),
+            lock_manager: None,
+            events: None,
+        }
+    }
+
+    /// The LockManager arguments matching these settings.
+    pub fn lock_manager_args(&self, worker: Option<ActorRef<WorkerMsg>>) -> LockManagerArgs {
+        LockManagerArgs {
+            connection: self.queue.connection().clone(),
+            keys: self.queue.keys().clone(),
+            lock_duration: self.options.lock_duration,
+            lock_renew_time: self.options.lock_renew_time,
+            owner: worker.map(LockOwnerRef::new),
+        }
+    }
+}
+
+impl LockManagerArgs {
+    /// These arguments, reporting lost locks to `worker` (the Worker whose
+    /// locks the LockManager renews).
+    pub fn reporting_to(mut self, worker: &ActorRef<WorkerMsg>) -> Self {
+        self.owner = Some(LockOwnerRef::new(worker.clone()));
+        self
+    }
+}
