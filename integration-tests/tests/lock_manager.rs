@@ -77,6 +77,15 @@ async fn one_call_per_tick(n: usize) {
         tracked.len() == n
     })
     .await;
+    // From the next tick on, the Worker has no free slot and sends nothing:
+    // a fetch still in flight when the last job was taken has answered.
+    let held_at = stats(&lm).await.ticks;
+    wait_until(
+        "a tick with every job held",
+        Duration::from_secs(5),
+        async || stats(&lm).await.ticks > held_at,
+    )
+    .await;
     let before = stats(&lm).await;
     let evalsha_before = evalsha_calls(&c).await;
     // Three lock lifetimes: without renewal every lock would be gone.
@@ -111,9 +120,11 @@ async fn one_call_per_tick(n: usize) {
         stats(&lm).await.ticks > ticked
     })
     .await;
+    let held: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 5000).unwrap();
+    assert_eq!(held.len(), n);
     let pipe = c.pipeline();
-    for i in 0..n {
-        let _: () = pipe.pttl(format!("emq:lm:{i}:lock")).await.unwrap();
+    for lock in &held {
+        let _: () = pipe.pttl(format!("emq:lm:{}:lock", lock.id)).await.unwrap();
     }
     let pttls: Vec<i64> = pipe.all().await.unwrap();
     let min = *pttls.iter().min().unwrap();

@@ -56,6 +56,15 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// Where the command connects.
+    pub fn target(&self) -> crate::target::Target {
+        crate::target::Target {
+            url: self.url.clone(),
+            prefix: self.prefix.clone(),
+            config: self.connection_config(),
+        }
+    }
+
     /// The connection settings of the global flags.
     pub fn connection_config(&self) -> echomq::ConnectionConfig {
         let mut c = echomq::ConnectionConfig::with_url(&self.url);
@@ -230,19 +239,19 @@ pub enum Command {
     Limiter {
         queue: String,
         #[command(subcommand)]
-        action: crate::parity::LimiterAction,
+        action: crate::limits::LimiterAction,
     },
     /// Show, set or remove the global concurrency.
     Concurrency {
         queue: String,
         #[command(subcommand)]
-        action: crate::parity::ConcurrencyAction,
+        action: crate::limits::ConcurrencyAction,
     },
     /// Show or free a deduplication id.
     Dedup {
         queue: String,
         #[command(subcommand)]
-        action: crate::parity::DedupAction,
+        action: crate::dedup::DedupAction,
     },
     /// Add a flow from a JSON file in BullMQ's FlowJob shape (or an array of
     /// them); prints the tree of ids.
@@ -317,4 +326,17 @@ pub enum SchedulerAction {
     },
     /// Remove a scheduler and its pending delayed iteration.
     Remove { id: String },
+}
+
+impl Command {
+    /// Whether a limits or deduplication command only reads (the queue's
+    /// meta hash is then left alone).
+    pub fn reads_only_limits(&self) -> bool {
+        match self {
+            Command::Limiter { action, .. } => crate::limits::limiter_reads_only(action),
+            Command::Concurrency { action, .. } => crate::limits::concurrency_reads_only(action),
+            Command::Dedup { action, .. } => crate::dedup::dedup_reads_only(action),
+            _ => false,
+        }
+    }
 }

@@ -53,7 +53,7 @@ pub async fn run(cli: Cli) -> Res {
             | Command::Audit { .. }
             | Command::Flow { .. }
             | Command::Metrics { .. }
-    ) || crate::parity::reads_only(&cli.command);
+    ) || cli.command.reads_only_limits();
     let queue = Queue::with_options(
         &conn,
         queue_name,
@@ -248,10 +248,10 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             name,
             search,
             ..
-        } => crate::parity::search_jobs(q, state, start, end, asc, name, search).await,
-        Command::Limiter { action, .. } => crate::parity::limiter(q, action).await,
-        Command::Concurrency { action, .. } => crate::parity::concurrency(q, action).await,
-        Command::Dedup { action, .. } => crate::parity::dedup(q, action).await,
+        } => crate::search::search_jobs(q, state.into(), start, end, asc, name, search).await,
+        Command::Limiter { action, .. } => crate::limits::limiter(q, action).await,
+        Command::Concurrency { action, .. } => crate::limits::concurrency(q, action).await,
+        Command::Dedup { action, .. } => crate::dedup::dedup(q, action).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
         Command::Flow {
             id,

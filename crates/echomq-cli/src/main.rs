@@ -8,13 +8,16 @@
 
 mod cli;
 mod commands;
+mod dedup;
 mod demo;
 mod demo_flow;
 mod flows;
+mod limits;
 mod otlp;
-mod parity;
+mod search;
 mod service;
 mod style;
+mod target;
 mod ui;
 mod work;
 
@@ -25,14 +28,14 @@ async fn main() {
     let matches = cli::Cli::command().get_matches();
     let cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if cli.tls_insecure {
-        print_warning("--tls-insecure: the server's TLS certificate is NOT verified");
+        style::print_warning("--tls-insecure: the server's TLS certificate is NOT verified");
     }
     if let cli::Command::Work(args) = &cli.command {
         let sources = service::GlobalSources::of(&matches);
-        std::process::exit(service::main(&cli, sources, args).await);
+        std::process::exit(service::main(&cli.target(), sources, args).await);
     }
     if let cli::Command::Ui(args) = &cli.command {
-        std::process::exit(ui::main(&cli, args).await);
+        std::process::exit(ui::main(&cli.target(), args).await);
     }
     let url = cli.url.clone();
     if let Err(e) = commands::run(cli).await {
@@ -40,32 +43,14 @@ async fn main() {
         let code = match e.downcast_ref::<echomq::Error>() {
             Some(err) => {
                 let d = echomq_cli::diagnose::diagnose(err, Some(&url));
-                print_error(&d.message);
+                style::print_error(&d.message);
                 d.class.exit_code()
             }
             None => {
-                print_error(&e.to_string());
+                style::print_error(&e.to_string());
                 1
             }
         };
         std::process::exit(code);
     }
-}
-
-/// One `warning: …` line on stderr.
-pub(crate) fn print_warning(message: &str) {
-    anstream::eprintln!(
-        "{}warning:{} {message}",
-        style::ERR.render(),
-        style::ERR.render_reset()
-    );
-}
-
-/// One `error: …` line on stderr.
-pub(crate) fn print_error(message: &str) {
-    anstream::eprintln!(
-        "{}error:{} {message}",
-        style::ERR.render(),
-        style::ERR.render_reset()
-    );
 }

@@ -15,7 +15,7 @@ use echomq_cli::diagnose::{self, FailureClass};
 use serde::Deserialize;
 use tracing::warn;
 
-use crate::cli::Cli;
+use crate::target::Target;
 use crate::work::{Synthetic, WorkSettings};
 
 /// Options of `echomq work`. Each is optional here: a value missing from
@@ -168,7 +168,7 @@ impl GlobalSources {
 /// Flag > env > file > default, for every option; a config error is one
 /// line.
 pub fn resolve(
-    cli: &Cli,
+    cli: &Target,
     sources: GlobalSources,
     args: &WorkArgs,
     env: impl Fn(&str) -> Option<String>,
@@ -219,7 +219,7 @@ pub fn resolve(
     }
     let limiter = match args.limiter.clone().or(file.limiter) {
         Some(text) => {
-            Some(crate::parity::parse_rate_limit(&text).map_err(|e| format!("--limiter: {e}"))?)
+            Some(crate::limits::parse_rate_limit(&text).map_err(|e| format!("--limiter: {e}"))?)
         }
         None => None,
     };
@@ -315,12 +315,12 @@ fn init_logging(
 
 /// Prints one error line and gives the exit code of its class.
 fn fail(class: FailureClass, message: &str) -> i32 {
-    crate::print_error(message);
+    crate::style::print_error(message);
     class.exit_code()
 }
 
 /// `echomq work`, start to exit; answers the exit code.
-pub async fn main(cli: &Cli, sources: GlobalSources, args: &WorkArgs) -> i32 {
+pub async fn main(cli: &Target, sources: GlobalSources, args: &WorkArgs) -> i32 {
     let r = match resolve(cli, sources, args, |k| std::env::var(k).ok()) {
         Ok(r) => r,
         Err(e) => return fail(FailureClass::Config, &e),
@@ -358,7 +358,7 @@ pub async fn main(cli: &Cli, sources: GlobalSources, args: &WorkArgs) -> i32 {
     };
     // TLS and durability come from the global flags (and their env vars);
     // URL and prefix from the resolved flag > env > file > default layers.
-    let mut config = cli.connection_config();
+    let mut config = cli.config.clone();
     config.url = r.url.clone();
     config.prefix = r.prefix.clone();
     let policy = match r.connect_timeout {
@@ -458,9 +458,11 @@ mod tests {
     use super::*;
     use clap::{CommandFactory, FromArgMatches};
 
-    fn parse(argv: &[&str]) -> (Cli, GlobalSources, WorkArgs) {
-        let m = Cli::command().try_get_matches_from(argv).unwrap();
-        let cli = Cli::from_arg_matches(&m).unwrap();
+    fn parse(argv: &[&str]) -> (crate::cli::Cli, GlobalSources, WorkArgs) {
+        let m = crate::cli::Cli::command()
+            .try_get_matches_from(argv)
+            .unwrap();
+        let cli = crate::cli::Cli::from_arg_matches(&m).unwrap();
         let crate::cli::Command::Work(args) = &cli.command else {
             panic!("not work")
         };
@@ -484,7 +486,7 @@ mod tests {
             parse(&["echomq", "work", "--config", cfg, "--concurrency", "5"]);
         args.lock_duration = args.lock_duration.or(Some(9000)); // as if ECHOMQ_LOCK_DURATION=9000
         let env = |k: &str| (k == "ECHOMQ_PREFIX").then(|| "{e}".to_owned());
-        let r = resolve(&cli, src, &args, env).unwrap();
+        let r = resolve(&cli.target(), src, &args, env).unwrap();
         assert_eq!(r.settings.concurrency, 5, "flag over file");
         assert_eq!(
             r.settings.lock_duration,
@@ -509,14 +511,14 @@ mod tests {
             "--config",
             cfg,
         ]);
-        let r = resolve(&cli, src, &args, |k| {
+        let r = resolve(&cli.target(), src, &args, |k| {
             (k == "ECHOMQ_URL").then(|| "redis://env:3".into())
         })
         .unwrap();
         assert_eq!(r.url, "redis://flag:2", "flag over env");
         assert_eq!(r.queue, "q");
         let (cli, src, args) = parse(&["echomq", "work", "q", "--url", "redis://flag:2"]);
-        let r = resolve(&cli, src, &args, |k| {
+        let r = resolve(&cli.target(), src, &args, |k| {
             (k == "ECHOMQ_URL").then(|| "redis://env:3".into())
         })
         .unwrap();
@@ -525,13 +527,13 @@ mod tests {
             "a global flag after the subcommand counts as a flag"
         );
         let (cli, src, args) = parse(&["echomq", "work", "q", "--config", cfg]);
-        let r = resolve(&cli, src, &args, |k| {
+        let r = resolve(&cli.target(), src, &args, |k| {
             (k == "ECHOMQ_URL").then(|| "redis://env:3".into())
         })
         .unwrap();
         assert_eq!(r.url, "redis://env:3", "env over file");
         std::fs::write(&path, "concurency = 3\n").unwrap();
-        let e = resolve(&cli, src, &args, |_| None).unwrap_err();
+        let e = resolve(&cli.target(), src, &args, |_| None).unwrap_err();
         assert!(
             e.starts_with(&format!(
                 "config file {cfg} line 1: unknown field `concurency`"
@@ -544,19 +546,19 @@ mod tests {
     #[test]
     fn metrics_and_otlp_options_resolve_like_the_others() {
         let (cli, src, args) = parse(&["echomq", "work", "q", "--metrics-addr", "127.0.0.1:9464"]);
-        let r = resolve(&cli, src, &args, |_| None).unwrap();
+        let r = resolve(&cli.target(), src, &args, |_| None).unwrap();
         assert_eq!(r.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(r.otlp_endpoint, None, "off by default");
         // The standard OTLP variable alone turns the export on, the exporter
         // reading the endpoint itself.
-        let r = resolve(&cli, src, &args, |k| {
+        let r = resolve(&cli.target(), src, &args, |k| {
             (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://c:4318".into())
         })
         .unwrap();
         assert_eq!(r.otlp_endpoint.as_deref(), Some(""));
         let (cli, src, args) =
             parse(&["echomq", "work", "q", "--otlp-endpoint", "http://flag:4318"]);
-        let r = resolve(&cli, src, &args, |k| {
+        let r = resolve(&cli.target(), src, &args, |k| {
             (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://env:4318".into())
         })
         .unwrap();
@@ -571,7 +573,9 @@ mod tests {
     }
 
     fn parse_err(argv: &[&str]) -> bool {
-        Cli::command().try_get_matches_from(argv).is_err()
+        crate::cli::Cli::command()
+            .try_get_matches_from(argv)
+            .is_err()
     }
 
     #[test]

@@ -29,3 +29,13 @@ pub fn for_event(name: &str) -> Style {
 pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
     format!("{}{text}{}", style.render(), style.render_reset())
 }
+
+/// One `warning: …` line on stderr.
+pub fn print_warning(message: &str) {
+    anstream::eprintln!("{}warning:{} {message}", ERR.render(), ERR.render_reset());
+}
+
+/// One `error: …` line on stderr.
+pub fn print_error(message: &str) {
+    anstream::eprintln!("{}error:{} {message}", ERR.render(), ERR.render_reset());
+}

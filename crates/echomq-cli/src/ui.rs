@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use echomq_ui::{AuthToken, UiConfig};
 
-use crate::cli::Cli;
+use crate::target::Target;
 
 /// Options of `echomq ui` (the URL, prefix and TLS flags are the global ones).
 #[derive(Debug, clap::Args)]
@@ -31,7 +31,7 @@ pub struct UiArgs {
 
 /// Runs the dashboard; the exit code follows `main.rs`: 2 for a refused
 /// setting, 3/4 for Redis, 1 otherwise.
-pub async fn main(cli: &Cli, args: &UiArgs) -> i32 {
+pub async fn main(cli: &Target, args: &UiArgs) -> i32 {
     init_logs();
     let config = UiConfig::default()
         .bind(args.bind)
@@ -39,21 +39,21 @@ pub async fn main(cli: &Cli, args: &UiArgs) -> i32 {
         .read_only(args.read_only);
     // Refuse a bad setting before connecting to anything.
     if let Err(e) = config.validate() {
-        crate::print_error(&e.to_string());
+        crate::style::print_error(&e.to_string());
         return 2;
     }
-    let conn = match echomq::Connection::connect(cli.connection_config()).await {
+    let conn = match echomq::Connection::connect(cli.config.clone()).await {
         Ok(c) => c,
         Err(e) => {
             let d = echomq_cli::diagnose::diagnose(&e, Some(&cli.url));
-            crate::print_error(&d.message);
+            crate::style::print_error(&d.message);
             return d.class.exit_code();
         }
     };
     let ui = match echomq_ui::start(conn.clone(), config).await {
         Ok(ui) => ui,
         Err(e) => {
-            crate::print_error(&e.to_string());
+            crate::style::print_error(&e.to_string());
             conn.close().await;
             return match e {
                 echomq_ui::UiError::Config(_) => 2,
@@ -71,7 +71,7 @@ pub async fn main(cli: &Cli, args: &UiArgs) -> i32 {
     let code = match ui.shutdown().await {
         Ok(()) => 0,
         Err(e) => {
-            crate::print_error(&e.to_string());
+            crate::style::print_error(&e.to_string());
             1
         }
     };

@@ -79,14 +79,6 @@ impl ScriptErrorCode {
             SchedulerJobSlotsBusy => -11,
         }
     }
-
-    /// True for the codes that mean "this worker no longer owns the job".
-    pub fn is_lock_lost(self) -> bool {
-        matches!(
-            self,
-            ScriptErrorCode::JobLockNotExist | ScriptErrorCode::JobLockMismatch
-        )
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! inline, and [`call_parts`] copies them into one buffer per call that all of
 //! them slice (docs/benchmarks.md, "Per-job cost, deterministic").
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 /// Values up to this length are kept inline.
 pub(crate) const INLINE: usize = 46;
@@ -81,77 +81,9 @@ impl std::hash::Hash for Wire {
     }
 }
 
-/// The bytes of a call's KEYS then ARGV, in order, for the client to send:
-/// shared values as they are, the short inline ones as slices of one buffer
-/// made for the call.
-pub fn call_parts(keys: Vec<crate::keys::Key>, args: Vec<crate::call::Arg>) -> Vec<Bytes> {
-    let wires: Vec<Wire> = keys
-        .into_iter()
-        .map(crate::keys::Key::into_wire)
-        .chain(args.into_iter().map(crate::call::Arg::into_wire))
-        .collect();
-    let inline: usize = wires
-        .iter()
-        .map(|w| match w {
-            Wire::Inline { len, .. } => *len as usize,
-            Wire::Shared(_) => 0,
-        })
-        .sum();
-    let mut arena = BytesMut::with_capacity(inline);
-    for w in &wires {
-        if let Wire::Inline { .. } = w {
-            arena.extend_from_slice(w.as_bytes());
-        }
-    }
-    let arena = arena.freeze();
-    let mut at = 0;
-    wires
-        .into_iter()
-        .map(|w| match w {
-            Wire::Shared(b) => b,
-            Wire::Inline { len, .. } => {
-                let part = arena.slice(at..at + len as usize);
-                at += len as usize;
-                part
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::Arg;
-    use crate::keys::Key;
-
-    #[test]
-    fn parts_are_the_values_in_order() {
-        let long = "x".repeat(100);
-        let keys = vec![Key::from("emq:q:wait"), Key::from(long.clone())];
-        let args = vec![
-            Arg::str("42"),
-            Arg::int(-7),
-            Arg::from_static("completed"),
-            Arg::str(&long),
-            Arg::empty(),
-            Arg::packed(vec![0x80]),
-        ];
-        let parts = call_parts(keys, args);
-        let text: Vec<&[u8]> = parts.iter().map(|b| &b[..]).collect();
-        assert_eq!(
-            text,
-            [
-                &b"emq:q:wait"[..],
-                long.as_bytes(),
-                b"42",
-                b"-7",
-                b"completed",
-                long.as_bytes(),
-                b"",
-                &[0x80],
-            ]
-        );
-    }
 
     #[test]
     fn inline_and_shared_compare_by_bytes() {

@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 
 use crate::actions::{Action, ActionInput};
 use crate::error::ApiFailure;
+use crate::guard::writable;
 use crate::model::{self, SearchField};
-use crate::security::{writable, Ctx};
+use crate::security::Ctx;
 use crate::state::App;
 
 type ApiResult = Result<Json<Value>, ApiFailure>;

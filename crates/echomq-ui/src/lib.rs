@@ -31,9 +31,11 @@ mod assets;
 mod config;
 mod discover;
 mod error;
+mod guard;
 mod live;
 mod model;
 mod pages;
+mod sampler;
 mod security;
 mod series;
 mod sse;
@@ -124,7 +126,7 @@ pub async fn start(conn: Connection, config: UiConfig) -> Result<RunningUi, UiEr
         series: Default::default(),
         cancel: cancel.clone(),
     });
-    tokio::spawn(series::run_sampler(app.clone()));
+    tokio::spawn(sampler::run_sampler(app.clone()));
     let router = router(app.clone());
     let server = tokio::spawn(async move {
         axum::serve(listener, router)
@@ -157,7 +159,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/assets/app.css", get(assets::css))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
-            security::guard,
+            guard::guard,
         ))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(app)

@@ -19,9 +19,10 @@ use serde_json::Value;
 
 use crate::actions::{question, Action, ActionInput, ACTIONS};
 use crate::error::Failure;
+use crate::guard::writable;
 use crate::live::truncate;
 use crate::model::{self, count_of, SearchField, STATES};
-use crate::security::{expired_cookie, session_cookie, writable, Ctx};
+use crate::security::{expired_cookie, session_cookie, Ctx};
 use crate::state::App;
 
 type Page = Result<Response, Failure>;

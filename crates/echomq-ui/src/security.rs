@@ -8,20 +8,17 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::RngCore;
 use subtle::ConstantTimeEq;
 
 use crate::error::{ApiFailure, Failure};
-use crate::state::App;
 
 /// Name of the session cookie.
 pub(crate) const SESSION_COOKIE: &str = "emq_ui_session";
@@ -38,7 +35,7 @@ pub(crate) struct Session {
     pub id: String,
     pub csrf: String,
     pub authed: bool,
-    last_seen: Instant,
+    pub last_seen: Instant,
 }
 
 /// The server-side session table.
@@ -48,7 +45,7 @@ pub(crate) struct Sessions {
 }
 
 impl Sessions {
-    fn get(&self, id: &str) -> Option<Session> {
+    pub(crate) fn get(&self, id: &str) -> Option<Session> {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let s = map.get_mut(id)?;
         if s.last_seen.elapsed() > SESSION_IDLE {
@@ -59,7 +56,7 @@ impl Sessions {
         Some(s.clone())
     }
 
-    fn create(&self, authed: bool) -> Session {
+    pub(crate) fn create(&self, authed: bool) -> Session {
         let s = Session {
             id: random_token(),
             csrf: random_token(),
@@ -142,7 +139,7 @@ pub(crate) fn expired_cookie() -> HeaderValue {
     HeaderValue::from_static("emq_ui_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
 }
 
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -153,7 +150,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)?
         .to_str()
@@ -171,7 +168,7 @@ fn host_name(host: &str) -> &str {
 
 /// Without a token the dashboard only answers to loopback names, so a page
 /// of another site whose name was rebound to 127.0.0.1 cannot read it.
-fn host_is_loopback(headers: &HeaderMap) -> bool {
+pub(crate) fn host_is_loopback(headers: &HeaderMap) -> bool {
     let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
         return false;
     };
@@ -182,7 +179,7 @@ fn host_is_loopback(headers: &HeaderMap) -> bool {
 
 /// A browser tells where a request comes from; one from another origin is
 /// refused. A client that sends neither header is no browser.
-fn same_origin(headers: &HeaderMap) -> bool {
+pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
         if site != "same-origin" && site != "none" {
             return false;
@@ -200,89 +197,10 @@ fn same_origin(headers: &HeaderMap) -> bool {
     origin == format!("http://{host}") || origin == format!("https://{host}")
 }
 
-/// Paths served without a login.
-fn is_public(path: &str) -> bool {
-    path == "/login" || path.starts_with("/assets/")
-}
-
-/// The middleware in front of every route.
-pub(crate) async fn guard(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
-    let path = req.uri().path().to_owned();
-    let api = path.starts_with("/api/");
-    let token = app.config.auth_token.as_ref();
-    let headers = req.headers();
-    if token.is_none() && !host_is_loopback(headers) {
-        return Failure::forbidden(
-            "without --auth-token this dashboard answers only to localhost names",
-        )
-        .into_response();
-    }
-    // Without a configured token a bearer header proves nothing and is
-    // ignored: such a request is treated as a browser's (CSRF applies).
-    let via_bearer = match (token, bearer(headers)) {
-        (Some(t), Some(given)) if t.matches(given) => true,
-        (Some(_), Some(_)) => return unauthorized(true),
-        _ => false,
-    };
-    let known = if via_bearer {
-        None
-    } else {
-        cookie(headers, SESSION_COOKIE).and_then(|id| app.sessions.get(id))
-    };
-    let fresh = known.is_none() && !via_bearer;
-    let session = match known {
-        Some(s) => s,
-        // A script's request gets a throwaway session: nothing to remember.
-        None if via_bearer => Session {
-            id: String::new(),
-            csrf: String::new(),
-            authed: true,
-            last_seen: Instant::now(),
-        },
-        None => app.sessions.create(token.is_none()),
-    };
-    let authed = token.is_none() || via_bearer || session.authed;
-    let ctx = Ctx {
-        session,
-        via_bearer,
-    };
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-    let refusal = if !authed && !is_public(&path) {
-        Some(if api || !safe {
-            unauthorized(api)
-        } else {
-            Redirect::to("/login").into_response()
-        })
-    } else if !safe && !via_bearer && !same_origin(headers) {
-        Some(Failure::forbidden("cross-origin request refused").into_response())
-    } else if !safe && api {
-        let given = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-        ctx.check_csrf(given)
-            .err()
-            .map(|f| ApiFailure(f).into_response())
-    } else {
-        None
-    };
-    let id = ctx.session.id.clone();
-    let mut resp = match refusal {
-        Some(r) => r,
-        None => {
-            req.extensions_mut().insert(ctx);
-            next.run(req).await
-        }
-    };
-    if fresh {
-        resp.headers_mut()
-            .append(header::SET_COOKIE, session_cookie(&id));
-    }
-    harden(resp.headers_mut());
-    resp
-}
-
 /// Headers that keep a page from running or loading anything but its own
 /// script and style, from being framed, and from leaking its address to
 /// other sites.
-fn harden(h: &mut HeaderMap) {
+pub(crate) fn harden(h: &mut HeaderMap) {
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
@@ -303,7 +221,7 @@ fn harden(h: &mut HeaderMap) {
     );
 }
 
-fn unauthorized(api: bool) -> Response {
+pub(crate) fn unauthorized(api: bool) -> Response {
     let f = Failure::new(
         StatusCode::UNAUTHORIZED,
         "authentication required: send `Authorization: Bearer <token>` or log in",
@@ -313,16 +231,6 @@ fn unauthorized(api: bool) -> Response {
     } else {
         f.into_response()
     }
-}
-
-/// `--read-only` refuses every action.
-pub(crate) fn writable(app: &App) -> Result<(), Failure> {
-    if app.config.read_only {
-        return Err(Failure::forbidden(
-            "this dashboard is read-only (--read-only): actions are disabled",
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

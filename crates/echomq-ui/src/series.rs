@@ -3,13 +3,9 @@
 //! counts read at the same time.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use echomq::{JobCounts, Queue, QueueOptions};
 use serde::Serialize;
-
-use crate::discover;
-use crate::state::App;
 
 /// One sample of one queue.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -31,7 +27,7 @@ pub(crate) struct Series {
 }
 
 impl Series {
-    fn push(&self, queue: &str, sample: Sample, keep: usize) {
+    pub(crate) fn push(&self, queue: &str, sample: Sample, keep: usize) {
         let mut rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
         let ring = rings.entry(queue.to_owned()).or_default();
         if ring.len() == keep {
@@ -49,53 +45,6 @@ impl Series {
             .map(|r| r.iter().copied().collect())
             .unwrap_or_default()
     }
-}
-
-/// Samples every queue of the prefix until the app is cancelled; a queue
-/// that appears is watched by the live feed from then on.
-pub(crate) async fn run_sampler(app: Arc<App>) {
-    let mut tick = tokio::time::interval(app.config.sample_every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last = std::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = app.cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let elapsed = last.elapsed().as_secs_f64().max(0.001);
-        last = std::time::Instant::now();
-        let names = match discover::queue_names(&app.conn).await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(error = %e, "sampler: queue discovery failed");
-                continue;
-            }
-        };
-        for name in names {
-            app.live.watch(&app.conn, &name).await;
-            let counts = match open(&app, &name).await {
-                Ok(q) => q.counts().await.unwrap_or_default(),
-                Err(_) => JobCounts::default(),
-            };
-            let tally = app.live.take_tally(&name);
-            let sample = Sample {
-                at: echomq::clock::now_ms(),
-                completed_per_s: tally.completed as f64 / elapsed,
-                failed_per_s: tally.failed as f64 / elapsed,
-                waiting: counts.waiting + counts.prioritized,
-            };
-            app.series.push(&name, sample, app.config.samples);
-        }
-    }
-}
-
-async fn open(app: &App, name: &str) -> echomq::Result<Queue> {
-    Queue::with_options(
-        &app.conn,
-        name,
-        QueueOptions::default().skip_meta_update(true),
-    )
-    .await
 }
 
 #[cfg(test)]

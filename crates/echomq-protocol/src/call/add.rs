@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
-use super::decode::{self, Reply};
-use super::{Arg, ReplyError, ScriptCall};
+use super::decode::{self, Reply, ReplyError};
+use super::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::{pack_map, AddArgs};
@@ -125,7 +125,7 @@ impl ScriptCall for AddJob<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
     use crate::reply::ScriptErrorCode;
 
     fn call<'a>(k: &'a QueueKeys, kind: AddKind, opts: &'a Map<String, Value>) -> AddJob<'a> {

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::decode::{self, Reply};
-use super::{Arg, ReplyError, ScriptCall};
+use super::decode::{self, Reply, ReplyError};
+use super::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -231,7 +231,7 @@ fn scheduler_row(s: ScriptId, r: Vec<Reply>) -> Result<SchedulerRow, ReplyError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
 
     fn list(items: &[&str]) -> Reply {
         Reply::Array(items.iter().map(|s| Reply::text(s)).collect())

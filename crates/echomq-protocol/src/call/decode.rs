@@ -4,9 +4,50 @@
 
 use bytes::Bytes;
 
-use super::ReplyError;
+use thiserror::Error;
+
 use crate::reply::ScriptErrorCode;
 use crate::scripts::ScriptId;
+
+/// A reply that is not what the script's contract says.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ReplyError {
+    /// The script answered one of the protocol's negative error codes.
+    #[error("script {script} refused: {code}")]
+    Code {
+        /// The script's name.
+        script: &'static str,
+        /// The code.
+        code: ScriptErrorCode,
+    },
+    /// The reply had another shape (foreign data, another script version).
+    #[error("unexpected reply from {script}: {detail}")]
+    Shape {
+        /// The script's name.
+        script: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+impl ReplyError {
+    /// A shape error of `script`.
+    pub fn shape(script: ScriptId, detail: impl Into<String>) -> Self {
+        ReplyError::Shape {
+            script: script.name(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The script code, when the error is one.
+    pub fn code(&self) -> Option<ScriptErrorCode> {
+        match self {
+            ReplyError::Code { code, .. } => Some(*code),
+            ReplyError::Shape { .. } => None,
+        }
+    }
+}
 
 /// A script's reply, as RESP carries it.
 #[derive(Debug, Clone, PartialEq)]

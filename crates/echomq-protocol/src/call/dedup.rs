@@ -1,8 +1,8 @@
 //! Deduplication: freeing a deduplication id on behalf of the job that owns it
 //! (docs/protocol.md §Deduplication).
 
-use crate::call::decode::{self, Reply};
-use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -42,7 +42,7 @@ impl ScriptCall for RemoveDeduplicationKey<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
 
     #[test]
     fn keys_args_and_reply() {

@@ -10,8 +10,8 @@
 use serde_json::{Map, Value};
 
 use super::add::AddJob;
-use super::decode::{self, Reply};
-use super::{Arg, ReplyError, ScriptCall};
+use super::decode::{self, Reply, ReplyError};
+use super::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::AddArgs;
@@ -477,7 +477,7 @@ impl ScriptCall for AuditFlows<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
     use crate::reply::ScriptErrorCode;
 
     fn k() -> QueueKeys {

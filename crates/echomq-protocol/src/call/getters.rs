@@ -1,8 +1,8 @@
 //! Reading whole jobs by state in one atomic call (docs/protocol.md §Reading jobs).
 
 use crate::call::admin::RangeOrder;
-use crate::call::decode::{self, Reply};
-use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -154,7 +154,7 @@ impl ScriptCall for SearchJobs<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
 
     #[test]
     fn args_and_entries() {

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use super::decode::{self, Reply};
-use super::{Arg, ReplyError, ScriptCall};
+use super::decode::{self, Reply, ReplyError};
+use super::script::{Arg, ScriptCall};
 use crate::job::field;
 use crate::keys::Key;
 use crate::keys::QueueKeys;
@@ -763,7 +763,7 @@ mod tests {
             }
         }
     }
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
     use crate::packing::MetricsSize;
 
     fn keys() -> QueueKeys {

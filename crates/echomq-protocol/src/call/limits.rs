@@ -2,8 +2,8 @@
 //! and the ready jobs per priority a limited queue holds back
 //! (docs/protocol.md §Rate limiting, §Global concurrency).
 
-use crate::call::decode::{self, Reply};
-use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -124,7 +124,7 @@ impl ScriptCall for GetCountsPerPriority<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
 
     #[test]
     fn rate_limit_ttl_sends_zero_for_the_queue_limit() {

@@ -1,8 +1,8 @@
 //! Queue metrics: the per-minute counts of finished jobs that moveToFinished
 //! records when a worker runs with `maxMetricsSize` (docs/flows.md §Metrics).
 
-use super::decode::{self, Reply};
-use super::{Arg, ReplyError, ScriptCall};
+use super::decode::{self, Reply, ReplyError};
+use super::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -102,7 +102,7 @@ impl ScriptCall for GetMetrics<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
 
     #[test]
     fn keys_args_and_reply() {

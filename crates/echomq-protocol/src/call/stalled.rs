@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::decode::{self, Reply};
-use super::{Arg, ReplyError, ScriptCall};
+use super::decode::{self, Reply, ReplyError};
+use super::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -66,7 +66,7 @@ impl ScriptCall for MoveStalledJobsToWait<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
 
     #[test]
     fn move_stalled_jobs_to_wait() {

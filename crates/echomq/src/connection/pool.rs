@@ -407,7 +407,7 @@ fn evalsha<C: ScriptCall>(sha: &'static str, call: &C) -> (fred::types::CustomCo
     );
     let command = evalsha_command(&keys);
     let num = num_keys(keys.len());
-    let parts = echomq_protocol::wire::call_parts(keys, call.args());
+    let parts = echomq_protocol::call::call_parts(keys, call.args());
     let mut all: Vec<Value> = Vec::with_capacity(2 + parts.len());
     all.push(Value::Bytes(fred::bytes::Bytes::from_static(
         sha.as_bytes(),

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::{
-    DelayKind, EpochMs, FinishTarget, JobFields, MoveJobFromActiveToWait, MoveToDelayed,
-    MoveToFinished, NextJob, PushEnd, Refusal, RetryJob, Verdict,
+    DelayKind, EpochMs, FinishTarget, JobFields, MoveToFinished, NextJob, Refusal, Verdict,
 };
 use echomq_protocol::job::field;
 use echomq_protocol::packing::FinishOpts;
@@ -16,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::processor::attempt_number;
 use super::shared::WorkerShared;
+use super::transition::{Finishing, Transition};
 use crate::error::{Error, Result};
 use crate::locks::seam::{CancelReason, Held};
 use echomq_protocol::Job;
@@ -90,34 +90,6 @@ pub struct FinishFailed {
     pub job: ActiveJob,
     /// What went wrong.
     pub error: Error,
-}
-
-/// Job-hash fields a transition writes first (`failedReason`, `stacktrace`).
-pub(crate) type Fields = Vec<(&'static str, String)>;
-
-/// The transitions out of `active`.
-#[derive(Debug, Clone)]
-pub(crate) enum Transition {
-    Complete(serde_json::Value),
-    Fail {
-        reason: String,
-        fields: Fields,
-    },
-    Retry {
-        fields: Fields,
-    },
-    Delay {
-        delay: Duration,
-        kind: DelayKind,
-        fields: Fields,
-    },
-    ToWait,
-}
-
-impl Transition {
-    fn finishes(&self) -> bool {
-        matches!(self, Transition::Complete(_) | Transition::Fail { .. })
-    }
 }
 
 impl ActiveJob {
@@ -290,100 +262,22 @@ impl ActiveJob {
     }
 
     async fn call(&self, t: &Transition, fetch_next: bool) -> Result<Verdict<Option<NextJob>>> {
-        let conn = self.core.conn();
-        match t {
-            Transition::Complete(value) => {
-                let value = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
-                let call = self.finish_call(FinishTarget::Completed, &value, &[], fetch_next);
-                conn.call(&call).await
-            }
-            Transition::Fail { reason, fields } => {
-                let call = self.finish_call(FinishTarget::Failed, reason, fields, fetch_next);
-                conn.call(&call).await
-            }
-            Transition::Delay {
-                delay,
-                kind,
-                fields,
-            } => {
-                let call = MoveToDelayed {
-                    keys: self.core.keys(),
-                    now: now(&self.core),
-                    id: &self.job.id,
-                    token: self.token(),
-                    delay: *delay,
-                    kind: *kind,
-                    fields,
-                    fetch_next: fetch_next.then(|| self.core.fetch_opts(self.token())),
-                };
-                conn.call(&call).await
-            }
-            Transition::Retry { fields } => {
-                let call = RetryJob {
-                    keys: self.core.keys(),
-                    now: now(&self.core),
-                    push: if self.job.opts.lifo {
-                        PushEnd::Front
-                    } else {
-                        PushEnd::Back
-                    },
-                    id: &self.job.id,
-                    token: self.token(),
-                    fields,
-                };
-                Ok(conn.call(&call).await?.map(|()| None))
-            }
-            Transition::ToWait => {
-                let call = MoveJobFromActiveToWait {
-                    keys: self.core.keys(),
-                    id: &self.job.id,
-                    token: self.token(),
-                };
-                let verdict = conn.call(&call).await?;
-                if let Verdict::Done(Some(window)) = verdict {
-                    // The limiter's remaining window: no fetching before it ends.
-                    self.core.hints().rate_limited_for(window);
-                }
-                Ok(verdict.map(|_| None))
-            }
-        }
-    }
-
-    fn finish_call<'a>(
-        &'a self,
-        target: FinishTarget,
-        value: &'a str,
-        fields: &'a [(&'a str, String)],
-        fetch_next: bool,
-    ) -> MoveToFinished<'a> {
-        let core = &self.core;
-        let (job_keep, worker_keep) = match target {
-            FinishTarget::Completed => (
-                &self.job.opts.remove_on_complete,
-                &core.opts().remove_on_complete,
-            ),
-            FinishTarget::Failed => (&self.job.opts.remove_on_fail, &core.opts().remove_on_fail),
-        };
-        MoveToFinished {
-            keys: core.keys(),
-            id: &self.job.id,
+        let finishing = Finishing {
+            keys: self.core.keys(),
+            job: &self.job,
+            token: self.token(),
+            options: self.core.opts(),
             now: now(&self.core),
-            target,
-            value,
             fetch_next,
-            opts: FinishOpts {
-                token: self.token(),
-                name: core.name().map(|n| &**n),
-                keep_jobs: KeepJobs::to_finish_keep_jobs(
-                    job_keep.as_ref().or(worker_keep.as_ref()),
-                ),
-                limiter: super::limiter::wire(core.opts()),
-                lock_duration: core.opts().lock_duration.as_millis() as u64,
-                attempts: self.job.opts.attempts.unwrap_or(0),
-                max_metrics_size: core.metrics(),
-            },
-            fields,
+        };
+        let ran = finishing.run(self.core.conn(), t).await?;
+        if let (Transition::ToWait, Some(window)) = (t, ran.limited_for) {
+            if !window.is_zero() {
+                // The limiter's remaining window: no fetching before it ends.
+                self.core.hints().rate_limited_for(window);
+            }
         }
+        Ok(ran.verdict)
     }
 
     fn interpret(mut self, t: &Transition, verdict: Verdict<Option<NextJob>>) -> FinishOutcome {
@@ -457,7 +351,7 @@ fn fail_undecodable(core: &Arc<WorkerShared>, id: String, token: Arc<str>, error
                 limiter: super::limiter::wire(opts),
                 lock_duration: opts.lock_duration.as_millis() as u64,
                 attempts: 0,
-                max_metrics_size: core.metrics(),
+                max_metrics_size: super::transition::metrics_size(core.opts()),
             },
             fields: &fields,
         };

@@ -11,18 +11,13 @@ use std::time::Duration;
 
 use echomq_protocol::call::flow::{MoveToWaitingChildren, WaitOutcome};
 use echomq_protocol::call::lifecycle::{
-    DelayKind, EpochMs, ExtendLock, FinishTarget, MoveJobFromActiveToWait, MoveToActive,
-    MoveToDelayed, MoveToFinished, NextJob, PushEnd, Refusal, RetryJob, Verdict,
+    DelayKind, EpochMs, ExtendLock, MoveToActive, NextJob, Refusal, Verdict,
 };
-use echomq_protocol::job::field;
-use echomq_protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
-use echomq_protocol::KeepJobs;
+use echomq_protocol::packing::FetchOpts;
 use serde_json::Value;
 
-use super::backoff::{self, RetryDecision};
-use super::backoff_strategy;
-use super::limiter;
 use super::options::WorkerOptions;
+use super::transition::{self, failed_attempt, Finishing, Ran, Transition};
 use crate::error::{Error, Result};
 use crate::queue::handle::Queue;
 use echomq_protocol::Job;
@@ -79,12 +74,7 @@ impl ManualWorker {
     }
 
     fn fetch_opts<'a>(&'a self, token: &'a str) -> FetchOpts<'a> {
-        FetchOpts {
-            token,
-            lock_duration: ms(self.options.lock_duration),
-            limiter: limiter::wire(&self.options),
-            name: self.options.name.as_deref(),
-        }
+        transition::fetch_opts(&self.options, token)
     }
 
     /// Takes the next ready job and locks it with `token` (moveToActive);
@@ -141,53 +131,21 @@ impl ManualJob {
         self.worker.queue.connection().call(&call).await
     }
 
-    fn finish_opts<'a>(&'a self, target: FinishTarget) -> FinishOpts<'a> {
-        let o = &self.worker.options;
-        let (job_keep, worker_keep) = match target {
-            FinishTarget::Completed => (&self.job.opts.remove_on_complete, &o.remove_on_complete),
-            FinishTarget::Failed => (&self.job.opts.remove_on_fail, &o.remove_on_fail),
-        };
-        FinishOpts {
-            token: &self.token,
-            name: o.name.as_deref(),
-            keep_jobs: KeepJobs::to_finish_keep_jobs(job_keep.as_ref().or(worker_keep.as_ref())),
-            limiter: limiter::wire(o),
-            lock_duration: ms(o.lock_duration),
-            attempts: self.job.opts.attempts.unwrap_or(0),
-            max_metrics_size: match o.max_metrics_size {
-                Some(n) => MetricsSize::Points(n),
-                None => MetricsSize::Off,
-            },
-        }
-    }
-
-    async fn finish(
-        self,
-        target: FinishTarget,
-        value: &str,
-        fields: &[(&str, String)],
-        fetch_next: bool,
-    ) -> Result<Option<Fetched>> {
-        let call = MoveToFinished {
+    /// Runs `t` on this job, the way the Worker's slots do.
+    async fn run(&self, t: &Transition, fetch_next: bool) -> Result<Ran> {
+        let finishing = Finishing {
             keys: self.worker.queue.keys(),
-            id: &self.job.id,
+            job: &self.job,
+            token: &self.token,
+            options: &self.worker.options,
             now: EpochMs(crate::clock::now_ms()),
-            target,
-            value,
             fetch_next,
-            opts: self.finish_opts(target),
-            fields,
         };
-        let verdict = self.worker.queue.connection().call(&call).await?;
-        self.next_of("moveToFinished", verdict)
+        finishing.run(self.worker.queue.connection(), t).await
     }
 
-    fn next_of(
-        &self,
-        script: &'static str,
-        v: Verdict<Option<NextJob>>,
-    ) -> Result<Option<Fetched>> {
-        match v {
+    fn next_of(&self, script: &'static str, ran: Ran) -> Result<Option<Fetched>> {
+        match ran.verdict {
             Verdict::Done(Some(next)) => self.worker.adopt(next, &self.token).map(Some),
             Verdict::Done(None) => Ok(None),
             Verdict::Refused(r) => Err(refused(script, r)),
@@ -202,9 +160,10 @@ impl ManualJob {
         value: &Value,
         fetch_next: bool,
     ) -> Result<Option<Fetched>> {
-        let value = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
-        self.finish(FinishTarget::Completed, &value, &[], fetch_next)
-            .await
+        let ran = self
+            .run(&Transition::Complete(value.clone()), fetch_next)
+            .await?;
+        self.next_of("moveToFinished", ran)
     }
 
     /// Records a failed attempt as BullMQ's `job.moveToFailed`: retried at
@@ -212,89 +171,28 @@ impl ManualJob {
     /// the worker's backoff strategy), else failed for good with `reason`.
     /// Answers the next job only when it failed for good with `fetch_next`.
     pub async fn move_to_failed(self, reason: &str, fetch_next: bool) -> Result<Option<Fetched>> {
-        let mut traces: Vec<Value> = self
-            .job
-            .stacktrace
-            .iter()
-            .cloned()
-            .map(Value::String)
-            .collect();
-        traces.push(Value::String(format!("Error: {reason}")));
-        if let Some(limit) = self.job.opts.stack_trace_limit {
-            let drop_n = traces.len().saturating_sub(limit as usize);
-            traces.drain(..drop_n);
-        }
-        let fields = vec![
-            (field::FAILED_REASON, reason.to_owned()),
-            (field::STACKTRACE, Value::Array(traces).to_string()),
-        ];
-        let decision = backoff::decide(
-            self.job.attempts_made,
-            self.job.opts.attempts.unwrap_or(0),
-            self.job.opts.backoff.as_ref(),
-            false,
-            rand::random::<f64>(),
-        );
         let strategy = self.worker.options.backoff_strategy.as_ref();
-        let conn = self.worker.queue.connection().clone();
-        let keys = self.worker.queue.keys();
-        let now = EpochMs(crate::clock::now_ms());
-        match backoff_strategy::apply(decision, strategy, &self.job, reason) {
-            RetryDecision::Now => {
-                let call = RetryJob {
-                    keys,
-                    now,
-                    push: if self.job.opts.lifo {
-                        PushEnd::Front
-                    } else {
-                        PushEnd::Back
-                    },
-                    id: &self.job.id,
-                    token: &self.token,
-                    fields: &fields,
-                };
-                match conn.call(&call).await? {
-                    Verdict::Done(()) => Ok(None),
-                    Verdict::Refused(r) => Err(refused("retryJob", r)),
-                }
-            }
-            RetryDecision::After(delay) => {
-                let call = MoveToDelayed {
-                    keys,
-                    now,
-                    id: &self.job.id,
-                    token: &self.token,
-                    delay: Duration::from_millis(delay),
-                    kind: DelayKind::Retry,
-                    fields: &fields,
-                    fetch_next: None,
-                };
-                let v = conn.call(&call).await?;
-                self.next_of("moveToDelayed", v)
-            }
-            RetryDecision::Fail | RetryDecision::UnknownStrategy => {
-                self.finish(FinishTarget::Failed, reason, &fields, fetch_next)
-                    .await
-            }
-        }
+        let (t, _) = failed_attempt(&self.job, reason, None, false, strategy);
+        let (script, fetch_next) = match &t {
+            Transition::Retry { .. } => ("retryJob", false),
+            Transition::Delay { .. } => ("moveToDelayed", false),
+            _ => ("moveToFinished", fetch_next),
+        };
+        let ran = self.run(&t, fetch_next).await?;
+        self.next_of(script, ran)
     }
 
     /// Parks the job in `delayed` until `timestamp_ms` without counting an
     /// attempt (BullMQ's `job.moveToDelayed(timestamp, token)`).
     pub async fn move_to_delayed(self, timestamp_ms: u64) -> Result<()> {
         let now = crate::clock::now_ms();
-        let call = MoveToDelayed {
-            keys: self.worker.queue.keys(),
-            now: EpochMs(now),
-            id: &self.job.id,
-            token: &self.token,
+        let t = Transition::Delay {
             delay: Duration::from_millis(timestamp_ms.saturating_sub(now)),
             kind: DelayKind::Requested,
-            fields: &[],
-            fetch_next: None,
+            fields: Vec::new(),
         };
-        let v = self.worker.queue.connection().call(&call).await?;
-        self.next_of("moveToDelayed", v).map(|_| ())
+        let ran = self.run(&t, false).await?;
+        self.next_of("moveToDelayed", ran).map(|_| ())
     }
 }
 
@@ -305,13 +203,9 @@ impl ManualJob {
     /// limiter's remaining window (zero when there is none): fetch nothing
     /// before it ends.
     pub async fn move_to_wait(self) -> Result<Duration> {
-        let call = MoveJobFromActiveToWait {
-            keys: self.worker.queue.keys(),
-            id: &self.job.id,
-            token: &self.token,
-        };
-        match self.worker.queue.connection().call(&call).await? {
-            Verdict::Done(window) => Ok(window.unwrap_or(Duration::ZERO)),
+        let ran = self.run(&Transition::ToWait, false).await?;
+        match ran.verdict {
+            Verdict::Done(_) => Ok(ran.limited_for.unwrap_or(Duration::ZERO)),
             Verdict::Refused(r) => Err(refused("moveJobFromActiveToWait", r)),
         }
     }
@@ -343,8 +237,4 @@ fn refused(script: &'static str, r: Refusal) -> Error {
         script,
         code: r.code(),
     }
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

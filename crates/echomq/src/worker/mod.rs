@@ -24,6 +24,7 @@ pub(crate) mod options;
 pub(crate) mod processor;
 pub(crate) mod run;
 pub(crate) mod shared;
+pub(crate) mod transition;
 
 pub use self::actor::{spawn_linked, Worker, WorkerState};
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};

@@ -10,17 +10,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::DelayKind;
-use echomq_protocol::job::field;
 use echomq_protocol::ScriptErrorCode;
 use serde_json::Value;
 use tracing::{debug, debug_span, error, warn, Instrument};
 
-use super::backoff::{self, RetryDecision};
 use super::gate::SlotPermit;
-use super::job::{ActiveJob, FinishOutcome, Transition};
+use super::job::{ActiveJob, FinishOutcome};
 use super::messages::WorkerEvent;
 use super::processor::{JobContext, ProcessError};
 use super::shared::WorkerShared;
+use super::transition::{failed_attempt, Transition};
 use crate::locks::seam::CancelReason;
 use crate::telemetry::trace::{self, Outcome};
 use echomq_protocol::Job;
@@ -244,12 +243,8 @@ async fn fail_job(core: &Arc<WorkerShared>, job: ActiveJob, e: ProcessError) -> 
         ProcessError::Failed { message, stack } => (message.clone(), stack.clone(), false),
         _ => (e.to_string(), None, false),
     };
-    let fields = vec![
-        (field::FAILED_REASON, message.clone()),
-        (field::STACKTRACE, stacktrace(&record, stack, &message)),
-    ];
     let strategy = core.opts().backoff_strategy.as_ref();
-    let (t, retrying) = after_failure(&record, unrecoverable, &message, fields, strategy);
+    let (t, retrying) = failed_attempt(&record, &message, stack, unrecoverable, strategy);
     warn!(reason = %message, retrying, "job failed");
     let id = job.id().to_owned();
     let next = finish(core, job, t).await;
@@ -261,61 +256,6 @@ async fn fail_job(core: &Arc<WorkerShared>, job: ActiveJob, e: ProcessError) -> 
         retrying,
     });
     next
-}
-
-/// The job's `stacktrace` with this failure's appended, trimmed to the
-/// job's `stackTraceLimit`, as JSON.
-fn stacktrace(record: &Job, stack: Option<String>, message: &str) -> String {
-    let mut traces: Vec<Value> = record
-        .stacktrace
-        .iter()
-        .cloned()
-        .map(Value::String)
-        .collect();
-    traces.push(Value::String(
-        stack.unwrap_or_else(|| format!("Error: {message}")),
-    ));
-    if let Some(limit) = record.opts.stack_trace_limit {
-        let drop_n = traces.len().saturating_sub(limit as usize);
-        traces.drain(..drop_n);
-    }
-    Value::Array(traces).to_string()
-}
-
-/// Retry now, retry after a backoff, or fail for good; and whether it retries.
-fn after_failure(
-    record: &Job,
-    unrecoverable: bool,
-    message: &str,
-    fields: super::job::Fields,
-    strategy: Option<&super::backoff_strategy::BackoffStrategy>,
-) -> (Transition, bool) {
-    let decision = backoff::decide(
-        record.attempts_made,
-        record.opts.attempts.unwrap_or(0),
-        record.opts.backoff.as_ref(),
-        unrecoverable,
-        rand::random::<f64>(),
-    );
-    let decision = super::backoff_strategy::apply(decision, strategy, record, message);
-    match decision {
-        RetryDecision::Now => (Transition::Retry { fields }, true),
-        RetryDecision::After(ms) => (
-            Transition::Delay {
-                delay: Duration::from_millis(ms),
-                kind: DelayKind::Retry,
-                fields,
-            },
-            true,
-        ),
-        RetryDecision::Fail | RetryDecision::UnknownStrategy => (
-            Transition::Fail {
-                reason: message.to_owned(),
-                fields,
-            },
-            false,
-        ),
-    }
 }
 
 /// Runs a transition, retrying connection failures; interprets the verdict.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use echomq_protocol::call::lifecycle::{EpochMs, MoveToActive, NextJob};
-use echomq_protocol::packing::{FetchOpts, MetricsSize};
+use echomq_protocol::packing::FetchOpts;
 use echomq_protocol::QueueKeys;
 use ractor::{ActorRef, ActorStatus};
 
@@ -185,19 +185,7 @@ impl WorkerShared {
     }
 
     pub fn fetch_opts<'a>(&'a self, token: &'a str) -> FetchOpts<'a> {
-        FetchOpts {
-            token,
-            lock_duration: self.opts.lock_duration.as_millis() as u64,
-            limiter: super::limiter::wire(&self.opts),
-            name: self.name.as_deref(),
-        }
-    }
-
-    pub fn metrics(&self) -> MetricsSize {
-        match self.opts.max_metrics_size {
-            Some(n) => MetricsSize::Points(n),
-            None => MetricsSize::Off,
-        }
+        super::transition::fetch_opts(&self.opts, token)
     }
 
     pub async fn move_to_active(&self, token: &str) -> Result<NextJob> {

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use crate::call::decode::{self, Reply};
-use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::lifecycle::FinishTarget;
+use crate::call::script::{Arg, ScriptCall};
 use crate::job::field;
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
-use crate::FinishTarget;
 
 /// Which end of `wait` a re-queued job goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,7 +369,7 @@ impl ScriptCall for AddLog<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
     use crate::reply::ScriptErrorCode;
 
     fn k() -> QueueKeys {

@@ -1,8 +1,8 @@
 //! Queue-wide commands: pause and resume, drain, obliterate, clean, and the
 //! bulk moves of finished or delayed jobs back to wait.
 
-use crate::call::decode::{self, Reply};
-use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -283,7 +283,7 @@ impl ScriptCall for CleanJobsInSet<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
 
     fn k() -> QueueKeys {
         QueueKeys::new("emq", "q").unwrap()

@@ -1,8 +1,8 @@
 //! Reads: the state of a job, counts and id ranges by state, and whether a
 //! job finished.
 
-use crate::call::decode::{self, Reply};
-use crate::call::{Arg, ReplyError, ScriptCall};
+use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::scripts::ScriptId;
@@ -210,7 +210,7 @@ impl ScriptCall for IsFinished<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
     use crate::reply::ScriptErrorCode;
 
     fn k() -> QueueKeys {

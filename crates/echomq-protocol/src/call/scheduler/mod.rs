@@ -6,8 +6,8 @@ mod options;
 
 use serde_json::{Map, Value as Json};
 
-use super::decode::{self, Reply};
-use super::{Arg, ReplyError, ScriptCall};
+use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::pack_map;
@@ -239,7 +239,7 @@ impl ScriptCall for GetJobScheduler<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::argv_text;
+    use crate::call::script::argv_text;
     use crate::reply::ScriptErrorCode;
 
     fn k() -> QueueKeys {

@@ -1,6 +1,6 @@
-//! `echomq limiter`, `echomq concurrency`, `echomq dedup`: the queue-wide
-//! limits and deduplication ids of BullMQ parity. Bad values are refused by
-//! the argument parser, before anything connects or writes.
+//! `echomq limiter` and `echomq concurrency`: the queue-wide rate limit and
+//! concurrency. Bad values are refused by the argument parser, before
+//! anything connects or writes.
 
 use std::time::Duration;
 
@@ -44,15 +44,6 @@ pub enum ConcurrencyAction {
     Remove,
 }
 
-/// `dedup <queue> …`
-#[derive(Debug, Clone, Subcommand)]
-pub enum DedupAction {
-    /// The job that owns a deduplication id.
-    Show { id: String },
-    /// Free a deduplication id whoever owns it.
-    Remove { id: String },
-}
-
 /// `MAX/DURATION_MS`, both positive.
 pub fn parse_rate_limit(s: &str) -> Result<RateLimit, String> {
     let (max, ms) = s
@@ -88,11 +79,6 @@ pub fn limiter_reads_only(a: &LimiterAction) -> bool {
 /// Whether the action only reads.
 pub fn concurrency_reads_only(a: &ConcurrencyAction) -> bool {
     matches!(a, ConcurrencyAction::Show)
-}
-
-/// Whether the action only reads.
-pub fn dedup_reads_only(a: &DedupAction) -> bool {
-    matches!(a, DedupAction::Show { .. })
 }
 
 pub async fn limiter(q: &Queue, action: LimiterAction) -> Res {
@@ -144,68 +130,6 @@ pub async fn concurrency(q: &Queue, action: ConcurrencyAction) -> Res {
             q.remove_global_concurrency().await?;
             anstream::println!("global concurrency removed");
         }
-    }
-    Ok(())
-}
-
-pub async fn dedup(q: &Queue, action: DedupAction) -> Res {
-    match action {
-        DedupAction::Show { id } => match q.get_deduplication_job_id(&id).await? {
-            Some(job) => anstream::println!("{job}"),
-            None => anstream::println!("{}", paint(style::DIM, "no owner")),
-        },
-        DedupAction::Remove { id } => {
-            let removed = q.remove_deduplication_key(&id).await?;
-            anstream::println!(
-                "{}",
-                if removed {
-                    "deduplication id freed"
-                } else {
-                    "no such deduplication id"
-                }
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Whether a parity command only reads.
-pub fn reads_only(c: &crate::cli::Command) -> bool {
-    use crate::cli::Command;
-    match c {
-        Command::Limiter { action, .. } => limiter_reads_only(action),
-        Command::Concurrency { action, .. } => concurrency_reads_only(action),
-        Command::Dedup { action, .. } => dedup_reads_only(action),
-        _ => false,
-    }
-}
-
-/// `jobs --name/--search`: matches `start..=end` of a filtered scan.
-pub async fn search_jobs(
-    q: &Queue,
-    state: crate::cli::StateArg,
-    start: i64,
-    end: i64,
-    asc: bool,
-    name: Option<String>,
-    search: Option<String>,
-) -> Res {
-    let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
-        return Err("--name/--search take --start and --end of 0 or more".into());
-    };
-    let filter = echomq::JobFilter {
-        name,
-        data_contains: search,
-    };
-    for job in q.find_jobs(state.into(), &filter, start, end, asc).await? {
-        let data = job.data.to_string();
-        let shown: String = data.chars().take(80).collect();
-        anstream::println!(
-            "{}  {}  {}",
-            paint(style::BOLD, &job.id),
-            job.name,
-            paint(style::DIM, shown)
-        );
     }
     Ok(())
 }
