@@ -3,7 +3,9 @@
 //! removing a parent with its subtree, and a bulk with a missing parent.
 
 use echomq::protocol::call::flow::DependencyCounts;
-use echomq::{FlowJob, FlowNode, FlowProducer, JobOptions, JobState, ParentRef, Queue};
+use echomq::{
+    flow_producer::ParentRef, queue::FlowNode, FlowJob, FlowProducer, JobOptions, JobState, Queue,
+};
 use echomq_integration_tests::node_flows;
 use echomq_integration_tests::RedisServer;
 use serde_json::{json, Value as Json};

@@ -185,7 +185,7 @@ async fn adding_under_an_existing_parent_matches_node() {
 
     let orphan = FlowJob::new("o", "q", json!({}))
         .options(JobOptions::new().job_id("o"))
-        .parent(echomq::ParentRef {
+        .parent(echomq::flow_producer::ParentRef {
             id: "nope".into(),
             queue: "emq:q".into(),
         });
@@ -250,7 +250,7 @@ async fn rust_workers(
                             spawn["queue"].as_str().unwrap(),
                             spawn["data"].clone(),
                         )
-                        .parent(echomq::ParentRef {
+                        .parent(echomq::flow_producer::ParentRef {
                             id: job.id().to_owned(),
                             queue: job.queue().keys().queue_key(),
                         });
@@ -640,7 +640,7 @@ async fn removing_in_a_flow_leaves_the_same_keyspace() {
                     .remove(op[2].as_str().unwrap(), op[3].as_bool().unwrap())
                     .await
                     .unwrap();
-                rust_out.push(json!(if r == echomq::RemoveOutcome::Removed {
+                rust_out.push(json!(if r == echomq::queue::RemoveOutcome::Removed {
                     1
                 } else {
                     0
@@ -694,11 +694,11 @@ async fn add_child_matches_node_queue_add_with_parent() {
             "c2",
             &json!({"x": 1}),
             JobOptions::new().job_id("c2").timestamp(t),
-            echomq::ParentRef {
+            echomq::flow_producer::ParentRef {
                 id: "p".into(),
                 queue: "emq:q".into(),
             },
-            Some(echomq::OnChildFailure::FailParent),
+            Some(echomq::flow_producer::OnChildFailure::FailParent),
         )
         .await
         .unwrap();
@@ -745,7 +745,7 @@ async fn queue_add_with_parent_matches_node() {
             &json!({"x": 1}),
             JobOptions::new()
                 .timestamp(t)
-                .parent(echomq::ParentRef {
+                .parent(echomq::flow_producer::ParentRef {
                     id: "p".into(),
                     queue: "emq:q".into(),
                 })

@@ -263,7 +263,7 @@ async fn ranges_jobs_counts_and_states_agree_on_both_sides() {
         .unwrap();
     assert_eq!(
         queue.remove(&active[0], false).await.unwrap(),
-        echomq::RemoveOutcome::Locked
+        echomq::queue::RemoveOutcome::Locked
     );
     assert!(queue.get_job(&active[0]).await.unwrap().is_some());
     drop(hang);

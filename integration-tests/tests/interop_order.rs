@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{
-    Finished, JobOptions, NewJob, ProcessError, Queue, QueueOptions, WorkerArgs, WorkerMsg,
+    queue::Finished, JobOptions, NewJob, ProcessError, Queue, QueueOptions, WorkerArgs, WorkerMsg,
 };
 use echomq_integration_tests::{bullmq, events, NodeChild, RedisServer};
 use echomq_integration_tests::{wait_until, NullSupervisor};

@@ -10,8 +10,8 @@ use echomq::worker::{
     ProcessError,
 };
 use echomq::{
-    Deduplication, FlowJob, FlowProducer, JobOptions, JobState, NewJob, ParentRef, Queue,
-    RateLimit, WorkerArgs, WorkerOptions,
+    flow_producer::ParentRef, Deduplication, FlowJob, FlowProducer, JobOptions, JobState, NewJob,
+    Queue, RateLimit, WorkerArgs, WorkerOptions,
 };
 use echomq_integration_tests::{bullmq, events, wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
@@ -499,13 +499,16 @@ async fn getters_answer_as_node_does() {
 
     assert_eq!(
         q.is_finished("7").await.unwrap(),
-        echomq::Finished::Completed(json!({"r": [1, "x"]}))
+        echomq::queue::Finished::Completed(json!({"r": [1, "x"]}))
     );
     assert_eq!(
         q.is_finished("8").await.unwrap(),
-        echomq::Finished::Failed("bad thing".into())
+        echomq::queue::Finished::Failed("bad thing".into())
     );
-    assert_eq!(q.is_finished("1").await.unwrap(), echomq::Finished::No);
+    assert_eq!(
+        q.is_finished("1").await.unwrap(),
+        echomq::queue::Finished::No
+    );
 
     // States by BullMQ's names.
     for id in ["1", "3", "6", "7", "8", "404"] {

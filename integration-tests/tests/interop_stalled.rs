@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{
-    JobOptions, JobsRecovered, ProcessError, Queue, StalledChecker, StalledCheckerArgs, WorkerArgs,
-    WorkerMsg, WorkerSetSpec,
+    stalled_checker::JobsRecovered, JobOptions, ProcessError, Queue, StalledChecker,
+    StalledCheckerArgs, WorkerArgs, WorkerMsg, WorkerSetSpec,
 };
 use echomq_integration_tests::{events, NodeChild, RedisServer};
 use echomq_integration_tests::{wait_until, NullSupervisor};

@@ -241,8 +241,8 @@ async fn run_rust(q: &Queue, ops: &[Json]) -> Vec<Json> {
                 .map(|_| Json::Null),
             "remove" => q.remove(&s(1), false).await.map(|o| {
                 json!(match o {
-                    echomq::RemoveOutcome::Removed => 1,
-                    echomq::RemoveOutcome::Locked => 0,
+                    echomq::queue::RemoveOutcome::Removed => 1,
+                    echomq::queue::RemoveOutcome::Locked => 0,
                 })
             }),
             "drain" => q.drain(a[1].as_bool().unwrap()).await.map(|_| Json::Null),

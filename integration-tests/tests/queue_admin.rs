@@ -10,7 +10,8 @@ use echomq::protocol::call::admin::{ChangeDelay, Obliterate, ObliterateStep};
 use echomq::protocol::call::lifecycle::Verdict;
 use echomq::protocol::{FinishTarget, QueueKeys, ScriptErrorCode};
 use echomq::{
-    Connection, Error, Finished, JobCounts, JobOptions, JobState, NewJob, Queue, RemoveOutcome,
+    queue::Finished, queue::RemoveOutcome, Connection, Error, JobCounts, JobOptions, JobState,
+    NewJob, Queue,
 };
 use echomq_integration_tests::state::{exists, hash, key_type, list, pairs, zset};
 use echomq_integration_tests::{event_names, events, simulated, RedisServer};

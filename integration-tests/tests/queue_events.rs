@@ -11,7 +11,7 @@ use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::json;
 
-async fn next_event(sub: &mut echomq::Subscription) -> Delivery {
+async fn next_event(sub: &mut echomq::queue_events::Subscription) -> Delivery {
     tokio::time::timeout(Duration::from_secs(5), sub.recv())
         .await
         .expect("a delivery within 5 s")
@@ -178,7 +178,7 @@ async fn a_slow_subscriber_is_told_it_lagged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_until_finished_sees_completions_and_failures_before_and_after_subscribing() {
     use echomq::worker::{processor_fn, ProcessError};
-    use echomq::{wait_until_finished, Finished, WorkerArgs, WorkerSetSpec};
+    use echomq::{queue::Finished, queue_events::wait_until_finished, WorkerArgs, WorkerSetSpec};
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "wuf").await.unwrap();

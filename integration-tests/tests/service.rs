@@ -13,10 +13,10 @@ use echomq::protocol::job::field;
 use echomq::protocol::{EventKind, QueueKeys};
 use echomq::worker::processor_fn;
 use echomq::{
-    ChildId, Connection, ConnectionConfig, Delivery, HostSupervisor, HostSupervisorMsg, JobOptions,
-    JobSchedulerArgs, JobSchedulerMsg, NewJob, Queue, QueueEventsArgs, RestartIntensity,
-    RetryPolicy, SchedulerSpec, Subscribers, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
-    WorkerSetSpec,
+    supervision::ChildId, Connection, ConnectionConfig, Delivery, HostSupervisor,
+    HostSupervisorMsg, JobOptions, JobSchedulerArgs, JobSchedulerMsg, NewJob, Queue,
+    QueueEventsArgs, RestartIntensity, RetryPolicy, SchedulerSpec, Subscribers, WorkerArgs,
+    WorkerEvent, WorkerMsg, WorkerOptions, WorkerSetSpec,
 };
 use echomq_integration_tests::restartable::{wait_until_closed, RestartableRedis};
 use echomq_integration_tests::{state, wait_until};

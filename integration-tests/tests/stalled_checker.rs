@@ -44,7 +44,9 @@ fn args(
     a
 }
 
-async fn check_now(actor: &ractor::ActorRef<StalledCheckerMsg>) -> echomq::SweepReport {
+async fn check_now(
+    actor: &ractor::ActorRef<StalledCheckerMsg>,
+) -> echomq::stalled_checker::SweepReport {
     call_t!(actor, StalledCheckerMsg::CheckNow, 5000)
         .unwrap()
         .unwrap()
@@ -425,7 +427,8 @@ async fn a_sigkilled_worker_process_loses_nothing() {
 async fn a_child_stalled_too_often_fails_and_its_rule_fails_the_parent() {
     use echomq::worker::processor_fn;
     use echomq::{
-        FlowJob, FlowProducer, JobContext, JobState, OnChildFailure, WorkerArgs, WorkerSetSpec,
+        flow_producer::OnChildFailure, FlowJob, FlowProducer, JobContext, JobState, WorkerArgs,
+        WorkerSetSpec,
     };
     use echomq_integration_tests::NullSupervisor;
 

@@ -14,10 +14,10 @@ use std::time::Duration;
 use echomq::protocol::{Event, EventKind};
 use echomq::worker::processor_fn;
 use echomq::{
-    ChildId, ChildKind, Delivery, HostSupervisor, HostSupervisorMsg, JobOptions, JobSchedulerArgs,
-    JobSchedulerMsg, LockManagerMsg, NewJob, Queue, QueueEventsArgs, QueueEventsMsg,
-    RestartIntensity, StalledCheckerMsg, Subscribers, SupervisionError, WorkerArgs, WorkerMsg,
-    WorkerOptions, WorkerSet, WorkerSetSpec,
+    supervision::ChildId, supervision::ChildKind, supervision::SupervisionError, Delivery,
+    HostSupervisor, HostSupervisorMsg, JobOptions, JobSchedulerArgs, JobSchedulerMsg,
+    LockManagerMsg, NewJob, Queue, QueueEventsArgs, QueueEventsMsg, RestartIntensity,
+    StalledCheckerMsg, Subscribers, WorkerArgs, WorkerMsg, WorkerOptions, WorkerSet, WorkerSetSpec,
 };
 use echomq_integration_tests::{wait_until, RedisServer};
 use fred::prelude::*;

@@ -336,8 +336,8 @@ async fn promote(q: &Queue, id: Option<String>, count: u64) -> Res {
 
 async fn remove(q: &Queue, id: &str, keep_children: bool) -> Res {
     match q.remove(id, !keep_children).await? {
-        echomq::RemoveOutcome::Removed => println!("removed {id}"),
-        echomq::RemoveOutcome::Locked => {
+        echomq::queue::RemoveOutcome::Removed => println!("removed {id}"),
+        echomq::queue::RemoveOutcome::Locked => {
             return Err(format!("job {id} is locked by a worker; nothing removed").into())
         }
     }

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use echomq::protocol::{Event, EventKind};
 use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
-    Backoff, ChildId, Connection, Delivery, HostSupervisor, HostSupervisorMsg, JobOptions,
-    JobSchedulers, LockManagerMsg, NewJob, Queue, QueueEventsArgs, RestartIntensity, Subscribers,
-    WorkerArgs, WorkerOptions, WorkerSetSpec,
+    supervision::ChildId, Backoff, Connection, Delivery, HostSupervisor, HostSupervisorMsg,
+    JobOptions, JobSchedulers, LockManagerMsg, NewJob, Queue, QueueEventsArgs, RestartIntensity,
+    Subscribers, WorkerArgs, WorkerOptions, WorkerSetSpec,
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use ractor::{call_t, Actor, ActorRef};

@@ -2,7 +2,7 @@
 //! dependencies part of `job`.
 
 use echomq::protocol::call::metrics::{Metrics, MetricsKind};
-use echomq::{Connection, FlowJob, FlowNode, FlowProducer, JobNode, JobState, Queue};
+use echomq::{queue::FlowNode, Connection, FlowJob, FlowProducer, JobNode, JobState, Queue};
 
 use crate::style::{self, paint};
 

@@ -19,7 +19,7 @@ pub async fn search_jobs(
     let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
         return Err("--name/--search take --start and --end of 0 or more".into());
     };
-    let filter = echomq::JobFilter {
+    let filter = echomq::queue::JobFilter {
         name,
         data_contains: search,
     };

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use echomq::{JobOptions, JobState, Queue, RemoveOutcome};
+use echomq::{queue::RemoveOutcome, JobOptions, JobState, Queue};
 use serde::Deserialize;
 use serde_json::{json, Value};
 

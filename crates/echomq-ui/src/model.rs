@@ -399,11 +399,11 @@ pub(crate) async fn search(
         None => (0, 0),
     };
     let filter = match field {
-        SearchField::Name => echomq::JobFilter {
+        SearchField::Name => echomq::queue::JobFilter {
             name: Some(text.to_owned()),
             data_contains: None,
         },
-        _ => echomq::JobFilter {
+        _ => echomq::queue::JobFilter {
             name: None,
             data_contains: Some(text.to_owned()),
         },

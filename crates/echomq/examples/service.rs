@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
-    Connection, Delivery, EventKind, HostSupervisor, HostSupervisorMsg, JobOptions,
-    JobSchedulerArgs, JobSchedulerMsg, Queue, QueueEventsArgs, RestartIntensity, SchedulerSpec,
-    SetCloseReport, Subscribers, WorkerArgs, WorkerSetSpec,
+    supervision::SetCloseReport, Connection, Delivery, EventKind, HostSupervisor,
+    HostSupervisorMsg, JobOptions, JobSchedulerArgs, JobSchedulerMsg, Queue, QueueEventsArgs,
+    RestartIntensity, SchedulerSpec, Subscribers, WorkerArgs, WorkerSetSpec,
 };
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;

@@ -45,29 +45,20 @@ pub use connection::{Connection, ConnectionConfig, RetryPolicy};
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, Deduplication, EventKind, Job, JobOptions, KeepJobs};
 pub use error::{Error, Result};
-pub use flow_producer::{FlowJob, FlowProducer, JobNode, OnChildFailure, ParentRef};
-pub use locks::{LockManager, LockManagerArgs, LockManagerMsg, LockStats, TrackedLock};
-pub use queue::{
-    Dependencies, Finished, FlowNode, JobCounts, JobFilter, JobLogs, JobState, NewJob, Queue,
-    QueueOptions, RateLimit, RemoveOutcome, WorkerInfo,
-};
+pub use flow_producer::{FlowJob, FlowProducer, JobNode};
+pub use locks::{LockManager, LockManagerArgs, LockManagerMsg};
+pub use queue::{JobCounts, JobState, NewJob, Queue, QueueOptions, RateLimit};
 pub use queue_events::{
-    wait_until_finished, Delivery, QueueEvents, QueueEventsArgs, QueueEventsError, QueueEventsMsg,
-    StartFrom, Subscribers, Subscription,
+    Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom, Subscribers,
 };
 pub use scheduler::{
-    Iteration, IterationRestored, JobScheduler, JobSchedulerArgs, JobSchedulerMsg, JobSchedulers,
-    JobTemplate, Repeat, SchedulerError, SchedulerInfo, SchedulerSpec, SchedulerSweep,
+    JobScheduler, JobSchedulerArgs, JobSchedulerMsg, JobSchedulers, Repeat, SchedulerSpec,
 };
-pub use stalled_checker::{
-    JobsRecovered, StalledChecker, StalledCheckerArgs, StalledCheckerMsg, StalledStats, SweepReport,
-};
+pub use stalled_checker::{StalledChecker, StalledCheckerArgs, StalledCheckerMsg};
 pub use supervision::{
-    ChildId, ChildKind, HostStatus, HostSupervisor, HostSupervisorMsg, Member, RestartIntensity,
-    SetCloseError, SetCloseReport, ShutdownReport, SupervisionDecision, SupervisionError,
-    WorkerSet, WorkerSetSpec,
+    HostSupervisor, HostSupervisorMsg, RestartIntensity, WorkerSet, WorkerSetSpec,
 };
 pub use worker::{
-    processor_fn, ActiveJob, CloseReport, FinishFailed, FinishOutcome, JobContext, ProcessError,
-    Processor, Worker, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions, WorkerStatus,
+    processor_fn, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent, WorkerMsg,
+    WorkerOptions,
 };

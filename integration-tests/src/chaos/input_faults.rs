@@ -428,7 +428,7 @@ pub async fn f35(_ctx: Ctx) -> Row {
     let removed = bed.queue.remove("r1", false).await;
     expect(
         &mut f,
-        matches!(removed, Ok(echomq::RemoveOutcome::Locked)),
+        matches!(removed, Ok(echomq::queue::RemoveOutcome::Locked)),
         format!("remove of an active job answered {removed:?}"),
     );
     let refused = bed.queue.obliterate(false).await;
