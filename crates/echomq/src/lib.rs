@@ -38,6 +38,7 @@ pub mod lock_manager;
 mod lock_protocol;
 pub mod queue;
 pub mod queue_events;
+pub mod relay;
 pub mod schedule;
 pub mod schedulers;
 pub mod stalled_checker;
