@@ -79,8 +79,12 @@ impl Reader {
     }
 
     fn gone(&self, me: &ActorRef<RelayMsg>) -> bool {
+        // The task starts while the actor is still Starting.
         self.cancel.is_cancelled()
-            || me.get_status() != ActorStatus::Running
+            || matches!(
+                me.get_status(),
+                ActorStatus::Stopping | ActorStatus::Stopped
+            )
             || !self.subscribers.is_owner(me.get_id())
     }
 

@@ -40,6 +40,7 @@ pub enum RelayDelivery {
 }
 
 /// What the node itself reports (BullMQ's `Relay` events).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RelayNotice {
     /// The node's lease had run out (it was swept, or paused past it): it
