@@ -13,6 +13,7 @@ mod demo_flow;
 mod flows;
 mod otlp;
 mod parity;
+mod relay;
 mod service;
 mod style;
 mod ui;
@@ -33,6 +34,9 @@ async fn main() {
     }
     if let cli::Command::Ui(args) = &cli.command {
         std::process::exit(ui::main(&cli, args).await);
+    }
+    if let cli::Command::Relay(cmd) = &cli.command {
+        std::process::exit(relay::main(&cli, cmd).await);
     }
     let url = cli.url.clone();
     if let Err(e) = commands::run(cli).await {
