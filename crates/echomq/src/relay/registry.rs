@@ -342,15 +342,21 @@ mod tests {
     #[test]
     fn a_full_subscriber_is_told_what_it_missed() {
         let r = RelaySubscribers::new();
-        let mut s = r.add_channel("e1", "a", 1);
-        assert!(r.deliver_to("e1", msg("1")));
-        assert!(r.deliver_to("e1", msg("2")));
-        assert!(r.deliver_to("e1", msg("3")));
-        assert!(matches!(s.try_recv(), Some(RelayDelivery::Message(m)) if m.mid == "1"));
-        assert!(r.deliver_to("e1", msg("4")));
-        assert_eq!(s.try_recv(), Some(RelayDelivery::Lagged(2)));
+        let mut s = r.add_channel("e1", "a", 2);
+        for mid in ["1", "2", "3", "4"] {
+            assert!(r.deliver_to("e1", msg(mid)));
+        }
+        let mid = |d: Option<RelayDelivery>| match d {
+            Some(RelayDelivery::Message(m)) => m.mid,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(mid(s.try_recv()), "1");
+        assert_eq!(mid(s.try_recv()), "2");
+        assert_eq!(s.try_recv(), None);
+        // Told first, then the next message, once there is room.
         assert!(r.deliver_to("e1", msg("5")));
-        assert!(matches!(s.try_recv(), Some(RelayDelivery::Message(m)) if m.mid == "5"));
+        assert_eq!(s.try_recv(), Some(RelayDelivery::Lagged(2)));
+        assert_eq!(mid(s.try_recv()), "5");
         drop(s);
         assert!(!r.deliver_to("e1", msg("6")));
         assert!(r.is_empty());
