@@ -870,7 +870,8 @@ async fn killed_nodes_of_either_kind_are_swept() {
     let url = redis.url();
     let conn = redis.connect().await;
     let client = RelayClient::new(&conn, "k").unwrap();
-    let short = json!({"lease": 1000, "heartbeat": 200, "sweep": 200, "block": 500});
+    // Short leases, each heartbeat well inside them even on a loaded machine.
+    let short = json!({"lease": 2000, "heartbeat": 300, "sweep": 200, "block": 500});
 
     // A Rust node process, SIGKILLed: a Node node sweeps it.
     let mut watcher = node_child(&url, "k", short.clone());
@@ -903,8 +904,8 @@ async fn killed_nodes_of_either_kind_are_swept() {
     let mut node = node_child(&url, "k", node_opts);
     let mut args = RelayArgs::new(conn.clone())
         .namespace("k")
-        .lease(Duration::from_millis(1000))
-        .heartbeat_interval(Duration::from_millis(200))
+        .lease(Duration::from_millis(2000))
+        .heartbeat_interval(Duration::from_millis(300))
         .sweep_interval(Duration::from_millis(200))
         .block(Duration::from_millis(500));
     args.node_id = "sweeper".into();
