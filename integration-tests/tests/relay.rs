@@ -713,6 +713,42 @@ async fn a_node_publisher_reaches_a_rust_subscriber() {
     );
     assert_eq!(next(&mut other).await.topic, "invoices.1");
     assert!(exact.try_recv().is_none() && one.try_recv().is_none() && tail.try_recv().is_none());
+
+    // A callback (or host actor, through `actor_sink`) endpoint; an
+    // unsubscribed channel ends and is routed to no more.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let cb = ractor::call!(relay, |reply| RelayMsg::SubscribeActor {
+        pattern: "orders.42.*".into(),
+        sink: Box::new(move |d| tx.send(d).is_ok()),
+        reply,
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(cb.len(), 32);
+    let gone = one.endpoint.clone();
+    assert!(ractor::call!(relay, RelayMsg::Unsubscribe, gone)
+        .unwrap()
+        .unwrap());
+    assert!(tokio::time::timeout(LIMIT, one.recv())
+        .await
+        .unwrap()
+        .is_none());
+    let again = node_relay(
+        "publish",
+        &redis.url(),
+        "default",
+        json!({"topic": "orders.42.status", "data": 2}),
+    );
+    assert_eq!(
+        again["endpoints"], 3,
+        "exact, tail and the callback: {again}"
+    );
+    match tokio::time::timeout(LIMIT, rx.recv()).await.unwrap() {
+        Some(RelayDelivery::Message(m)) => assert_eq!(m.data, json!(2)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(next(&mut exact).await.data, json!(2));
+    assert_eq!(next(&mut tail).await.data, json!(2));
     let _ = ractor::call!(relay, RelayMsg::Close);
 }
 
