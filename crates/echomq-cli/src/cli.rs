@@ -288,6 +288,8 @@ pub enum Command {
     /// Serve the web dashboard (queues, jobs, search, actions, live feed) on
     /// 127.0.0.1:8080; see docs/ui.md.
     Ui(crate::ui::UiArgs),
+    /// The relay (BullMQ's fleet pub/sub): publish, subscribe, show; see docs/relay.md.
+    Relay(crate::relay::RelayCmd),
 }
 
 /// `schedulers <queue> …`

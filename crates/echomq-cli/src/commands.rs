@@ -17,10 +17,13 @@ use crate::style::{self, paint};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 pub async fn run(cli: Cli) -> Res {
-    if matches!(cli.command, Command::Work(_) | Command::Ui(_)) {
-        // main hands `work` to crate::service and `ui` to crate::ui, which
+    if matches!(
+        cli.command,
+        Command::Work(_) | Command::Ui(_) | Command::Relay(_)
+    ) {
+        // main hands `work`, `ui` and `relay` to their own modules, which
         // have their own exit codes.
-        return Err("`echomq work` and `echomq ui` are run by their own modules".into());
+        return Err("`echomq work`, `ui` and `relay` are run by their own modules".into());
     }
     if matches!(cli.command, Command::Demo) {
         let conn = Connection::connect(cli.connection_config()).await?;
@@ -89,6 +92,7 @@ fn queue_of(c: &Command) -> &str {
         | Command::Metrics { queue } => queue,
         Command::Work(_) => "work",
         Command::Ui(_) => "ui",
+        Command::Relay(_) => "relay",
         Command::Demo | Command::AddFlow { .. } => "demo",
     }
 }
@@ -275,7 +279,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
             ..
         } => clean(q, state, grace, limit).await,
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
-        Command::Work(_) | Command::Ui(_) => Ok(()),
+        Command::Work(_) | Command::Ui(_) | Command::Relay(_) => Ok(()),
         Command::Demo | Command::AddFlow { .. } => unreachable!("handled before connecting"),
         Command::Schedulers { action, .. } => schedulers(conn, q, action, plan).await,
         Command::Audit { .. } => audit(conn, q).await,

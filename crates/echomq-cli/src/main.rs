@@ -14,6 +14,7 @@ mod demo_flow;
 mod flows;
 mod limits;
 mod otlp;
+mod relay;
 mod search;
 mod service;
 mod style;
@@ -36,6 +37,9 @@ async fn main() {
     }
     if let cli::Command::Ui(args) = &cli.command {
         std::process::exit(ui::main(&cli.target(), args).await);
+    }
+    if let cli::Command::Relay(cmd) = &cli.command {
+        std::process::exit(relay::main(&cli.target(), cmd).await);
     }
     let url = cli.url.clone();
     if let Err(e) = commands::run(cli).await {

@@ -22,6 +22,7 @@ pub mod job;
 pub mod keys;
 pub mod options;
 pub mod packing;
+pub mod relay;
 pub mod reply;
 pub mod scripts;
 pub mod validate;

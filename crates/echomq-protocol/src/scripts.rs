@@ -137,6 +137,34 @@ script_ids! {
     GetMetrics => "getMetrics", 2;
     /// EchoMQ extension: the audit's read-only check of flow parents.
     AuditFlows => "auditFlows", 1;
+    /// Relay: register (or refresh) a node, its lease and its info.
+    RelayRegisterNode => "relayRegisterNode", 1;
+    /// Relay: renew a node's lease.
+    RelayHeartbeat => "relayHeartbeat", 1;
+    /// Relay: a node leaving cleanly.
+    RelayUnregisterNode => "relayUnregisterNode", 1;
+    /// Relay: drop expired nodes and retained messages, prune their subscriptions.
+    RelaySweep => "relaySweep", 1;
+    /// Relay: subscribe an endpoint to a pattern (with the retained message).
+    RelaySubscribe => "relaySubscribe", 1;
+    /// Relay: every subscription of one endpoint.
+    RelayRemoveEndpoint => "relayRemoveEndpoint", 1;
+    /// Relay: publish on a topic, optionally retained.
+    RelayPublish => "relayPublish", 1;
+    /// Relay: forget a topic's retained message.
+    RelayDeleteRetained => "relayDeleteRetained", 1;
+    /// Relay: the next batch of a node's inbox, marked in flight.
+    RelayReadInbox => "relayReadInbox", 1;
+    /// Relay: how far a node consumed its inbox.
+    RelayAckInbox => "relayAckInbox", 1;
+    /// Relay: trim a node's inbox, record backlog and drops.
+    RelayTrimInbox => "relayTrimInbox", 1;
+    /// Relay: the dashboard views of a namespace.
+    RelayGet => "relayGet", 1;
+    /// Relay: the namespaces of a prefix that may be in use.
+    RelayGetNamespaces => "relayGetNamespaces", 1;
+    /// Relay: note a namespace in use in the prefix's registry.
+    RelayTouchNamespace => "relayTouchNamespace", 1;
 }
 
 impl ScriptId {

@@ -45,7 +45,11 @@ pub(crate) async fn exists(conn: &Connection, keys: &QueueKeys) -> echomq::Resul
 }
 
 /// `<prefix>:<name>:<suffix>` → `name`, when `name` is a valid queue name.
+/// The relay's keys (`<prefix>::relay:…`) are never a queue's.
 fn name_of(prefix: &str, key: &str, suffix: &str) -> Option<String> {
+    if echomq::protocol::relay::is_relay_key(prefix, key) {
+        return None;
+    }
     let name = key
         .strip_prefix(prefix)?
         .strip_prefix(':')?
@@ -82,6 +86,12 @@ mod tests {
         assert_eq!(name_of("emq", "emq:mail:7:meta", "meta"), None);
         assert_eq!(name_of("emq", "other:mail:meta", "meta"), None);
         assert_eq!(name_of("emq", "emqx:mail:meta", "meta"), None);
+        // Relay keys, whatever their topic or node id ends with.
+        assert_eq!(
+            name_of("emq", "emq::relay:{default}:a.b:meta", "meta"),
+            None
+        );
+        assert_eq!(name_of("emq", "emq::relay:{x}:id", "id"), None);
         assert_eq!(glob_escape("a*b[c]"), "a\\*b\\[c\\]");
     }
 }

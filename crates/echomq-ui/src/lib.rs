@@ -35,6 +35,7 @@ mod guard;
 mod live;
 mod model;
 mod pages;
+mod relay;
 mod sampler;
 mod security;
 mod series;
@@ -146,6 +147,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/queues/{queue}/actions/{action}", post(pages::act))
         .route("/login", get(pages::login_form).post(pages::login))
         .route("/logout", post(pages::logout))
+        .route("/relay", get(relay::page))
         .route("/events", get(sse::events))
         .route("/api/session", get(api::session))
         .route("/api/queues", get(api::queues))
@@ -154,6 +156,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/api/queues/{queue}/jobs/{id}", get(api::job))
         .route("/api/queues/{queue}/search", get(api::search))
         .route("/api/queues/{queue}/actions/{action}", post(api::action))
+        .route("/api/relay", get(relay::api))
         .route("/api/events", get(sse::events))
         .route("/assets/app.js", get(assets::js))
         .route("/assets/app.css", get(assets::css))

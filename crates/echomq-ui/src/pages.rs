@@ -47,7 +47,7 @@ fn confirm_url(q: &str, action: &str, job: Option<&str>) -> String {
 }
 
 /// Milliseconds since the epoch as a UTC time.
-fn time(ms: Option<u64>) -> String {
+pub(crate) fn time(ms: Option<u64>) -> String {
     ms.and_then(|ms| chrono::DateTime::from_timestamp_millis(ms as i64))
         .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
         .unwrap_or_else(|| "—".into())
@@ -58,7 +58,7 @@ fn pretty(v: &Value) -> String {
 }
 
 /// The whole page, or only the main content for a fragment request.
-fn respond(
+pub(crate) fn respond(
     app: &App,
     ctx: &Ctx,
     headers: &HeaderMap,
@@ -100,6 +100,7 @@ fn layout(app: &App, ctx: &Ctx, title: &str, queue: Option<&str>, body: Markup) 
                 header.top {
                     a.brand href="/" { "EchoMQ" }
                     span.prefix { "prefix " code { (app.prefix()) } }
+                    a.nav href="/relay" { "Relay" }
                     @if app.config.read_only { span.badge.ro { "read-only" } }
                     span #live-status .status { "connecting…" }
                     @if app.config.auth_token.is_some() {

@@ -34,6 +34,7 @@ mod http;
 pub mod locks;
 pub mod queue;
 pub mod queue_events;
+pub mod relay;
 pub mod scheduler;
 pub mod stalled_checker;
 pub mod supervision;

@@ -27,6 +27,7 @@ pub mod getters;
 pub mod lifecycle;
 pub mod limits;
 pub mod metrics;
+pub mod relay;
 pub mod scheduler;
 pub mod script;
 pub mod stalled;
