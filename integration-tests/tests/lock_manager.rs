@@ -247,6 +247,16 @@ async fn setup(
     concurrency: usize,
     processor: Arc<dyn echomq::Processor>,
 ) -> Setup {
+    setup_renewing(name, lock_ms, None, concurrency, processor).await
+}
+
+async fn setup_renewing(
+    name: &str,
+    lock_ms: u64,
+    renew_ms: Option<u64>,
+    concurrency: usize,
+    processor: Arc<dyn echomq::Processor>,
+) -> Setup {
     let redis = RedisServer::start();
     let conn: Connection = redis.connect().await;
     let c = redis.client().await;
@@ -257,6 +267,7 @@ async fn setup(
         .concurrency(concurrency)
         .lock_duration(Duration::from_millis(lock_ms))
         .drain_delay(Duration::from_millis(300));
+    args.options.lock_renew_time = renew_ms.map(Duration::from_millis);
     args.events = Some(tx);
     let lm_args_template = args.lock_manager_args(None);
     let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();
@@ -449,8 +460,20 @@ async fn job_running_ten_lock_durations_is_never_stalled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_lock_manager_restarted_by_supervisor_loses_no_lock() {
-    let lock_ms = 600;
-    let mut s = setup("rs", lock_ms, 5, sleeper(4 * lock_ms)).await;
+    // A renew window of two thirds of the lock: killed just before its tick,
+    // the manager leaves locks with a third of their life, less than the
+    // window a restarted manager would wait before its first tick.
+    let lock_ms = 600u64;
+    let renew = Duration::from_millis(400);
+    let (release, released) = tokio::sync::watch::channel(false);
+    let held = processor_fn(move |_job: JobContext| {
+        let mut released = released.clone();
+        async move {
+            let _ = released.wait_for(|go| *go).await;
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let mut s = setup_renewing("rs", lock_ms, Some(400), 5, held).await;
     let conn = s.q.connection().clone();
     let stop = tokio_util_like::Stop::default();
     let checker = stalled_checker(conn, &s.q, Duration::from_millis(150), stop.clone());
@@ -458,17 +481,45 @@ async fn killed_lock_manager_restarted_by_supervisor_loses_no_lock() {
         s.q.add("x", &json!({}), JobOptions::new()).await.unwrap();
     }
     let c = s.c.clone();
-    wait_until("5 locks", Duration::from_secs(3), async || {
-        echomq_integration_tests::keys(&c, "emq:rs:*:lock")
-            .await
-            .len()
-            == 5
+    let lock_keys: Vec<String> = (1..=5).map(|id| format!("emq:rs:{id}:lock")).collect();
+    wait_until("5 locks", Duration::from_secs(5), async || {
+        let lm = call_t!(s.sup, SupMsg::Current, 2000).unwrap().unwrap();
+        let t: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 2000).unwrap();
+        t.len() == 5
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // Kill twice, mid-run; the supervisor restarts it each time.
+    // Every lock's PTTL, read every few ms from here to the end: a lock that
+    // expires stays gone (nobody sets it again), so the smallest value seen
+    // tells whether any lock lapsed, however the polls fall.
+    let watching = tokio_util_like::Stop::default();
+    let watcher = {
+        let (c, keys, watching) = (c.clone(), lock_keys.clone(), watching.clone());
+        tokio::spawn(async move {
+            let mut min = i64::MAX;
+            while !watching.is_set() {
+                let pipe = c.pipeline();
+                for k in &keys {
+                    let _: () = pipe.pttl(k).await.unwrap();
+                }
+                let pttls: Vec<i64> = pipe.all().await.unwrap();
+                min = min.min(*pttls.iter().min().unwrap());
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            min
+        })
+    };
+    // Kill twice, each time just before the manager's next tick, when the
+    // locks are a whole renew window old; the supervisor restarts it.
     for round in 1..=2 {
         let lm = call_t!(s.sup, SupMsg::Current, 2000).unwrap().unwrap();
+        let seen = stats(&lm).await.ticks;
+        wait_until("a tick", Duration::from_secs(5), async || {
+            stats(&lm).await.ticks > seen
+        })
+        .await;
+        let ticked = Instant::now();
+        // The fault's place: 40 ms before the next tick is due.
+        tokio::time::sleep_until((ticked + renew - Duration::from_millis(40)).into()).await;
         lm.kill();
         let r = s.restarts.clone();
         wait_until("restart", Duration::from_secs(2), async || {
@@ -476,14 +527,34 @@ async fn killed_lock_manager_restarted_by_supervisor_loses_no_lock() {
         })
         .await;
         let lm = call_t!(s.sup, SupMsg::Current, 2000).unwrap().unwrap();
-        let sup_lm = lm.clone();
-        wait_until("jobs re-tracked", Duration::from_secs(2), async || {
-            let t: Vec<TrackedLock> = call_t!(sup_lm, LockManagerMsg::GetTracked, 2000).unwrap();
-            t.len() == 5
+        let new_lm = lm.clone();
+        wait_until(
+            "the handed-over locks renewed",
+            Duration::from_secs(2),
+            async || {
+                let st = stats(&new_lm).await;
+                let t: Vec<TrackedLock> =
+                    call_t!(new_lm, LockManagerMsg::GetTracked, 2000).unwrap();
+                st.extend_calls >= 1 && st.last_batch == 5 && t.len() == 5
+            },
+        )
+        .await;
+        eprintln!(
+            "round {round}: killed {} ms after a tick, renewed by the new manager {} ms after that tick",
+            (renew - Duration::from_millis(40)).as_millis(),
+            ticked.elapsed().as_millis()
+        );
+        // Two more windows under the new manager.
+        let st = stats(&lm).await.ticks;
+        wait_until("two ticks", Duration::from_secs(5), async || {
+            stats(&lm).await.ticks >= st + 2
         })
         .await;
-        tokio::time::sleep(Duration::from_millis(lock_ms)).await;
     }
+    watching.set();
+    let min_pttl = watcher.await.unwrap();
+    assert!(min_pttl > 0, "a lock lapsed: smallest PTTL seen {min_pttl}");
+    release.send_replace(true);
     wait_until("all completed", Duration::from_secs(10), async || {
         c.zcard::<u64, _>("emq:rs:completed").await.unwrap() == 5
     })
@@ -503,4 +574,5 @@ async fn killed_lock_manager_restarted_by_supervisor_loses_no_lock() {
     }
     let st: echomq::worker::WorkerStatus = call_t!(s.worker, WorkerMsg::GetStatus, 2000).unwrap();
     assert!(st.lock_manager_attached);
+    assert_eq!(s.restarts.load(Ordering::SeqCst), 2, "both kills happened");
 }

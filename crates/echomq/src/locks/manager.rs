@@ -155,6 +155,7 @@ async fn handle(
             InternalMsg::Share(set) => {
                 if !state.shared.iter().any(|s| s.same(&set)) {
                     state.shared.push(set);
+                    handed_over(&myself, state).await?;
                 }
             }
             InternalMsg::Tick(gen) if gen == state.timer_gen => tick(&myself, state).await?,
@@ -170,6 +171,27 @@ async fn handle(
         }
         LockManagerMsg::GetStats(reply) => {
             let _ = reply.send(state.stats.clone());
+        }
+    }
+    Ok(())
+}
+
+/// A Worker handed its held set over (at the start of a LockManager, or of a
+/// Worker): its locks are renewed at once and the window counted from here.
+/// A restarted LockManager cannot know how old they are — its predecessor
+/// may have died just before its tick, leaving them a whole window old —
+/// and its own first tick would come another window later, past the locks'
+/// life (docs/lock-manager.md §Restart).
+async fn handed_over(
+    myself: &ActorRef<LockManagerMsg>,
+    state: &mut LockManagerState,
+) -> Result<(), ActorProcessingErr> {
+    let period = state.renew_time;
+    match renew(state).await {
+        Ok(()) => arm(myself, state, period),
+        Err(e) => {
+            on_error(state, e)?;
+            arm(myself, state, (period / 8).max(Duration::from_millis(10)));
         }
     }
     Ok(())
