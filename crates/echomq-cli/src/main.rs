@@ -14,6 +14,7 @@ mod demo_flow;
 mod flows;
 mod limits;
 mod otlp;
+mod processors;
 mod relay;
 mod search;
 mod service;

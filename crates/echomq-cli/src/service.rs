@@ -10,13 +10,15 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, ValueEnum};
 use echomq::connection::{host_port, server_facts, ServerProblem};
+use echomq::external::HttpHeader;
 use echomq::{Connection, Queue, RetryPolicy};
 use echomq_cli::diagnose::{self, FailureClass};
 use serde::Deserialize;
 use tracing::warn;
 
 use crate::target::Target;
-use crate::work::{Synthetic, WorkSettings};
+use crate::processors::{ExternalSettings, ProcessorSpec};
+use crate::work::WorkSettings;
 
 /// Options of `echomq work`. Each is optional here: a value missing from
 /// the command line and the environment comes from the file, then from the
@@ -32,9 +34,24 @@ pub struct WorkArgs {
     /// Jobs run at the same time [default: 1].
     #[arg(long, env = "ECHOMQ_CONCURRENCY")]
     pub concurrency: Option<usize>,
-    /// sleep:MS | echo | fail | fail-rate:P | cpu:MS [default: echo].
+    /// exec:COMMAND (handler processes) | http:URL | sleep:MS | echo | fail |
+    /// fail-rate:P | cpu:MS [default: echo] (docs/processors.md).
     #[arg(long, env = "ECHOMQ_PROCESSOR")]
     pub processor: Option<String>,
+    /// Handler processes of `exec:` [default: the concurrency].
+    #[arg(long, env = "ECHOMQ_PROCESSES")]
+    pub processes: Option<usize>,
+    /// Per-request timeout of `http:` in ms [default: 30000].
+    #[arg(long, env = "ECHOMQ_HTTP_TIMEOUT")]
+    pub http_timeout: Option<u64>,
+    /// A header of every `http:` request, `Name: value` (repeat the flag; in
+    /// ECHOMQ_HTTP_HEADERS one per line). Never logged.
+    #[arg(long = "http-header", env = "ECHOMQ_HTTP_HEADERS", value_delimiter = '\n',
+          hide_env_values = true, value_name = "NAME: VALUE")]
+    pub http_headers: Vec<HttpHeader>,
+    /// PEM CA to trust for an `https:` endpoint [default: the system's roots].
+    #[arg(long, env = "ECHOMQ_HTTP_CA_FILE", value_name = "PEM")]
+    pub http_ca_file: Option<PathBuf>,
     /// Lock TTL in ms [default: 30000].
     #[arg(long, env = "ECHOMQ_LOCK_DURATION")]
     pub lock_duration: Option<u64>,
@@ -109,6 +126,10 @@ struct FileConfig {
     queue: Option<String>,
     concurrency: Option<usize>,
     processor: Option<String>,
+    processes: Option<usize>,
+    http_timeout: Option<u64>,
+    http_headers: Option<Vec<String>>,
+    http_ca_file: Option<PathBuf>,
     lock_duration: Option<u64>,
     stalled_interval: Option<u64>,
     max_jobs: Option<u64>,
@@ -199,7 +220,7 @@ pub fn resolve(
             "no queue: give it as an argument, ECHOMQ_QUEUE or `queue` in the config file",
         )?;
     echomq::protocol::QueueKeys::new(&prefix, &queue).map_err(|e| e.to_string())?;
-    let processor: Synthetic = args
+    let processor: ProcessorSpec = args
         .processor
         .clone()
         .or(file.processor)
@@ -209,6 +230,30 @@ pub fn resolve(
     if concurrency == 0 {
         return Err("concurrency must be at least 1".into());
     }
+    let processes = args.processes.or(file.processes);
+    if processes == Some(0) {
+        return Err("--processes must be at least 1".into());
+    }
+    let http_headers = if !args.http_headers.is_empty() {
+        args.http_headers.clone()
+    } else {
+        let lines = file.http_headers.unwrap_or_default();
+        lines
+            .iter()
+            .map(|l| l.parse::<HttpHeader>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("http_headers: {e}"))?
+    };
+    let http_timeout = args.http_timeout.or(file.http_timeout).unwrap_or(30_000);
+    if http_timeout == 0 {
+        return Err("--http-timeout must be positive".into());
+    }
+    let external = ExternalSettings {
+        processes,
+        http_timeout: Duration::from_millis(http_timeout),
+        http_headers,
+        http_ca_file: args.http_ca_file.clone().or(file.http_ca_file),
+    };
     let lock_duration = args.lock_duration.or(file.lock_duration).unwrap_or(30_000);
     let stalled_interval = args
         .stalled_interval
@@ -255,6 +300,7 @@ pub fn resolve(
         settings: WorkSettings {
             concurrency,
             processor,
+            external,
             lock_duration: ms(lock_duration),
             stalled_interval: ms(stalled_interval),
             max_jobs: args.max_jobs.or(file.max_jobs),
@@ -447,7 +493,17 @@ async fn run_connected(
         }
     };
     watch(metrics, &queue);
-    match crate::work::work(conn.clone(), queue, r.settings, health).await {
+    let processor = match crate::processors::build(
+        &r.settings.processor,
+        r.settings.concurrency,
+        &r.settings.external,
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => return fail(FailureClass::Config, &e),
+    };
+    match crate::work::work(conn.clone(), queue, r.settings, processor, health).await {
         Ok(()) => 0,
         Err(e) => fail(FailureClass::Runtime, &e.to_string()),
     }

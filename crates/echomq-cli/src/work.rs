@@ -1,13 +1,14 @@
 //! `echomq work`: a real EchoMQ worker tree (Worker + LockManager +
-//! StalledChecker) under this process's own supervisor, with a synthetic
-//! processor — for smoke tests, load tests and the demo.
+//! StalledChecker) under this process's own supervisor, with handler
+//! processes, an HTTP endpoint (`processors.rs`) or a synthetic processor —
+//! the last for smoke tests, load tests and the demo.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use echomq::health::{HealthCheck, HealthServer};
-use echomq::worker::{processor_fn, JobContext, ProcessError};
+use echomq::worker::{JobContext, ProcessError, Processor};
 use echomq::{
     Connection, HostSupervisor, HostSupervisorMsg, LockManagerMsg, Queue, RestartIntensity,
     WorkerArgs, WorkerMsg, WorkerOptions, WorkerSetSpec,
@@ -57,7 +58,7 @@ impl std::str::FromStr for Synthetic {
     }
 }
 
-async fn run_synthetic(kind: Synthetic, ctx: JobContext) -> Result<Value, ProcessError> {
+pub(crate) async fn run_synthetic(kind: Synthetic, ctx: JobContext) -> Result<Value, ProcessError> {
     match kind {
         Synthetic::Sleep(d) => {
             tokio::time::sleep(d).await;
@@ -95,7 +96,9 @@ fn rand_unit() -> f64 {
 #[derive(Debug)]
 pub struct WorkSettings {
     pub concurrency: usize,
-    pub processor: Synthetic,
+    pub processor: crate::processors::ProcessorSpec,
+    /// Settings of `exec:` and `http:` processors.
+    pub external: crate::processors::ExternalSettings,
     pub lock_duration: Duration,
     pub stalled_interval: Duration,
     pub max_jobs: Option<u64>,
@@ -113,10 +116,9 @@ pub async fn work(
     conn: Connection,
     queue: Queue,
     settings: WorkSettings,
+    processor: Arc<dyn Processor>,
     health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let kind = settings.processor.clone();
-    let processor = processor_fn(move |ctx| run_synthetic(kind.clone(), ctx));
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options = WorkerOptions::default()
         .concurrency(settings.concurrency)

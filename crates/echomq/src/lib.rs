@@ -27,6 +27,8 @@ pub mod audit;
 pub mod clock;
 pub mod connection;
 mod error;
+#[cfg(any(feature = "exec-processor", feature = "http-processor"))]
+pub mod external;
 pub mod flow_producer;
 pub mod health;
 #[cfg(any(feature = "health-server", feature = "prometheus"))]
@@ -60,6 +62,6 @@ pub use supervision::{
     HostSupervisor, HostSupervisorMsg, RestartIntensity, WorkerSet, WorkerSetSpec,
 };
 pub use worker::{
-    processor_fn, JobContext, ProcessError, Processor, Worker, WorkerArgs, WorkerEvent, WorkerMsg,
-    WorkerOptions,
+    processor_fn, typed_processor, JobContext, ProcessError, Processor, TypedJob, Worker,
+    WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
 };

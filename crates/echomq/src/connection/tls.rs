@@ -53,6 +53,25 @@ pub(crate) fn apply(fred_config: &mut Config, url: &str, opts: &TlsOptions) -> R
     Ok(())
 }
 
+/// A verifying client configuration (the system's roots, or `ca_file`) for
+/// the crate's other TLS client, the HTTP processor: the same provider and
+/// roots as for Redis. Without `load_roots` (a plaintext endpoint) and a CA
+/// file, nothing is trusted, so that a machine without system roots can
+/// still call `http://`.
+#[cfg(feature = "http-processor")]
+pub(crate) fn verifying_config(ca_file: Option<&Path>, load_roots: bool) -> Result<ClientConfig> {
+    let roots = if load_roots || ca_file.is_some() {
+        roots(ca_file)?
+    } else {
+        RootCertStore::empty()
+    };
+    Ok(ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }

@@ -13,10 +13,12 @@ pub(crate) mod flows;
 pub(crate) mod getters;
 pub(crate) mod handle;
 pub(crate) mod limits;
+pub(crate) mod typed;
 pub(crate) mod types;
 
 pub use self::flows::{Dependencies, FlowNode};
 pub use self::getters::{JobFilter, JobLogs, WorkerInfo};
 pub use self::handle::Queue;
 pub use self::limits::RateLimit;
+pub use self::typed::TypedQueue;
 pub use self::types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};

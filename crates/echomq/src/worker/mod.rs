@@ -25,6 +25,7 @@ pub(crate) mod processor;
 pub(crate) mod run;
 pub(crate) mod shared;
 pub(crate) mod transition;
+pub(crate) mod typed;
 
 pub use self::actor::{spawn_linked, Worker, WorkerState};
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
@@ -34,3 +35,4 @@ pub use self::manual::{Fetched, ManualJob, ManualParking, ManualWorker};
 pub use self::messages::{CloseReport, Internal, WorkerEvent, WorkerMsg, WorkerStatus};
 pub use self::options::{WorkerArgs, WorkerOptions};
 pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};
+pub use self::typed::{typed_processor, DataError, TypedJob};
