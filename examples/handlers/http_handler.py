@@ -9,9 +9,11 @@ A plain 2xx JSON body is the job's return value; this endpoint answers with
 `application/x-ndjson` instead, streaming a log line and progress while it
 works, then the completed (or failed) line. A 4xx fails the job for good, a
 5xx is retried. The port is the first argument (0: any free port); the first
-line printed is `listening on HOST:PORT`.
+line printed is `listening on HOST:PORT`. With `--tls CERT KEY` (PEM files) it
+serves HTTPS; give the worker the CA with --http-ca-file when it is private.
 """
 import json
+import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -59,8 +61,14 @@ class Jobs(BaseHTTPRequestHandler):
 
 
 def main():
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8787
+    args = sys.argv[1:]
+    port = int(args[0]) if args else 8787
     server = ThreadingHTTPServer(("127.0.0.1", port), Jobs)
+    if "--tls" in args:
+        cert, key = args[args.index("--tls") + 1 : args.index("--tls") + 3]
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     host, port = server.server_address[:2]
     print(f"listening on {host}:{port}", flush=True)
     server.serve_forever()

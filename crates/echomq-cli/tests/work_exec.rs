@@ -180,22 +180,91 @@ async fn a_python_handler_completes_1000_node_jobs_with_progress_and_logs() {
     thousand_node_jobs(&processor, |id| format!("job {id} attempt 1")).await;
 }
 
+/// The example HTTP endpoint, killed on drop.
+struct Endpoint {
+    child: Child,
+    addr: String,
+}
+
+impl Endpoint {
+    fn start(extra: &[&str]) -> Endpoint {
+        let mut child = Command::new("python3")
+            .arg(handler("http_handler.py"))
+            .arg("0")
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let addr = first.trim().strip_prefix("listening on ").unwrap().to_owned();
+        Endpoint { child, addr }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_handler_completes_1000_node_jobs_with_progress_and_logs() {
-    let mut server = Command::new("python3")
-        .args([&handler("http_handler.py"), "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first.trim().strip_prefix("listening on ").unwrap().to_owned();
-    let processor = format!("http:http://{addr}/jobs");
+    let endpoint = Endpoint::start(&[]);
+    let processor = format!("http:http://{}/jobs", endpoint.addr);
     thousand_node_jobs(&processor, |id| format!("job {id} attempt 1 over HTTP")).await;
-    let _ = server.kill();
-    let _ = server.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_endpoint_is_verified_against_the_given_ca() {
+    let certs = echomq_integration_tests::tls::Certs::generate();
+    let (cert, key) = (certs.path("server.pem"), certs.path("server.key"));
+    let endpoint = Endpoint::start(&["--tls", cert.to_str().unwrap(), key.to_str().unwrap()]);
+    // The certificate names 127.0.0.1.
+    let processor = format!("http:https://{}/jobs", endpoint.addr);
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let deadline = Instant::now() + LIMIT;
+    for (queue, ca, trusted) in [
+        ("trusted", certs.ca(), true),
+        ("untrusted", certs.other_ca(), false),
+    ] {
+        let q = Queue::new(&conn, queue).await.unwrap();
+        q.add("j", &json!({"i": 7}), JobOptions::new()).await.unwrap();
+        let mut work = Work::start(
+            &url,
+            queue,
+            &processor,
+            &["--http-ca-file", ca.to_str().unwrap()],
+        );
+        wait_until("the job finished", left(deadline), async || {
+            let c = q.counts().await.unwrap();
+            c.completed + c.failed == 1
+        })
+        .await;
+        work.sigterm();
+        assert!(work.wait_exit(deadline).await.success());
+        let job = q.get_job("1").await.unwrap().unwrap();
+        if trusted {
+            assert_eq!(
+                job.return_value,
+                Some(json!({"handled": "j", "echo": {"i": 7}})),
+                "{}",
+                work.log()
+            );
+            assert_eq!(q.get_logs("1", 0, -1).await.unwrap().len(), 1);
+        } else {
+            let reason = job.failed_reason.unwrap();
+            assert!(
+                reason.contains("invalid peer certificate: UnknownIssuer"),
+                "{reason}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
