@@ -68,3 +68,126 @@ async fn node_json_round_trips_byte_identically_through_rust() {
     let read = bullmq("read-jobs", &redis.url(), Q, json!({"ids": ["1"]}));
     assert_eq!(read["1"]["returnvalue"], data);
 }
+
+/// A typed job, fields in the order a Node producer writes its object.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Email {
+    to: String,
+    subject: String,
+    n: u32,
+    tags: Vec<String>,
+    meta: Meta,
+}
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Meta {
+    z: i64,
+    a: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct Receipt {
+    to: String,
+    words: usize,
+    attempt: u64,
+}
+
+const EMAIL: &str =
+    r#"{"to":"ada@example.com","subject":"Hé \"there\"","n":3,"tags":["b","a"],"meta":{"z":-1,"a":null}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_jobs_store_what_node_stores_and_read_what_node_wrote() {
+    use echomq::{typed_processor, ProcessError, TypedJob};
+    let redis = RedisServer::start();
+    let c = redis.client().await;
+    let q_name = "typed";
+    let node_data: Json = serde_json::from_str(EMAIL).unwrap();
+    // Node's job 1, and job 2 whose data does not fit `Email`.
+    let ids = bullmq(
+        "add-jobs",
+        &redis.url(),
+        q_name,
+        json!({"jobs": [
+            {"name": "email", "data": node_data, "opts": {}},
+            {"name": "email", "data": {"to": 5}, "opts": {"attempts": 3}},
+        ]}),
+    );
+    assert_eq!(ids, json!(["1", "2"]));
+    let stored = |id: &str| {
+        let c = c.clone();
+        let key = format!("emq:{q_name}:{id}");
+        async move { c.hget::<String, _, _>(key, DATA_FIELD).await.unwrap() }
+    };
+    assert_eq!(stored("1").await, EMAIL);
+
+    // The typed producer writes the same bytes for the same value.
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, q_name).await.unwrap();
+    let emails = q.typed::<Email>();
+    let value: Email = serde_json::from_str(EMAIL).unwrap();
+    let id = emails
+        .add("email", &value, echomq::JobOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(id, "3");
+    assert_eq!(stored("3").await, EMAIL, "byte-identical to Node's");
+    let bulk = emails
+        .add_bulk([("email".to_owned(), value, echomq::JobOptions::new())])
+        .await
+        .unwrap();
+    assert_eq!(stored(&bulk[0]).await, EMAIL);
+    let (_, read) = emails.get("1").await.unwrap().unwrap();
+    assert_eq!(read.unwrap().subject, "Hé \"there\"");
+    let (_, misfit) = emails.get("2").await.unwrap().unwrap();
+    assert!(misfit.is_err());
+
+    let processor = typed_processor(|job: TypedJob<Email>| async move {
+        job.log(&format!("to {}", job.data().to)).await?;
+        Ok::<_, ProcessError>(Receipt {
+            to: job.data().to.clone(),
+            words: job.data().subject.split_whitespace().count(),
+            attempt: job.attempt(),
+        })
+    });
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options.drain_delay = Duration::from_millis(200);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        .await
+        .unwrap();
+    wait_until(
+        "every typed job finished",
+        Duration::from_secs(20),
+        async || {
+            let counts = q.counts().await.unwrap();
+            counts.completed == 3 && counts.failed == 1
+        },
+    )
+    .await;
+    call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+
+    let read = bullmq("read-jobs", &redis.url(), q_name, json!({"ids": ["1", "2", "3"]}));
+    let receipt = json!({"to": "ada@example.com", "words": 2, "attempt": 1});
+    assert_eq!(read["1"]["returnvalue"], receipt);
+    assert_eq!(read["3"]["returnvalue"], receipt);
+    let returned: String = c
+        .hget(format!("emq:{q_name}:1"), RETURN_VALUE)
+        .await
+        .unwrap();
+    assert_eq!(
+        returned,
+        r#"{"to":"ada@example.com","words":2,"attempt":1}"#,
+        "the return value in field order"
+    );
+    // The misfit failed at once, whatever its attempts, with the reason; its
+    // data is as Node wrote it.
+    assert_eq!(read["2"]["state"], "failed");
+    assert_eq!(read["2"]["attemptsMade"], 1);
+    let reason = read["2"]["failedReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the data of job 2 does not fit ")
+            && reason.contains("Email: invalid type: integer `5`, expected a string"),
+        "{reason}"
+    );
+    assert_eq!(stored("2").await, r#"{"to":5}"#);
+}
