@@ -30,10 +30,12 @@ bench: _ensure-redis _ensure-node-packages
     cargo run --release -q -p echomq-integration-tests --bin bench
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
 
-# Formatting and lints, as CI checks them.
+# Formatting and lints, as CI checks them; every example builds (the workspace's
+# features enable those with required-features).
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo build --workspace --examples
 
 # A throwaway redis-server in the foreground for manual use (port 6399, no persistence).
 redis port="6399": _ensure-redis

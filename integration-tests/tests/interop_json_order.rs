@@ -92,8 +92,7 @@ struct Receipt {
     attempt: u64,
 }
 
-const EMAIL: &str =
-    r#"{"to":"ada@example.com","subject":"Hé \"there\"","n":3,"tags":["b","a"],"meta":{"z":-1,"a":null}}"#;
+const EMAIL: &str = r#"{"to":"ada@example.com","subject":"Hé \"there\"","n":3,"tags":["b","a"],"meta":{"z":-1,"a":null}}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_jobs_store_what_node_stores_and_read_what_node_wrote() {
@@ -166,7 +165,12 @@ async fn typed_jobs_store_what_node_stores_and_read_what_node_wrote() {
     .await;
     call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
 
-    let read = bullmq("read-jobs", &redis.url(), q_name, json!({"ids": ["1", "2", "3"]}));
+    let read = bullmq(
+        "read-jobs",
+        &redis.url(),
+        q_name,
+        json!({"ids": ["1", "2", "3"]}),
+    );
     let receipt = json!({"to": "ada@example.com", "words": 2, "attempt": 1});
     assert_eq!(read["1"]["returnvalue"], receipt);
     assert_eq!(read["3"]["returnvalue"], receipt);
@@ -175,8 +179,7 @@ async fn typed_jobs_store_what_node_stores_and_read_what_node_wrote() {
         .await
         .unwrap();
     assert_eq!(
-        returned,
-        r#"{"to":"ada@example.com","words":2,"attempt":1}"#,
+        returned, r#"{"to":"ada@example.com","words":2,"attempt":1}"#,
         "the return value in field order"
     );
     // The misfit failed at once, whatever its attempts, with the reason; its

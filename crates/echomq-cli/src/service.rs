@@ -16,8 +16,8 @@ use echomq_cli::diagnose::{self, FailureClass};
 use serde::Deserialize;
 use tracing::warn;
 
-use crate::target::Target;
 use crate::processors::{ExternalSettings, ProcessorSpec};
+use crate::target::Target;
 use crate::work::WorkSettings;
 
 /// Options of `echomq work`. Each is optional here: a value missing from
@@ -46,8 +46,13 @@ pub struct WorkArgs {
     pub http_timeout: Option<u64>,
     /// A header of every `http:` request, `Name: value` (repeat the flag; in
     /// ECHOMQ_HTTP_HEADERS one per line). Never logged.
-    #[arg(long = "http-header", env = "ECHOMQ_HTTP_HEADERS", value_delimiter = '\n',
-          hide_env_values = true, value_name = "NAME: VALUE")]
+    #[arg(
+        long = "http-header",
+        env = "ECHOMQ_HTTP_HEADERS",
+        value_delimiter = '\n',
+        hide_env_values = true,
+        value_name = "NAME: VALUE"
+    )]
     pub http_headers: Vec<HttpHeader>,
     /// PEM CA to trust for an `https:` endpoint [default: the system's roots].
     #[arg(long, env = "ECHOMQ_HTTP_CA_FILE", value_name = "PEM")]

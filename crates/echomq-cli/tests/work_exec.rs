@@ -62,12 +62,20 @@ impl Work {
                 cmd.env_remove(k);
             }
         }
-        cmd.args(["work", queue, "--url", url, "--quiet", "--processor", processor])
-            .args(extra)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap());
+        cmd.args([
+            "work",
+            queue,
+            "--url",
+            url,
+            "--quiet",
+            "--processor",
+            processor,
+        ])
+        .args(extra)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log.reopen().unwrap());
         Work {
             child: cmd.spawn().unwrap(),
             log,
@@ -141,7 +149,12 @@ async fn accounted(redis: &RedisServer, q: &Queue, added: u64) -> JobCounts {
 async fn thousand_node_jobs(processor: &str, log_line: impl Fn(&str) -> String) {
     let redis = RedisServer::start();
     let url = redis.url();
-    let ids = bullmq("add-many", &url, "thousand", json!({"n": 1000, "name": "n", "from": 0}));
+    let ids = bullmq(
+        "add-many",
+        &url,
+        "thousand",
+        json!({"n": 1000, "name": "n", "from": 0}),
+    );
     let ids: Vec<String> = serde_json::from_value(ids).unwrap();
     assert_eq!(ids.len(), 1000);
     let deadline = Instant::now() + LIMIT;
@@ -155,7 +168,10 @@ async fn thousand_node_jobs(processor: &str, log_line: impl Fn(&str) -> String) 
     assert!(status.success(), "{status:?}: {}", work.log());
 
     let read = bullmq("read-jobs", &url, "thousand", json!({ "ids": ids }));
-    let ops: Vec<Value> = ids.iter().map(|id| json!(["job-logs", id, 0, -1, true])).collect();
+    let ops: Vec<Value> = ids
+        .iter()
+        .map(|id| json!(["job-logs", id, 0, -1, true]))
+        .collect();
     let logs = bullmq("ops", &url, "thousand", json!({ "ops": ops }));
     for (k, id) in ids.iter().enumerate() {
         let job = &read[id];
@@ -199,7 +215,11 @@ impl Endpoint {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut first)
             .unwrap();
-        let addr = first.trim().strip_prefix("listening on ").unwrap().to_owned();
+        let addr = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_owned();
         Endpoint { child, addr }
     }
 }
@@ -234,7 +254,9 @@ async fn an_https_endpoint_is_verified_against_the_given_ca() {
         ("untrusted", certs.other_ca(), false),
     ] {
         let q = Queue::new(&conn, queue).await.unwrap();
-        q.add("j", &json!({"i": 7}), JobOptions::new()).await.unwrap();
+        q.add("j", &json!({"i": 7}), JobOptions::new())
+            .await
+            .unwrap();
         let mut work = Work::start(
             &url,
             queue,
@@ -278,13 +300,21 @@ async fn the_node_and_sh_handlers_complete_jobs() {
     ] {
         let q = Queue::new(&conn, queue).await.unwrap();
         for i in 0..20 {
-            q.add("j", &json!({"i": i, "s": "a\\b \"q\" ✓"}), JobOptions::new())
-                .await
-                .unwrap();
-        }
-        q.add("j", &json!({"fail": "no such user"}), JobOptions::new().attempts(1))
+            q.add(
+                "j",
+                &json!({"i": i, "s": "a\\b \"q\" ✓"}),
+                JobOptions::new(),
+            )
             .await
             .unwrap();
+        }
+        q.add(
+            "j",
+            &json!({"fail": "no such user"}),
+            JobOptions::new().attempts(1),
+        )
+        .await
+        .unwrap();
         let deadline = Instant::now() + LIMIT;
         let mut work = Work::start(&url, queue, &processor, &["--concurrency", "2"]);
         wait_until("21 jobs finished", left(deadline), async || {
@@ -324,7 +354,13 @@ fn state_dir() -> tempfile::TempDir {
 fn pid_alive(pid: u32) -> bool {
     // A zombie is as good as gone: it runs nothing.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(false)
 }
 
@@ -334,7 +370,11 @@ async fn pid_file(dir: &Path, name: &str, deadline: Instant) -> u32 {
         path.exists()
     })
     .await;
-    std::fs::read_to_string(&path).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -347,9 +387,13 @@ async fn handlers_that_crash_or_print_garbage_fail_that_job_and_are_replaced() {
     let mut added = 0;
     let mut add = async |mode: &str, attempts: i64| {
         added += 1;
-        q.add("f", &json!({"mode": mode, "i": added}), JobOptions::new().attempts(attempts))
-            .await
-            .unwrap()
+        q.add(
+            "f",
+            &json!({"mode": mode, "i": added}),
+            JobOptions::new().attempts(attempts),
+        )
+        .await
+        .unwrap()
     };
     let mut ok = Vec::new();
     for _ in 0..6 {
@@ -428,11 +472,17 @@ async fn a_hanging_handler_is_stopped_at_the_close_deadline_and_its_job_goes_bac
         .await
         .unwrap();
     let stubborn = q
-        .add("h", &json!({"mode": "hang", "stubborn": true}), JobOptions::new())
+        .add(
+            "h",
+            &json!({"mode": "hang", "stubborn": true}),
+            JobOptions::new(),
+        )
         .await
         .unwrap();
     for i in 0..4 {
-        q.add("ok", &json!({"i": i}), JobOptions::new()).await.unwrap();
+        q.add("ok", &json!({"i": i}), JobOptions::new())
+            .await
+            .unwrap();
     }
     let deadline = Instant::now() + LIMIT;
     let processor = format!("exec:python3 {}", faulty());
@@ -462,7 +512,10 @@ async fn a_hanging_handler_is_stopped_at_the_close_deadline_and_its_job_goes_bac
     assert!(log.contains("2 moved back to wait"), "{log}");
     assert_eq!(log.matches("handler stopped").count(), 2, "{log}");
     // SIGTERM ended one; the other ignores it and took SIGKILL.
-    assert!(log.contains("exit code") || log.contains("signal 15"), "{log}");
+    assert!(
+        log.contains("exit code") || log.contains("signal 15"),
+        "{log}"
+    );
     assert!(log.contains("killed by signal 9"), "{log}");
 }
 
@@ -494,7 +547,10 @@ async fn a_lost_lock_stops_the_hanging_handler_and_the_job_runs_again() {
         .await
         .unwrap();
     assert_eq!(deleted, 1, "the job was held");
-    wait_until("the handler stopped", left(deadline), async || !pid_alive(pid)).await;
+    wait_until("the handler stopped", left(deadline), async || {
+        !pid_alive(pid)
+    })
+    .await;
     // The stalled checker moves it back; the second run completes.
     wait_until("the job completed", left(deadline), async || {
         q.counts().await.unwrap().completed == 1
@@ -519,9 +575,13 @@ async fn a_worker_sigkilled_mid_run_loses_no_job() {
     let state = state_dir();
     let n = 60;
     for i in 0..n {
-        q.add("s", &json!({"mode": "sleep", "ms": 100, "i": i}), JobOptions::new())
-            .await
-            .unwrap();
+        q.add(
+            "s",
+            &json!({"mode": "sleep", "ms": 100, "i": i}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
     }
     let deadline = Instant::now() + LIMIT;
     let processor = format!("exec:python3 {}", faulty());
@@ -542,7 +602,10 @@ async fn a_worker_sigkilled_mid_run_loses_no_job() {
     first.child.kill().unwrap();
     first.child.wait().unwrap();
     let at_kill = q.counts().await.unwrap();
-    assert!(at_kill.active > 0, "jobs were held at the kill: {at_kill:?}");
+    assert!(
+        at_kill.active > 0,
+        "jobs were held at the kill: {at_kill:?}"
+    );
     assert!(at_kill.completed < n, "the kill came mid-run: {at_kill:?}");
     let mut second = Work::start_with_env(&url, "killed", &processor, &args, &env);
     wait_until("every job completed", left(deadline), async || {
@@ -560,7 +623,9 @@ async fn http_headers_never_reach_the_log() {
     let url = redis.url();
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "secret").await.unwrap();
-    q.add("j", &json!({"i": 1}), JobOptions::new()).await.unwrap();
+    q.add("j", &json!({"i": 1}), JobOptions::new())
+        .await
+        .unwrap();
     let deadline = Instant::now() + LIMIT;
     // Nothing listens there: the job fails (retryably) with a readable reason.
     let mut work = Work::start(

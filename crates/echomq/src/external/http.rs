@@ -17,7 +17,11 @@ use crate::worker::processor::{JobContext, ProcessError, ProcessFuture, Processo
 
 /// Content types whose body is read as protocol lines (progress and logs
 /// streamed while the job runs, then its answer).
-const LINE_TYPES: [&str; 3] = ["application/x-ndjson", "application/ndjson", "application/jsonl"];
+const LINE_TYPES: [&str; 3] = [
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/jsonl",
+];
 
 /// One request header (`Authorization: Bearer …`). Its value is marked
 /// sensitive and never shown: not in `Debug`, not in a log.
@@ -358,7 +362,13 @@ fn is_lines(response: &Response) -> bool {
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
         .is_some_and(|t| LINE_TYPES.contains(&t.as_str()))
 }
 
@@ -412,12 +422,30 @@ mod tests {
     #[test]
     fn statuses_map_to_outcomes() {
         let s = |c| StatusCode::from_u16(c).unwrap();
-        assert!(matches!(classify(s(400), "x".into()), ProcessError::Unrecoverable { .. }));
-        assert!(matches!(classify(s(404), "x".into()), ProcessError::Unrecoverable { .. }));
-        assert!(matches!(classify(s(301), "x".into()), ProcessError::Unrecoverable { .. }));
-        assert!(matches!(classify(s(429), "x".into()), ProcessError::Failed { .. }));
-        assert!(matches!(classify(s(503), "x".into()), ProcessError::Failed { .. }));
+        assert!(matches!(
+            classify(s(400), "x".into()),
+            ProcessError::Unrecoverable { .. }
+        ));
+        assert!(matches!(
+            classify(s(404), "x".into()),
+            ProcessError::Unrecoverable { .. }
+        ));
+        assert!(matches!(
+            classify(s(301), "x".into()),
+            ProcessError::Unrecoverable { .. }
+        ));
+        assert!(matches!(
+            classify(s(429), "x".into()),
+            ProcessError::Failed { .. }
+        ));
+        assert!(matches!(
+            classify(s(503), "x".into()),
+            ProcessError::Failed { .. }
+        ));
         assert!(HttpProcessor::new("ftp://x/y", HttpOptions::default()).is_err());
-        assert_eq!(error_text(br#"{"error":"bad input"}"#).as_deref(), Some("bad input"));
+        assert_eq!(
+            error_text(br#"{"error":"bad input"}"#).as_deref(),
+            Some("bad input")
+        );
     }
 }

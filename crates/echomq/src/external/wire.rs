@@ -218,7 +218,10 @@ pub(crate) async fn apply(ctx: &JobContext, message: Message) -> Step {
             return Step::Done(Err(e));
         }
         Message::Unknown(kind) => {
-            warn!(job_id = ctx.id(), kind, "handler message of an unknown type skipped");
+            warn!(
+                job_id = ctx.id(),
+                kind, "handler message of an unknown type skipped"
+            );
         }
     }
     Step::Continue
@@ -266,10 +269,7 @@ mod tests {
                 excerpt: "hello world".into()
             })
         );
-        assert!(matches!(
-            parse("[1,2]"),
-            Err(LineError::NotAMessage { .. })
-        ));
+        assert!(matches!(parse("[1,2]"), Err(LineError::NotAMessage { .. })));
         assert!(matches!(
             parse(r#"{"value":1}"#),
             Err(LineError::NotAMessage { .. })

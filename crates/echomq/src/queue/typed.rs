@@ -89,9 +89,8 @@ impl<T: DeserializeOwned> TypedQueue<T> {
     /// A job and its data read as `T`; `None` when the job does not exist.
     pub async fn get(&self, id: &str) -> Result<Option<(Job, std::result::Result<T, DataError>)>> {
         Ok(self.queue.get_job(id).await?.map(|job| {
-            let data = T::deserialize(&job.data).map_err(|e| {
-                DataError::new(id, std::any::type_name::<T>(), e.to_string())
-            });
+            let data = T::deserialize(&job.data)
+                .map_err(|e| DataError::new(id, std::any::type_name::<T>(), e.to_string()));
             (job, data)
         }))
     }
