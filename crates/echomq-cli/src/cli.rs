@@ -279,8 +279,9 @@ pub enum Command {
         #[command(subcommand)]
         action: SchedulerAction,
     },
-    /// Run a worker tree (Worker + LockManager + StalledChecker) with a synthetic
-    /// processor, as a service: waits for Redis, rides out outages, serves
+    /// Run a worker tree (Worker + LockManager + StalledChecker) whose jobs go to
+    /// handler processes in any language (`exec:`), an HTTP endpoint (`http:`) or a
+    /// synthetic processor (docs/processors.md), as a service: waits for Redis, rides out outages, serves
     /// health endpoints; prints a line per second; SIGINT/SIGTERM close it in
     /// order. Every option also comes from `ECHOMQ_*` and `--config FILE`
     /// (precedence: flag > env > file > default; docs/deployment.md §Running as a service).

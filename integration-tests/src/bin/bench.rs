@@ -9,7 +9,7 @@
 //!
 //! Environment: `BENCH_SCALE=<f>` scales the job counts; `BENCH_ONLY=<list>`
 //! runs some sections only (`add`, `process`, `latency`, `renew`, `sweep`,
-//! `events`; for profiling); `BENCH_PEERS=none|node|official|all` (default
+//! `events`, `exec`; for profiling); `BENCH_PEERS=none|node|official|all` (default
 //! all) picks the peers; `BENCH_OFFICIAL=<path>` is the bullmq-official peer
 //! binary (`integration-tests/peer-bullmq-official`, built by the recipe).
 
@@ -608,7 +608,14 @@ async fn main() {
         None
     };
 
-    // 5. The Redis ceiling: a trivial script through redis-benchmark.
+    // 5. Handler processes (`--processor exec:`) against the in-process echo.
+    let exec_rows = if section("exec") {
+        exec_vs_echo(&conn, &c).await
+    } else {
+        Vec::new()
+    };
+
+    // 6. The Redis ceiling: a trivial script through redis-benchmark.
     let sha: String = c.script_load("return 1").await.unwrap();
     let trivial = Command::new("redis-benchmark")
         .args([
@@ -702,9 +709,111 @@ async fn main() {
             lags[lags.len() * 99 / 100]
         );
     }
+    if !exec_rows.is_empty() {
+        println!("\n### Handler processes (`exec:`, a minimal Python handler) vs the in-process echo processor\n");
+        println!("| concurrency (= processes) | jobs | echo | exec | exec overhead per job |");
+        println!("| ---: | ---: | ---: | ---: | ---: |");
+        for r in exec_rows {
+            println!(
+                "| {} | {} | {:.0} jobs/s | {:.0} jobs/s | {:.0} µs |",
+                r.concurrency, r.jobs, r.echo_rate, r.exec_rate, r.overhead_us
+            );
+        }
+    }
     println!(
         "\nRedis ceiling (redis-benchmark EVALSHA of `return 1`, 50 clients): {trivial:.0} calls/s"
     );
+}
+
+/// One line of the exec section.
+struct ExecRow {
+    concurrency: usize,
+    jobs: u64,
+    echo_rate: f64,
+    exec_rate: f64,
+    /// Extra wall time per job on one slot: (exec − echo) × concurrency / jobs.
+    overhead_us: f64,
+}
+
+/// The smallest handler that speaks the protocol: it echoes the data.
+const BENCH_HANDLER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    job = json.loads(line)
+    sys.stdout.write(json.dumps({"type": "completed", "value": job["data"]}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// The same jobs through the in-process echo processor and through `exec:`
+/// handler processes, at concurrency 1 (the per-job overhead of the round
+/// trip through a pipe and a Python process) and 8 (throughput).
+async fn exec_vs_echo(conn: &Connection, c: &Client) -> Vec<ExecRow> {
+    use echomq::external::{ExecCommand, ExecOptions, ExecProcessor};
+    use echomq::worker::processor_fn;
+    let mut rows = Vec::new();
+    for (concurrency, n) in [(1usize, scale(2_000)), (8, scale(10_000))] {
+        let q = Queue::new(conn, "exec-echo").await.unwrap();
+        fill(&q, n).await;
+        let echo = processor_fn(|job| async move { Ok(job.data().clone()) });
+        let echo_secs = process_with(&q, n, concurrency, echo).await;
+        flush(c).await;
+        let q = Queue::new(conn, "exec-handler").await.unwrap();
+        fill(&q, n).await;
+        let handlers = ExecProcessor::start(
+            ExecCommand::new("python3").arg("-c").arg(BENCH_HANDLER),
+            ExecOptions::default().processes(concurrency),
+        )
+        .await
+        .expect("python3 runs");
+        let exec_secs = process_with(&q, n, concurrency, Arc::new(handlers)).await;
+        flush(c).await;
+        rows.push(ExecRow {
+            concurrency,
+            jobs: n,
+            echo_rate: n as f64 / echo_secs,
+            exec_rate: n as f64 / exec_secs,
+            overhead_us: (exec_secs - echo_secs) * concurrency as f64 / n as f64 * 1e6,
+        });
+    }
+    rows
+}
+
+/// Time from worker start to the n-th completion with `processor`.
+async fn process_with(
+    q: &Queue,
+    n: u64,
+    concurrency: usize,
+    processor: Arc<dyn echomq::Processor>,
+) -> f64 {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
+    let mut args = echomq::WorkerArgs::new(q.clone(), processor);
+    args.options.concurrency = concurrency;
+    args.options.remove_on_complete = Some(echomq::KeepJobs::Remove(true));
+    args.events = Some(tx);
+    let mut spec = echomq::WorkerSetSpec::new(args);
+    spec.stalled_checker = None;
+    let t = Instant::now();
+    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    let mut done = 0;
+    while done < n {
+        match rx.recv().await {
+            Some(echomq::WorkerEvent::Completed { .. }) => done += 1,
+            Some(echomq::WorkerEvent::Failed { .. }) => panic!("a bench job failed"),
+            _ => {}
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let _ = ractor::call_t!(
+        set.worker,
+        echomq::WorkerMsg::Close,
+        10_000,
+        Duration::from_secs(5)
+    );
+    host.stop(None);
+    secs
 }
 
 async fn fill(q: &Queue, n: u64) {
