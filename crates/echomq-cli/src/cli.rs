@@ -285,7 +285,7 @@ pub enum Command {
     /// health endpoints; prints a line per second; SIGINT/SIGTERM close it in
     /// order. Every option also comes from `ECHOMQ_*` and `--config FILE`
     /// (precedence: flag > env > file > default; docs/deployment.md §Running as a service).
-    Work(crate::service::WorkArgs),
+    Work(Box<crate::service::WorkArgs>),
     /// Serve the web dashboard (queues, jobs, search, actions, live feed) on
     /// 127.0.0.1:8080; see docs/ui.md.
     Ui(crate::ui::UiArgs),

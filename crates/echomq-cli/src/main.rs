@@ -19,6 +19,7 @@ mod relay;
 mod search;
 mod service;
 mod style;
+mod synthetic;
 mod target;
 mod ui;
 mod work;

@@ -527,7 +527,7 @@ mod tests {
         let crate::cli::Command::Work(args) = &cli.command else {
             panic!("not work")
         };
-        let args = args.clone();
+        let args = (**args).clone();
         (cli, GlobalSources::of(&m), args)
     }
 
@@ -637,6 +637,50 @@ mod tests {
         crate::cli::Cli::command()
             .try_get_matches_from(argv)
             .is_err()
+    }
+
+    #[test]
+    fn processor_options_resolve_and_headers_stay_secret() {
+        let dir = std::env::temp_dir().join(format!("echomq-proc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("echomq.toml");
+        std::fs::write(
+            &path,
+            "processor = \"http:https://fn.example/run\"\nhttp_headers = [\"X-Key: file-secret\"]\nhttp_timeout = 5000\nprocesses = 3\n",
+        )
+        .unwrap();
+        let cfg = path.to_str().unwrap();
+        let (cli, src, args) = parse(&["echomq", "work", "q", "--config", cfg]);
+        let r = resolve(&cli.target(), src, &args, |_| None).unwrap();
+        assert!(matches!(r.settings.processor, ProcessorSpec::Http(_)));
+        assert_eq!(r.settings.external.processes, Some(3));
+        assert_eq!(r.settings.external.http_timeout, Duration::from_secs(5));
+        assert_eq!(r.settings.external.http_headers[0].name(), "x-key");
+        let shown = format!("{r:?}");
+        assert!(!shown.contains("file-secret"), "{shown}");
+        // The flag replaces the file's headers.
+        let (cli, src, args) = parse(&[
+            "echomq",
+            "work",
+            "q",
+            "--config",
+            cfg,
+            "--http-header",
+            "Authorization: Bearer flag-secret",
+        ]);
+        let r = resolve(&cli.target(), src, &args, |_| None).unwrap();
+        assert_eq!(r.settings.external.http_headers.len(), 1);
+        assert_eq!(r.settings.external.http_headers[0].name(), "authorization");
+        assert!(!format!("{args:?}{r:?}").contains("flag-secret"));
+        std::fs::write(&path, "http_headers = [\"no colon secret\"]\n").unwrap();
+        let e = resolve(&cli.target(), src, &args_without_headers(cfg), |_| None).unwrap_err();
+        assert!(e.starts_with("http_headers: ") && !e.contains("secret"), "{e}");
+        assert!(parse_err(&["echomq", "work", "q", "--http-header", "nocolon"]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn args_without_headers(cfg: &str) -> WorkArgs {
+        parse(&["echomq", "work", "q", "--config", cfg]).2
     }
 
     #[test]
