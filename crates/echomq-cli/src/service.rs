@@ -674,8 +674,17 @@ mod tests {
         assert!(!format!("{args:?}{r:?}").contains("flag-secret"));
         std::fs::write(&path, "http_headers = [\"no colon secret\"]\n").unwrap();
         let e = resolve(&cli.target(), src, &args_without_headers(cfg), |_| None).unwrap_err();
-        assert!(e.starts_with("http_headers: ") && !e.contains("secret"), "{e}");
-        assert!(parse_err(&["echomq", "work", "q", "--http-header", "nocolon"]));
+        assert!(
+            e.starts_with("http_headers: ") && !e.contains("secret"),
+            "{e}"
+        );
+        assert!(parse_err(&[
+            "echomq",
+            "work",
+            "q",
+            "--http-header",
+            "nocolon"
+        ]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
