@@ -13,6 +13,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod fault_proxy;
 mod json_lines;
+pub mod netns;
 pub mod sentinel;
 pub mod tls;
 pub mod topology;
