@@ -9,6 +9,7 @@
 //! but under CI=true on a root machine they must run.
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use echomq_integration_tests::chaos::partition_faults::{self as p, Fault, Spec};
 use echomq_integration_tests::chaos::{table, Ctx, Row, Verdict};
@@ -125,7 +126,7 @@ async fn a_cut_that_did_not_happen_fails_the_checks() {
         return;
     }
     let mut spec = Spec::fast("P7", "DROP of an unused port", Fault::Decoy);
-    spec.grace = std::time::Duration::from_secs(4);
+    spec.grace = Duration::from_secs(4);
     let row = run(spec).await;
     let t = table(std::slice::from_ref(&row));
     let Verdict::Fail(why) = &row.verdict else {
@@ -146,6 +147,11 @@ fn a_namespace_leaves_nothing_behind() {
     let (name, host_if) = (ns.name().to_owned(), ns.host_if().to_owned());
     ns.drop_tcp(6379, Direction::Both).expect("rule");
     let mut sleeper = ns.command("sleep").arg("600").spawn().expect("sleep");
+    // `ip netns exec` enters the namespace after the spawn returned.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ns.pids() != vec![sleeper.id()] && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(ns.pids(), vec![sleeper.id()]);
     drop(ns);
     assert!(sleeper.wait().is_ok());

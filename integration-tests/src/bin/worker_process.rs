@@ -51,6 +51,12 @@ fn main() {
         std::process::exit(2);
     };
     let opts: Value = serde_json::from_str(opts).expect("json options");
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let threads = opts["threads"].as_u64().unwrap_or(2).max(1) as usize;
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)

@@ -175,10 +175,16 @@ impl Proc {
     }
 
     async fn start(mut cmd: Command) -> Proc {
+        // CHAOS_VERBOSE shows the workers' stderr (their logs with RUST_LOG).
+        let stderr = if std::env::var_os("CHAOS_VERBOSE").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        };
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("worker process starts");
         let lines = JsonLines::read(&mut child);
