@@ -1,4 +1,4 @@
-//! Real network partitions, the quick versions of chaos F41–F45
+//! Real network partitions, the quick versions of chaos F41–F46
 //! (`integration-tests/src/chaos/partition_faults.rs`): a `worker_process`
 //! in its own network namespace, cut off from Redis by the kernel's packet
 //! filter (both directions, one direction), degraded by random loss or
@@ -115,6 +115,24 @@ async fn jobs_keep_flowing_through_netem_delay_reordering_and_loss() {
         return;
     }
     let row = run(Spec::fast("P6", "netem mix", Fault::Netem(p::netem_mix()))).await;
+    assert_pass(&row);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_on_a_flapping_link_follows_every_cut_and_heal() {
+    if !netns::available_or_skip("partition::flapping") {
+        return;
+    }
+    let row = run(Spec::fast(
+        "P8",
+        "3 cuts of 2 s, 2 s apart",
+        Fault::Flap {
+            cuts: 3,
+            cut: Duration::from_secs(2),
+            gap: Duration::from_secs(2),
+        },
+    ))
+    .await;
     assert_pass(&row);
 }
 

@@ -204,6 +204,7 @@ pub fn catalogue() -> Vec<Scenario> {
         sc("F43", false, partition_faults::f43),
         sc("F44", false, partition_faults::f44),
         sc("F45", false, partition_faults::f45),
+        sc("F46", false, partition_faults::f46),
     ]
 }
 

@@ -1,4 +1,4 @@
-//! F41–F45: real network faults. The worker is a real `worker_process` in a
+//! F41–F46: real network faults. The worker is a real `worker_process` in a
 //! network namespace of its own ([`crate::netns`]), started with `ip netns
 //! exec` and serving `/livez` and `/readyz` there; Redis listens in the root
 //! namespace on loopback (the runner's own clients) and on the veth's host
@@ -42,6 +42,17 @@ pub enum Fault {
     Loss(f64),
     /// `tc netem` with these arguments on both ends of the pair.
     Netem(Vec<String>),
+    /// A flapping link: `cuts` silent DROPs both ways of `cut` each, `gap`
+    /// apart (each cut lasts until readiness answered 503, each gap until it
+    /// answered 200, and at least these lengths).
+    Flap {
+        /// How many cuts.
+        cuts: usize,
+        /// Shortest length of each.
+        cut: Duration,
+        /// Shortest time between two.
+        gap: Duration,
+    },
     /// A DROP of a port nobody uses: no fault at all, judged as a cut. The
     /// checks must fail on it (`tests/partition.rs`).
     Decoy,
@@ -50,6 +61,10 @@ pub enum Fault {
 impl Fault {
     fn is_cut(&self) -> bool {
         matches!(self, Fault::Cut(_) | Fault::Decoy)
+    }
+
+    fn is_degraded(&self) -> bool {
+        matches!(self, Fault::Loss(_) | Fault::Netem(_))
     }
 }
 
@@ -166,6 +181,20 @@ pub async fn f44(ctx: Ctx) -> Row {
     run(ctx, s).await
 }
 
+/// F46: a flapping link, five cuts of 4 s, 3 s apart.
+pub async fn f46(ctx: Ctx) -> Row {
+    let s = Spec::catalogue(
+        "F46",
+        "netns: flapping link, 5 × (DROP both directions ≥ 4 s, healed ≥ 3 s)",
+        Fault::Flap {
+            cuts: 5,
+            cut: Duration::from_secs(4),
+            gap: Duration::from_secs(3),
+        },
+    );
+    run(ctx, s).await
+}
+
 /// The netem arguments of F45 (and its fast twin).
 pub fn netem_mix() -> Vec<String> {
     [
@@ -265,13 +294,15 @@ pub async fn run(ctx: Ctx, spec: Spec) -> Row {
     } else {
         None
     };
-    let during: Vec<String> = (0..if spec.fault.is_cut() { 4 } else { 20 })
+    let during: Vec<String> = (0..if spec.fault.is_degraded() { 20 } else { 4 })
         .map(|i| format!("during-{i:02}"))
         .collect();
     for id in &during {
         bed.add(id, sleep_job(50), JobOptions::new()).await;
     }
-    if spec.fault.is_cut() {
+    if let Fault::Flap { cuts, cut, gap } = spec.fault {
+        flap(&ns, port, health, &spec, (cuts, cut, gap), &mut m, &mut f).await;
+    } else if spec.fault.is_cut() {
         watch_cut(&bed, &ns, health, &spec, &held, t_fault, &mut m).await;
         cut_checks(&bed, &during, &m, rescuer.is_some(), &mut f).await;
     } else {
@@ -383,6 +414,9 @@ pub struct Measures {
     pub after_done: Option<Duration>,
     /// Restarts inside the worker process by its own supervisor (`/livez`).
     pub restarts: Option<u64>,
+    /// A flapping link: cuts that drew a 503, gaps that drew a 200 again,
+    /// the fewest packets one cut dropped, the longest wait for the 200.
+    pub flap: Option<(usize, usize, u64, Duration)>,
 }
 
 impl Measures {
@@ -391,7 +425,18 @@ impl Measures {
             d.map(|d| format!("{:.1} s", d.as_secs_f64()))
                 .unwrap_or_else(|| "never".into())
         };
-        let head = if spec.fault.is_cut() {
+        let head = if let (Fault::Flap { cuts, cut, gap }, Some((c503, c200, least, slow))) =
+            (&spec.fault, self.flap)
+        {
+            format!(
+                "{cuts} cuts of ≥ {:.0} s, ≥ {:.0} s apart: 503 in {c503} of them (first after {}), 200 again in {c200} of {} gaps (slowest {:.1} s); ≥ {least} packets dropped per cut",
+                cut.as_secs_f64(),
+                gap.as_secs_f64(),
+                s(self.first_503),
+                cuts - 1,
+                slow.as_secs_f64()
+            )
+        } else if spec.fault.is_cut() {
             format!(
                 "readiness 503 {} into the cut; {} packets dropped; cut {:.1} s",
                 s(self.first_503),
@@ -425,6 +470,7 @@ impl Measures {
 fn apply(ns: &Netns, port: u16, fault: &Fault) -> Result<(), String> {
     match fault {
         Fault::Cut(dir) => ns.drop_tcp(port, *dir),
+        Fault::Flap { .. } => ns.drop_tcp(port, Direction::Both),
         Fault::Loss(p) => ns.lose_tcp(port, Direction::Both, *p),
         Fault::Netem(args) => {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -564,6 +610,71 @@ async fn cut_checks(
             format!("jobs added during the cut completed in it: {done:?} (no cut?)"),
         );
     }
+}
+
+/// The cuts of a flapping link; the first is applied already and the last
+/// is left for the heal. Each cut must draw a 503 and drop packets, each gap
+/// a 200 again.
+async fn flap(
+    ns: &Netns,
+    port: u16,
+    health: SocketAddr,
+    spec: &Spec,
+    (cuts, cut, gap): (usize, Duration, Duration),
+    m: &mut Measures,
+    f: &mut Vec<String>,
+) {
+    let t_first = Instant::now();
+    let (mut c503, mut c200, mut least, mut slow) = (0, 0, u64::MAX, Duration::ZERO);
+    for i in 0..cuts {
+        if i > 0 {
+            if let Err(e) = ns.drop_tcp(port, Direction::Both) {
+                f.push(format!("cut {i}: {e}"));
+            }
+        }
+        let t0 = Instant::now();
+        let mut seen = false;
+        while !(seen && t0.elapsed() >= cut) && t0.elapsed() < cut + spec.grace {
+            if status(health, "/readyz").await.map(|s| s.0) == Some(503) {
+                seen = true;
+                m.first_503.get_or_insert(t0.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        c503 += usize::from(seen);
+        if i + 1 == cuts {
+            // The last cut is healed by the caller, which counts its drops.
+            least = least.min(ns.dropped().unwrap_or(0));
+            break;
+        }
+        least = least.min(ns.clear_filter().unwrap_or(0));
+        let t1 = Instant::now();
+        let mut back = None;
+        while !(back.is_some() && t1.elapsed() >= gap) && t1.elapsed() < gap + spec.grace {
+            if back.is_none() && status(health, "/readyz").await.map(|s| s.0) == Some(200) {
+                back = Some(t1.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if let Some(b) = back {
+            c200 += 1;
+            slow = slow.max(b);
+        }
+    }
+    m.length = t_first.elapsed();
+    m.dropped = least;
+    m.flap = Some((c503, c200, least, slow));
+    expect(
+        f,
+        c503 == cuts,
+        format!("readiness 503 in only {c503} of {cuts} cuts"),
+    );
+    expect(
+        f,
+        c200 + 1 == cuts,
+        format!("readiness 200 again in only {c200} of {} gaps", cuts - 1),
+    );
+    expect(f, least > 0, "a cut dropped no packet");
 }
 
 /// A degraded link (loss, netem) for `hold`: probes readiness (how often
