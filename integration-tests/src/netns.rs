@@ -299,6 +299,19 @@ impl Netns {
         Ok(())
     }
 
+    /// Refuses the worker's TCP traffic to Redis's `port` with a reset (RST):
+    /// every call and every connection attempt fails at once, as when Redis
+    /// is down.
+    pub fn reset_tcp(&self, port: u16) -> Result<(), String> {
+        for (chain, m) in self.matches(port, Direction::WorkerToRedis) {
+            let mut args: Vec<&str> = vec!["-A", chain];
+            args.extend(m.iter().map(String::as_str));
+            args.extend(["-j", "REJECT", "--reject-with", "tcp-reset"]);
+            self.iptables(&args)?;
+        }
+        Ok(())
+    }
+
     /// Drops each TCP packet with Redis's `port` going `dir` with
     /// `probability` (the filter's `statistic` match: real loss, without
     /// netem).
@@ -330,7 +343,7 @@ impl Netns {
             let listing = self.iptables(&["-L", chain, "-n", "-v", "-x"])?;
             n += listing
                 .lines()
-                .filter(|l| l.split_whitespace().nth(2) == Some("DROP"))
+                .filter(|l| matches!(l.split_whitespace().nth(2), Some("DROP" | "REJECT")))
                 .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
                 .sum::<u64>();
         }

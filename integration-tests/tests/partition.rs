@@ -136,6 +136,27 @@ async fn a_worker_on_a_flapping_link_follows_every_cut_and_heal() {
     assert_pass(&row);
 }
 
+/// Every call and connection attempt refused at once (RST), while the
+/// worker holds jobs longer than its 500 ms locks: its LockManager fails and
+/// is restarted by the process's supervisor (docs/lock-manager.md §Errors),
+/// which must not give up, and the worker resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_refused_with_resets_holding_short_locks_resumes_by_itself() {
+    if !netns::available_or_skip("partition::refused") {
+        return;
+    }
+    let mut spec = Spec::fast(
+        "P9",
+        "REJECT with RST, 500 ms locks, 3 s jobs",
+        Fault::Refuse,
+    );
+    spec.lock = Duration::from_millis(500);
+    spec.job = Duration::from_secs(3);
+    spec.hold = Duration::from_secs(6);
+    let row = run(spec).await;
+    assert_pass(&row);
+}
+
 /// The checks are not vacuous: a "cut" of a port nobody uses must fail
 /// them, on the counters, on readiness and on the jobs that kept completing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -205,6 +205,7 @@ pub fn catalogue() -> Vec<Scenario> {
         sc("F44", false, partition_faults::f44),
         sc("F45", false, partition_faults::f45),
         sc("F46", false, partition_faults::f46),
+        sc("F47", false, partition_faults::f47),
     ]
 }
 

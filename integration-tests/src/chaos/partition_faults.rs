@@ -1,9 +1,10 @@
-//! F41–F46: real network faults. The worker is a real `worker_process` in a
+//! F41–F47: real network faults. The worker is a real `worker_process` in a
 //! network namespace of its own ([`crate::netns`]), started with `ip netns
 //! exec` and serving `/livez` and `/readyz` there; Redis listens in the root
 //! namespace on loopback (the runner's own clients) and on the veth's host
 //! end (the worker's). The faults are the kernel's: a silent iptables DROP
-//! of the Redis traffic (both directions, or one), random loss, `tc netem`.
+//! of the Redis traffic (both directions, or one), a REJECT with a reset,
+//! random loss, `tc netem`.
 //!
 //! A cut must show itself before it counts: the filter's counters dropped
 //! packets, the worker's readiness answered 503 (and still did at the heal),
@@ -53,6 +54,9 @@ pub enum Fault {
         /// Shortest time between two.
         gap: Duration,
     },
+    /// The worker's Redis traffic refused with a reset (RST): every call and
+    /// connection attempt fails at once, as when Redis is down.
+    Refuse,
     /// A DROP of a port nobody uses: no fault at all, judged as a cut. The
     /// checks must fail on it (`tests/partition.rs`).
     Decoy,
@@ -60,7 +64,7 @@ pub enum Fault {
 
 impl Fault {
     fn is_cut(&self) -> bool {
-        matches!(self, Fault::Cut(_) | Fault::Decoy)
+        matches!(self, Fault::Cut(_) | Fault::Refuse | Fault::Decoy)
     }
 
     fn is_degraded(&self) -> bool {
@@ -88,6 +92,8 @@ pub struct Spec {
     pub rescuer: bool,
     /// The worker's lockDuration.
     pub lock: Duration,
+    /// How long the jobs that run when the fault begins take.
+    pub job: Duration,
     /// The worker's command timeout; `None`: the shipped default (10 s).
     pub command_timeout: Option<Duration>,
     /// The worker's watchdog interval; `None`: the shipped default (5 s).
@@ -109,6 +115,7 @@ impl Spec {
             grace: Duration::from_secs(30),
             rescuer: false,
             lock: Duration::from_secs(2),
+            job: Duration::from_secs(1),
             command_timeout: None,
             watchdog: None,
             resume_within: Duration::from_secs(60),
@@ -126,6 +133,7 @@ impl Spec {
             grace: Duration::from_secs(10),
             rescuer: false,
             lock: Duration::from_secs(2),
+            job: Duration::from_secs(1),
             command_timeout: Some(Duration::from_secs(2)),
             watchdog: Some(Duration::from_secs(1)),
             resume_within: Duration::from_secs(20),
@@ -192,6 +200,19 @@ pub async fn f46(ctx: Ctx) -> Row {
             gap: Duration::from_secs(3),
         },
     );
+    run(ctx, s).await
+}
+
+/// F47: every call and connection attempt refused with a reset for 15 s,
+/// the worker holding jobs of 5 s with 1 s locks.
+pub async fn f47(ctx: Ctx) -> Row {
+    let mut s = Spec::catalogue(
+        "F47",
+        "netns: worker → Redis refused with RST (iptables REJECT) ≥ 15 s, 5 s jobs, lockDuration 1 s",
+        Fault::Refuse,
+    );
+    s.lock = Duration::from_secs(1);
+    s.job = Duration::from_secs(5);
     run(ctx, s).await
 }
 
@@ -267,7 +288,7 @@ pub async fn run(ctx: Ctx, spec: Spec) -> Row {
     for i in 0..8 {
         bed.add(
             &format!("before-{i:02}"),
-            sleep_job(1000),
+            sleep_job(spec.job.as_millis() as u64),
             JobOptions::new(),
         )
         .await;
@@ -437,8 +458,13 @@ impl Measures {
                 slow.as_secs_f64()
             )
         } else if spec.fault.is_cut() {
+            let verb = if matches!(spec.fault, Fault::Refuse) {
+                "refused"
+            } else {
+                "dropped"
+            };
             format!(
-                "readiness 503 {} into the cut; {} packets dropped; cut {:.1} s",
+                "readiness 503 {} into the cut; {} packets {verb}; cut {:.1} s",
                 s(self.first_503),
                 self.dropped,
                 self.length.as_secs_f64()
@@ -471,6 +497,7 @@ fn apply(ns: &Netns, port: u16, fault: &Fault) -> Result<(), String> {
     match fault {
         Fault::Cut(dir) => ns.drop_tcp(port, *dir),
         Fault::Flap { .. } => ns.drop_tcp(port, Direction::Both),
+        Fault::Refuse => ns.reset_tcp(port),
         Fault::Loss(p) => ns.lose_tcp(port, Direction::Both, *p),
         Fault::Netem(args) => {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
