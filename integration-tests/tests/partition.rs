@@ -1,8 +1,9 @@
-//! Real network partitions, the quick versions of chaos F41–F46
+//! Real network partitions, the quick versions of chaos F41–F47
 //! (`integration-tests/src/chaos/partition_faults.rs`): a `worker_process`
 //! in its own network namespace, cut off from Redis by the kernel's packet
-//! filter (both directions, one direction), degraded by random loss or
-//! netem, then healed. Each asserts that nothing was lost or finished twice,
+//! filter (both directions, one direction, a refusal with resets), degraded
+//! by random loss or netem, then healed. Each asserts that nothing was lost
+//! or finished twice,
 //! that readiness answered 503 while cut off, and that the same process
 //! resumed by itself after the heal. They need root, `ip` and `iptables`
 //! (netem: the kernel's sch_netem); elsewhere each prints one SKIPPED line,
