@@ -10,9 +10,19 @@ demo: _ensure-redis
     ./target/debug/echomq demo
 
 # Run every test (each test starts its own redis-server on a free port; the
-# interop tests drive the real BullMQ Node client).
+# interop tests drive the real BullMQ Node client). With cargo-nextest (on
+# these machines) every test runs in its own process, the heaviest alone
+# (.config/nextest.toml), no retries; without it, `cargo test`.
 test: _ensure-redis _ensure-node-packages
-    cargo test --workspace
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run --workspace
+        cargo test --workspace --doc
+    else
+        echo "cargo-nextest not found: running the suite with cargo test" >&2
+        cargo test --workspace
+    fi
 
 # bullmq-official (BullMQ's Rust port) is a crate outside the workspace, built here;
 # BENCH_ONLY / BENCH_PEERS pick sections and peers (integration-tests/src/bin/bench.rs).
