@@ -2,8 +2,9 @@
 // Usage: node driver.js <command> <redis-url> <queue> [json-args]
 // Prints one JSON document on stdout; errors go to stderr with a non-zero exit.
 'use strict';
-const { Queue, Worker, Job, FlowProducer } = require('bullmq');
-const IORedis = require('ioredis');
+const need = require('./pkg');
+const { Queue, Worker, Job, FlowProducer } = need('bullmq');
+const IORedis = need('ioredis');
 
 const [command, url, queueName, rawArgs] = process.argv.slice(2);
 const args = rawArgs ? JSON.parse(rawArgs) : {};
@@ -201,7 +202,7 @@ async function runOp(queue, op, p) {
       // Processes everything ready with a Node worker (jobs behave as their
       // data says), then closes it.
       const { behave } = require('./behave');
-      const { UnrecoverableError } = require('bullmq');
+      const { UnrecoverableError } = need('bullmq');
       const wconn = connect(url);
       const w = new Worker(queue.name, async (j) => behave(j.data, j.attemptsMade, (x) => j.updateProgress(x), UnrecoverableError), {
         connection: wconn, prefix: 'emq', drainDelay: 1,

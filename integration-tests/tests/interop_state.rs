@@ -385,7 +385,7 @@ async fn adds_of_every_kind_leave_the_same_keyspace() {
     // A few values spelled out, beyond "same as Node".
     assert_eq!(state["id"], json!(["string", ["14", false]]));
     assert_eq!(state["meta"][1]["opts.maxLenEvents"], json!("10000"));
-    assert_eq!(state["meta"][1]["version"], json!("bullmq:6.2.0"));
+    assert_eq!(state["meta"][1]["version"], json!("bullmq:6.7.0"));
     // Head first: LPUSHed adds, the lifo job at the tail (items 4, 5).
     assert_eq!(state["wait"][1], json!(["14", "13", "abc", "2", "1", "3"]));
     let delayed = state["delayed"][1].as_array().unwrap();
