@@ -13,6 +13,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod fault_proxy;
 mod json_lines;
+pub mod keyspace;
 mod node_bullmq;
 mod python_bullmq;
 pub mod sentinel;

@@ -65,7 +65,7 @@ pub enum ManualParking {
 
 impl ManualWorker {
     /// A manual worker; of `options` it uses the lock duration, name,
-    /// limiter, retention, metrics and backoff strategy.
+    /// limiter, retention, metrics, backoff strategy and max started attempts.
     pub fn new(queue: Queue, options: WorkerOptions) -> Result<Self> {
         if options.lock_duration.is_zero() {
             return Err(Error::Config("lock_duration must be positive".into()));
@@ -230,7 +230,10 @@ impl ManualJob {
             self.job.attempts_made,
             self.job.opts.attempts.unwrap_or(0),
             self.job.opts.backoff.as_ref(),
-            false,
+            backoff::started_too_often(
+                self.worker.options.max_started_attempts,
+                self.job.attempts_started,
+            ),
             rand::random::<f64>(),
         );
         let strategy = self.worker.options.backoff_strategy.as_ref();

@@ -244,7 +244,9 @@ async fn fail_job(core: &Arc<WorkerCore>, job: ActiveJob, e: ProcessError) -> Op
         (field::STACKTRACE, stacktrace(&record, stack, &message)),
     ];
     let strategy = core.opts().backoff_strategy.as_ref();
-    let (t, retrying) = after_failure(&record, unrecoverable, &message, fields, strategy);
+    let no_retry = unrecoverable
+        || backoff::started_too_often(core.opts().max_started_attempts, record.attempts_started);
+    let (t, retrying) = after_failure(&record, no_retry, &message, fields, strategy);
     warn!(reason = %message, retrying, "job failed");
     let id = job.id().to_owned();
     let next = finish(core, job, t).await;
