@@ -598,11 +598,13 @@ async fn retrying_finished_children_makes_them_pending_for_their_parents() {
         .await
         .unwrap();
     twin.same("both children retried").await;
-    let deps: Vec<String> = twin.rc.smembers("emq:q:PC:dependencies").await.unwrap();
+    let mut deps: Vec<String> = twin.rc.smembers("emq:q:PC:dependencies").await.unwrap();
+    deps.sort();
     assert_eq!(deps, ["emq:q:H1", "emq:q:OK"]);
     let processed: bool = twin.rc.exists("emq:q:PC:processed").await.unwrap();
     assert!(!processed, "the completed child's old result is gone");
-    let deps: Vec<String> = twin.rc.smembers("emq:q:PF:dependencies").await.unwrap();
+    let mut deps: Vec<String> = twin.rc.smembers("emq:q:PF:dependencies").await.unwrap();
+    deps.sort();
     assert_eq!(deps, ["emq:q:FL", "emq:q:H2"]);
     let failed: bool = twin.rc.exists("emq:q:PF:failed").await.unwrap();
     assert!(!failed, "the failed child's old failure is gone");

@@ -1,4 +1,4 @@
-//! Issue 16, proven both ways with the real BullMQ 6.2.0 Node client on one
+//! Issue 16, proven both ways with the real BullMQ 6.7.0 Node client on one
 //! queue: deduplication, global limits, rate limiting, manual processing
 //! and the getters.
 

@@ -1,4 +1,4 @@
-//! The Redis side of job schedulers, on BullMQ 6.2.0's wire format
+//! The Redis side of job schedulers, on BullMQ 6.7.0's wire format
 //! (docs/protocol.md): the [`JobSchedulers`] handle (upsert, remove, get,
 //! list, repair sweep) and [`create_next_iteration`], which a Worker calls
 //! right after moveToActive returned a job with `rjk`.
