@@ -504,7 +504,7 @@ async fn bulk_retry_and_promote_leave_the_same_keyspace() {
 
 /// A hard removal (drain) of the last child of a parent in the same queue
 /// removes the parent too, and deletes the deduplication key named by the
-/// child's `deid` without checking its owner, as BullMQ 6.2.0 does. Both
+/// child's `deid` without checking its owner, as BullMQ (6.2.0, 6.7.0) does. Both
 /// keyspaces are built by Node; only the drain differs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_of_a_last_child_removes_its_parent_and_dedup_key_as_node() {

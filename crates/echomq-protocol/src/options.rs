@@ -646,6 +646,13 @@ impl JobOptions {
                     option: "debounce",
                     reason: "removed; use deduplication instead".into(),
                 });
+            } else if name == "repeat" {
+                // Not a `JobsOptions` name since BullMQ 6: a job added with it
+                // would run once and never repeat.
+                return Err(ValidationError::Option {
+                    option: "repeat",
+                    reason: "not an option of an added job; use a job scheduler".into(),
+                });
             } else if let Some((short, _)) = SHORT_NAMES
                 .iter()
                 .find(|(_, long)| *long == name && PUBLIC_NAMES.contains(long))
@@ -675,8 +682,8 @@ impl JobOptions {
     }
 }
 
-/// The option names of BullMQ 6.7.0's `JobsOptions` (with `repeat`, of a
-/// scheduler's job template), as [`JobOptions::from_public`] accepts them.
+/// The option names of BullMQ 6.7.0's `JobsOptions`, as
+/// [`JobOptions::from_public`] accepts them.
 pub const PUBLIC_NAMES: &[&str] = &[
     "timestamp",
     "priority",
@@ -699,7 +706,6 @@ pub const PUBLIC_NAMES: &[&str] = &[
     "ignoreDependencyOnFailure",
     "removeDependencyOnFailure",
     "telemetry",
-    "repeat",
 ];
 
 /// Options stored under a short name, and their public names (docs/protocol.md §Job options).
@@ -842,7 +848,6 @@ mod tests {
             "telemetry": {"metadata": "tp", "omitContext": true},
             "removeOnComplete": 5,
             "delay": 100,
-            "repeat": {"every": 1000},
             "prevMillis": 7,
         });
         let o = JobOptions::from_public(public.as_object().unwrap()).unwrap();
@@ -857,7 +862,7 @@ mod tests {
         assert_eq!(stored["de"], json!({"id": "p", "reschedule": true}));
         assert_eq!(stored["tm"], json!("tp"));
         assert_eq!(stored["omc"], json!(true));
-        assert_eq!(stored["repeat"], json!({"every": 1000}));
+        assert_eq!(stored["prevMillis"], json!(7));
         for junk in [
             "deduplication",
             "keepLogs",
@@ -882,6 +887,9 @@ mod tests {
         );
         assert!(
             JobOptions::from_public(json!({"telemetry": {"x": 1}}).as_object().unwrap()).is_err()
+        );
+        assert!(
+            JobOptions::from_public(json!({"repeat": {"every": 9}}).as_object().unwrap()).is_err()
         );
         // from_stored reads the public `deduplication` too (as Node reads it back).
         let read =
