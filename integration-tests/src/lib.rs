@@ -13,7 +13,10 @@ pub mod chaos;
 pub mod cluster;
 pub mod fault_proxy;
 mod json_lines;
+pub mod keyspace;
 pub mod launch;
+mod node_bullmq;
+mod python_bullmq;
 pub mod sentinel;
 pub mod tls;
 pub mod topology;
@@ -24,6 +27,9 @@ use std::time::{Duration, Instant};
 use echomq::{Connection, ConnectionConfig};
 use fred::prelude::{Builder, Client, ClientLike, Config};
 use launch::{Probe, ServerArgs};
+
+pub use node_bullmq::NodeBullmq;
+pub use python_bullmq::{python_bullmq, python_driver, PYTHON_BULLMQ_VERSION};
 
 /// A `redis-server` child process, stopped (killed) when dropped.
 pub struct RedisServer {
@@ -167,47 +173,22 @@ pub async fn keys(client: &Client, pattern: &str) -> Vec<String> {
 }
 
 /// Runs a command of the BullMQ Node driver (`integration-tests/interop/driver.js`)
-/// against `url`/`queue` and returns its JSON output. Panics with a clear line when
-/// Node or the npm packages are missing (`npm ci` in `integration-tests/interop`).
+/// with BullMQ 6.7.0 against `url`/`queue` and returns its JSON output. Panics
+/// with a clear line when Node or the npm packages are missing
+/// (`npm ci` in `integration-tests/interop`).
 pub fn bullmq(command: &str, url: &str, queue: &str, args: serde_json::Value) -> serde_json::Value {
-    node_script("driver.js", command, url, queue, args)
+    NodeBullmq::V6_7.bullmq(command, url, queue, args)
 }
 
 /// Runs `node interop/flows.js <command> <url> <queue> <args-json>` (BullMQ's
-/// FlowProducer and flow-aware workers) and returns the JSON it prints.
+/// FlowProducer and flow-aware workers, 6.7.0) and returns the JSON it prints.
 pub fn node_flows(
     command: &str,
     url: &str,
     queue: &str,
     args: serde_json::Value,
 ) -> serde_json::Value {
-    node_script("flows.js", command, url, queue, args)
-}
-
-fn node_script(
-    script: &str,
-    command: &str,
-    url: &str,
-    queue: &str,
-    args: serde_json::Value,
-) -> serde_json::Value {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-    assert!(
-        dir.join("node_modules/bullmq").is_dir(),
-        "BullMQ Node packages missing: run `npm ci` in {}",
-        dir.display()
-    );
-    let out = Command::new("node")
-        .current_dir(&dir)
-        .args([script, command, url, queue, &args.to_string()])
-        .output()
-        .expect("node is installed");
-    assert!(
-        out.status.success(),
-        "node {script} {command} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the interop script prints JSON")
+    NodeBullmq::V6_7.flows(command, url, queue, args)
 }
 
 /// What a test job does, read from its data; the twin of `interop/behave.js`,
@@ -248,18 +229,9 @@ pub struct NodeChild {
 
 impl NodeChild {
     /// Starts `node <script> <url> <queue> <opts>` and waits for its
-    /// `{"ev":"ready"}` line.
+    /// `{"ev":"ready"}` line; BullMQ 6.7.0 (see [`NodeBullmq::spawn`]).
     pub fn spawn(script: &str, url: &str, queue: &str, opts: serde_json::Value) -> NodeChild {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-        assert!(
-            dir.join("node_modules/bullmq").is_dir(),
-            "BullMQ Node packages missing: run `npm ci` in {}",
-            dir.display()
-        );
-        let mut cmd = Command::new("node");
-        cmd.current_dir(&dir)
-            .args([script, url, queue, &opts.to_string()]);
-        Self::start(cmd)
+        NodeBullmq::V6_7.spawn(script, url, queue, opts)
     }
 
     /// Starts the test-support Rust worker process `worker_process` (its path
@@ -273,6 +245,10 @@ impl NodeChild {
     ) -> NodeChild {
         let mut cmd = Command::new(binary);
         cmd.args([url, queue, &opts.to_string()]);
+        Self::start(cmd)
+    }
+
+    pub(crate) fn start_command(cmd: Command) -> NodeChild {
         Self::start(cmd)
     }
 
