@@ -414,7 +414,7 @@ pub enum DelayKind {
     Requested,
 }
 
-/// moveToDelayed-12: park an active job in `delayed` for `delay`.
+/// moveToDelayed-11: park an active job in `delayed` for `delay`.
 #[derive(Debug, Clone)]
 pub struct MoveToDelayed<'a> {
     /// The queue.
@@ -455,7 +455,6 @@ impl ScriptCall for MoveToDelayed<'_> {
             &k.fixed().stalled,
             &k.fixed().wait,
             &k.fixed().limiter,
-            &k.fixed().paused,
             &k.fixed().pc,
         ]
     }
@@ -914,6 +913,8 @@ mod tests {
             ["emq:q:", "10", "7", "tok", "1500", "1", "", "0", ""]
         );
         assert_eq!(call.keys()[4], "emq:q:7");
+        // 6.7.0's KEYS: `paused` is gone, pc is the 11th.
+        assert_eq!(call.keys()[9..], ["emq:q:limiter", "emq:q:pc"]);
         let with_fetch = MoveToDelayed {
             kind: DelayKind::Retry,
             fetch_next: Some(fetch("tok")),

@@ -1,5 +1,5 @@
 //! The [`Worker`] actor: fetches jobs of one queue, locks them, runs a
-//! [`Processor`](super::processor::Processor) on each and finishes them, as BullMQ 6.2.0 workers do. The
+//! [`Processor`](super::processor::Processor) on each and finishes them, as BullMQ 6.7.0 workers do. The
 //! contract is in `docs/worker.md`.
 //!
 //! The library ships no supervision tree: the host spawns the Worker and its

@@ -1,5 +1,5 @@
 //! The Worker: fetches jobs of one queue, locks them, runs a [`Processor`] on
-//! each and finishes them, as BullMQ workers do. The actor is `actor.rs`, its
+//! each and finishes them, as BullMQ 6.7.0 workers do. The actor is `actor.rs`, its
 //! settings `options.rs`, its messages `messages.rs`; the state it shares with
 //! the tasks it owns is `shared.rs`. The contract is in `docs/worker.md`.
 //!

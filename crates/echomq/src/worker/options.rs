@@ -15,7 +15,7 @@ use crate::locks::protocol::{LockManagerMsg, LockOwnerRef};
 use crate::queue::handle::Queue;
 use crate::queue::limits::RateLimit;
 
-/// Settings of a worker; the defaults are BullMQ 6.2.0's.
+/// Settings of a worker; the defaults are BullMQ 6.7.0's.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct WorkerOptions {
@@ -36,8 +36,11 @@ pub struct WorkerOptions {
     /// Worker name: `pb` of taken jobs and the `:w:<name>` suffix of the
     /// blocking connection's client name. Default none.
     pub name: Option<String>,
-    /// Jobs whose `ats` exceeds this are failed on pick-up. Default none;
-    /// `Some(0)` also means no limit, as BullMQ's `maxStartedAttempts: 0`.
+    /// A failed attempt of a job started this many times (`ats`) is not
+    /// retried: the job fails with its error (BullMQ 6.7.0); a job whose `ats`
+    /// exceeds it anyway (recovered from a stall) is failed on pick-up.
+    /// Default none; `Some(0)` also means no limit, as BullMQ's
+    /// `maxStartedAttempts: 0`.
     pub max_started_attempts: Option<u64>,
     /// Retention after completion when the job sets none.
     pub remove_on_complete: Option<KeepJobs>,

@@ -14,6 +14,7 @@ use echomq_protocol::ScriptErrorCode;
 use serde_json::Value;
 use tracing::{debug, debug_span, error, warn, Instrument};
 
+use super::backoff;
 use super::gate::SlotPermit;
 use super::job::{ActiveJob, FinishOutcome};
 use super::messages::WorkerEvent;
@@ -244,7 +245,9 @@ async fn fail_job(core: &Arc<WorkerShared>, job: ActiveJob, e: ProcessError) -> 
         _ => (e.to_string(), None, false),
     };
     let strategy = core.opts().backoff_strategy.as_ref();
-    let (t, retrying) = failed_attempt(&record, &message, stack, unrecoverable, strategy);
+    let no_retry = unrecoverable
+        || backoff::started_too_often(core.opts().max_started_attempts, record.attempts_started);
+    let (t, retrying) = failed_attempt(&record, &message, stack, no_retry, strategy);
     warn!(reason = %message, retrying, "job failed");
     let id = job.id().to_owned();
     let next = finish(core, job, t).await;
