@@ -256,10 +256,13 @@ pub async fn run(ctx: Ctx, spec: Spec) -> Row {
     let host_ip = ns.host_ip().to_string();
     // Reachable from the namespace only through its veth, so protected mode
     // (loopback only without a password) is turned off for this one server.
+    // One value: the launcher takes a flag and its one value (Redis splits
+    // the addresses itself).
+    let bind = format!("127.0.0.1 {host_ip}");
     let mut bed = Bed::new(
         spec.id,
         Persistence::None,
-        &["--bind", "127.0.0.1", &host_ip, "--protected-mode", "no"],
+        &["--bind", &bind, "--protected-mode", "no"],
     )
     .await;
     bed.max_lock = spec.lock;
