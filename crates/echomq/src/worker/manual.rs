@@ -161,9 +161,7 @@ impl ManualJob {
         value: &Value,
         fetch_next: bool,
     ) -> Result<Option<Fetched>> {
-        let ran = self
-            .run(&Transition::Complete(value.clone()), fetch_next)
-            .await?;
+        let ran = self.run(&Transition::complete(value), fetch_next).await?;
         self.next_of("moveToFinished", ran)
     }
 
