@@ -240,6 +240,11 @@ fn slot(name: &str) -> Option<usize> {
     })
 }
 
+/// The field name as [`READ`] spells it, when a [`Job`] is read from it.
+pub(crate) fn read_field(name: &str) -> Option<&'static str> {
+    slot(name).map(|i| READ[i])
+}
+
 /// A job hash being decoded: each read takes its field out of its slot.
 struct HashReader<'i, 'a> {
     id: &'i str,
