@@ -147,10 +147,12 @@ impl JobFields {
     }
 
     /// Decodes the job (as [`crate::Job::from_fields`] over
-    /// [`JobFields::iter`]); a field the job is read from whose value was
-    /// not UTF-8 is an [`DecodeError::InvalidField`]. Other fields are
-    /// ignored whatever their bytes, as they are when they are text.
+    /// [`JobFields::iter`]). A value that was not UTF-8 is an
+    /// [`DecodeError::InvalidField`] in a field read strictly or naming a
+    /// key (of several, the first in the job hash's field order, whatever
+    /// order HGETALL gave); elsewhere it reads as its lossy text.
     pub fn to_job(&self, id: &str) -> Result<Job, DecodeError> {
+        let mut refused: Option<(usize, &'static str)> = None;
         for &at in &self.not_text {
             // Names are never refused: one that is not text is no field a
             // job is read from.
@@ -158,20 +160,23 @@ impl JobFields {
                 continue;
             }
             let name = self.entry(at - 1);
-            let Some(f) = job::read_field(name) else {
+            let Some(found) = job::exact_text_field(name) else {
                 continue;
             };
             // The last value given for a field is the one read.
             let later = (at + 1..self.ends.len())
                 .step_by(2)
                 .any(|n| self.entry(n) == name);
-            if !later {
-                return Err(DecodeError::InvalidField {
-                    id: id.to_owned(),
-                    field: f,
-                    reason: "not UTF-8 text".into(),
-                });
+            if !later && refused.is_none_or(|r| found.0 < r.0) {
+                refused = Some(found);
             }
+        }
+        if let Some((_, field)) = refused {
+            return Err(DecodeError::InvalidField {
+                id: id.to_owned(),
+                field,
+                reason: "not UTF-8 text".into(),
+            });
         }
         Job::from_fields(id, self.iter())
     }
@@ -804,7 +809,8 @@ mod tests {
     }
 
     #[test]
-    fn bytes_that_are_not_text_fail_only_the_fields_a_job_is_read_from() {
+    fn bytes_that_are_not_text_fail_only_the_fields_read_exactly() {
+        use serde_json::Value;
         let s = ScriptId::MoveToActive;
         let bulk = |b: &'static [u8]| Reply::Bulk(bytes::Bytes::from_static(b));
         let fields = |items: Vec<Reply>| JobFields::decode(s, Reply::Array(items)).unwrap();
@@ -836,7 +842,8 @@ mod tests {
             Err(DecodeError::InvalidField { field: "data", .. })
         ));
         // A foreign field, or a foreign name, of any bytes is ignored, as
-        // is a value given again as text later on.
+        // is a value given again as text later on; lenient fields read the
+        // lossy text.
         let ignored = fields(vec![
             bulk(b"name"),
             bulk(b"\xff"),
@@ -846,9 +853,25 @@ mod tests {
             bulk(b"v"),
             bulk(b"name"),
             bulk(b"n"),
+            bulk(b"progress"),
+            bulk(b"\xff1"),
+            bulk(b"failedReason"),
+            bulk(b"bad \xff"),
         ]);
         let job = ignored.to_job("2").unwrap();
         assert_eq!(job.name, "n");
+        assert_eq!(job.progress, Value::from("\u{fffd}1"));
+        assert_eq!(job.failed_reason.as_deref(), Some("bad \u{fffd}"));
+        // Of two refused fields, the first in the hash's field order.
+        let both = |order: [&'static [u8]; 4]| {
+            fields(order.iter().map(|b| bulk(b)).collect())
+                .to_job("4")
+                .unwrap_err()
+        };
+        let a = both([b"rjk", b"\xff", b"data", b"\xfe"]);
+        let b = both([b"data", b"\xfe", b"rjk", b"\xff"]);
+        assert_eq!(a, b);
+        assert!(matches!(a, DecodeError::InvalidField { field: "data", .. }));
         let text = fields(vec![bulk(b"name"), bulk(b"n"), bulk(b"data"), bulk(b"[1]")]);
         assert_eq!(
             text.to_job("3"),
