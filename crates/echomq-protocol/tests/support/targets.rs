@@ -49,8 +49,11 @@ use echomq_protocol::{validate, DecodeError, Event, Job, JobOptions, KeepJobs, Q
 use serde_json::{Map, Value};
 use std::time::Duration;
 
+/// A fuzz target: returns for any bytes.
+pub type Target = fn(&[u8]);
+
 /// Every target, by name (the fuzz crate has one binary per entry).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("job_hash", job_hash),
     ("job_opts", job_opts),
     ("event", event),

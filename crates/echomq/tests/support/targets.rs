@@ -9,8 +9,11 @@
 use echomq::connection::{host_port, one_slot, parse_version, redacted_url};
 use echomq::scheduler::CronSchedule;
 
+/// A fuzz target: returns for any bytes.
+pub type Target = fn(&[u8]);
+
 /// Every target, by name (the fuzz crate has one binary per entry).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[("cron", cron), ("url", url)];
+pub const TARGETS: &[(&str, Target)] = &[("cron", cron), ("url", url)];
 
 const CRON_WORDS: &[&str] = &[
     "*",
