@@ -120,7 +120,7 @@ impl ActiveJob {
     ) -> Result<Self> {
         let held = core.seam().track(id, token.clone());
         core.counters().fetched();
-        match Job::from_fields(id, fields.iter()) {
+        match fields.to_job(id) {
             Ok(job) => {
                 core.telemetry().job_started(&job);
                 Ok(ActiveJob {

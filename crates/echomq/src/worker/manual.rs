@@ -97,7 +97,7 @@ impl ManualWorker {
     fn adopt(&self, next: NextJob, token: &str) -> Result<Fetched> {
         Ok(match next {
             NextJob::Job { id, fields } => {
-                let job = Job::from_fields(&id, fields.iter())?;
+                let job = fields.to_job(&id)?;
                 Fetched::Job(Box::new(ManualJob {
                     worker: self.clone(),
                     job,
