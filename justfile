@@ -10,9 +10,19 @@ demo: _ensure-redis
     ./target/debug/echomq demo
 
 # Run every test (each test starts its own redis-server on a free port; the
-# interop tests drive the real BullMQ Node client).
-test: _ensure-redis _ensure-node-packages
-    cargo test --workspace
+# interop tests drive the real BullMQ Node client). With cargo-nextest (on
+# these machines) every test runs in its own process, the heaviest alone
+# (.config/nextest.toml), no retries; without it, `cargo test`.
+test: _ensure-redis _ensure-node-packages _ensure-python-packages
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run --workspace
+        cargo test --workspace --doc
+    else
+        echo "cargo-nextest not found: running the suite with cargo test" >&2
+        cargo test --workspace
+    fi
 
 # bullmq-official (BullMQ's Rust port) is a crate outside the workspace, built here;
 # BENCH_ONLY / BENCH_PEERS pick sections and peers (integration-tests/src/bin/bench.rs).
@@ -29,6 +39,13 @@ bench: _ensure-redis _ensure-node-packages
     fi
     cargo run --release -q -p echomq-integration-tests --bin bench
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
+
+# Fuzz the decoders of foreign data for SECONDS per target (libFuzzer on the
+# stable toolchain, fuzz/run.sh; docs/decisions.md §11); TARGETS picks some
+# (job_hash job_opts event reply scheduler relay_names names cron url).
+# Not part of `just test`: the same targets run as property tests there.
+fuzz SECONDS="60" *TARGETS:
+    fuzz/run.sh {{SECONDS}} {{TARGETS}}
 
 # Formatting and lints, as CI checks them; every example builds (the workspace's
 # features enable those with required-features).
@@ -103,12 +120,14 @@ _ensure-redis:
     fi
 
 # Installs the BullMQ Node client of the interop tests (npm ci, from the lock file).
-# interop/: BullMQ Node for the interop tests; browser/: playwright-core (driving
-# Debian's Chromium, never a downloaded browser) and bull-board for the dashboard tests.
+# interop/: BullMQ Node 6.7.0 for the interop tests; interop-6.2/: BullMQ 6.2.0,
+# which the core interop scenarios also run against; browser/: playwright-core
+# (driving Debian's Chromium, never a downloaded browser) and bull-board for the
+# dashboard tests.
 _ensure-node-packages:
     #!/usr/bin/env bash
     set -euo pipefail
-    for dir in integration-tests/interop integration-tests/browser; do
+    for dir in integration-tests/interop integration-tests/interop-6.2 integration-tests/browser; do
         if [ -d "$dir/node_modules" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then continue; fi
         if ! command -v npm >/dev/null 2>&1; then
             echo "node/npm are missing: install Node.js >= 18 (Debian: apt-get install nodejs npm)" >&2
@@ -116,6 +135,35 @@ _ensure-node-packages:
         fi
         (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
     done
+
+# Installs BullMQ for Python (integration-tests/python/requirements.txt, every
+# version pinned) into integration-tests/python/.venv for the Python interop tests.
+_ensure-python-packages:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    dir=integration-tests/python
+    stamp="$dir/.venv/.installed"
+    if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/requirements.txt" ]; then exit 0; fi
+    if ! command -v python3 >/dev/null 2>&1; then
+        echo "python3 is missing: install Python >= 3.10 (Debian: apt-get install python3 python3-venv)" >&2
+        exit 1
+    fi
+    rm -rf "$dir/.venv"
+    if ! python3 -m venv "$dir/.venv" >/dev/null 2>&1; then
+        # Debian splits venv's pip bootstrap into python3-venv.
+        if command -v apt-get >/dev/null 2>&1; then
+            echo "python3 cannot make a venv: installing python3-venv with apt-get" >&2
+            SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+            $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+            rm -rf "$dir/.venv"
+            python3 -m venv "$dir/.venv"
+        else
+            echo "python3 cannot make a venv (python3 -m venv failed)" >&2
+            exit 1
+        fi
+    fi
+    "$dir/.venv/bin/pip" install -q --disable-pip-version-check -r "$dir/requirements.txt"
+    touch "$stamp"
 
 # Prints shell lines that start a redis-server on a free port and export REDIS_URL;
 # the server is killed when the sourcing shell exits.

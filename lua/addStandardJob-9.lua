@@ -8,7 +8,8 @@
     7 {P}active        8 {P}events            9 {P}marker
   ARGV
     1 AddArgs (msgpack array: prefix, custom id, name, timestamp, parent key,
-      parent dependencies key, parent descriptor, repeat job key, dedup key)
+      parent dependencies key, parent descriptor, repeat job key, dedup key,
+      defer parent release: 1 inside a flow insert, see handleDuplicatedJob)
     2 job data (JSON text, stored verbatim)
     3 JobOpts (msgpack map, stored form)
   Returns

@@ -11,7 +11,7 @@
   ARGV[2] "1" to also drain delayed, else "0"
 
   Returns nothing. No events; active, finished and waiting-children jobs and
-  the marker are untouched. Quirk kept (BullMQ 6.2.0): lists are trimmed by
+  the marker are untouched. Quirk kept (BullMQ 6.2.0 and 6.7.0): lists are trimmed by
   the number of removed ids from the head, wherever spared ids sit.
 ]]
 local rcall = redis.call

@@ -16,13 +16,15 @@
 
   Returns 1 when the whole count was used (the caller calls again), else 0.
   Every job goes to the head of wait with LPUSH: priority and lifo are not
-  looked at, a delayed job keeps its `delay` field, parents are not told.
+  looked at, a delayed job keeps its `delay` field. A retried flow child is
+  pending for its parent again (moveChildBackToParentDependencies).
   Event per job: capped `waiting {jobId, prev: <state>}`.
 ]]
 --- @include "includes/addBaseMarkerIfNeeded"
 --- @include "includes/batches"
 --- @include "includes/getOrSetMaxEvents"
 --- @include "includes/isQueuePausedOrMaxed"
+--- @include "includes/moveChildBackToParentDependencies"
 
 local prefix = KEYS[1]
 local state = ARGV[3]
@@ -41,6 +43,7 @@ if #ids > 0 then
   if resultField then
     for _, id in ipairs(ids) do
       redis.call("HDEL", prefix .. id, "finishedOn", "processedOn", resultField)
+      moveChildBackToParentDependencies(prefix .. id, state)
     end
   end
 

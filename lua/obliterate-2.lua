@@ -10,7 +10,7 @@
   Returns 0 done (every queue key deleted), 1 budget exhausted (call again),
   -1 queue not paused, -2 active jobs exist and no force.
   No events: the stream itself is deleted at the end. Not touched (as in
-  BullMQ 6.2.0): waiting-children jobs, {P}limiter, {P}de:*, {P}dn:*.
+  BullMQ 6.2.0 and 6.7.0): waiting-children jobs, {P}limiter, {P}de:*, {P}dn:*.
 ]]
 local rcall = redis.call
 

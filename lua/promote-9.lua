@@ -13,7 +13,7 @@
   ARGV[1] {P}
   ARGV[2] job id
 
-  Returns 0, or -3 when the job is not in delayed. As in BullMQ 6.2.0 the job
+  Returns 0, or -3 when the job is not in delayed. As in BullMQ 6.2.0 and 6.7.0 the job
   hash is not checked for existence.
   Event: uncapped `waiting {jobId, prev: delayed}`.
 ]]

@@ -2,8 +2,9 @@
 // Usage: node driver.js <command> <redis-url> <queue> [json-args]
 // Prints one JSON document on stdout; errors go to stderr with a non-zero exit.
 'use strict';
-const { Queue, Worker, Job, FlowProducer } = require('bullmq');
-const IORedis = require('ioredis');
+const need = require('./pkg');
+const { Queue, Worker, Job, FlowProducer } = need('bullmq');
+const IORedis = need('ioredis');
 
 const [command, url, queueName, rawArgs] = process.argv.slice(2);
 const args = rawArgs ? JSON.parse(rawArgs) : {};
@@ -197,14 +198,15 @@ async function runOp(queue, op, p) {
     case 'update-data': await (await job()).updateData(p[1]); return null;
     case 'retry': await (await job()).retry('failed'); return null;
     case 'clean': return await queue.clean(p[0], p[1], p[2]);
-    case 'work': {
+    case 'work':
+    case 'work-with': {
       // Processes everything ready with a Node worker (jobs behave as their
-      // data says), then closes it.
+      // data says), then closes it; `work-with` takes [workerOpts].
       const { behave } = require('./behave');
-      const { UnrecoverableError } = require('bullmq');
+      const { UnrecoverableError } = need('bullmq');
       const wconn = connect(url);
       const w = new Worker(queue.name, async (j) => behave(j.data, j.attemptsMade, (x) => j.updateProgress(x), UnrecoverableError), {
-        connection: wconn, prefix: 'emq', drainDelay: 1,
+        connection: wconn, prefix: 'emq', drainDelay: 1, ...(op === 'work-with' ? p[0] : {}),
       });
       for (;;) {
         await new Promise((r) => setTimeout(r, 50));
@@ -309,6 +311,38 @@ async function parityOp(queue, op, p) {
       await Promise.all(workers.map((w) => w.close()));
       conns.forEach((c) => c.disconnect());
       return seen;
+    }
+    default: return await bullmq67Op(queue, op, p);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 29 (BullMQ 6.7.0) ops, reached from parityOp's default. Twins of the
+// Rust calls in tests/interop_bullmq67.rs.
+async function bullmq67Op(queue, op, p) {
+  switch (op) {
+    // [id]: the job goes, its children stay (pointing at a parent that is gone).
+    case 'remove-keep-children': return await queue.remove(p[0], { removeChildren: false });
+    // [id, state]: job.retry(state).
+    case 'retry-state': {
+      const j = await queue.getJob(p[0]);
+      if (!j) throw new Error(`no job ${p[0]}`);
+      await j.retry(p[1]);
+      return null;
+    }
+    // [timestamp?]: getDelayedCount, only jobs due strictly before it when given.
+    case 'delayed-count': return await queue.getDelayedCount(p[0] === null ? undefined : p[0]);
+    // [token, limiter]: one getNextJob by a worker with that rate limiter; the id taken.
+    case 'take-limited': {
+      const c = connect(url);
+      const w = new Worker(queue.name, null, { connection: c, prefix: 'emq', autorun: false, limiter: p[1] });
+      try {
+        const j = await w.getNextJob(p[0], { block: false });
+        return j ? j.id : null;
+      } finally {
+        await w.close();
+        c.disconnect();
+      }
     }
     default: throw new Error(`unknown op ${op}`);
   }

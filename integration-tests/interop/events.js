@@ -5,8 +5,9 @@
 // Prints {"ev":"ready"} once listening, then one line per event as Node
 // delivers it: {"ev":"event","name","args"}. Exits when stdin closes.
 'use strict';
-const { QueueEvents, Queue, Job } = require('bullmq');
-const IORedis = require('ioredis');
+const need = require('./pkg');
+const { QueueEvents, Queue, Job } = need('bullmq');
+const IORedis = need('ioredis');
 
 const [url, queueName, rawOpts] = process.argv.slice(2);
 const opts = rawOpts ? JSON.parse(rawOpts) : {};

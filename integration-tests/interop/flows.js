@@ -3,8 +3,9 @@
 // Usage: node flows.js <command> <redis-url> <queue> [json-args]
 // Prints one JSON document on stdout; errors go to stderr with a non-zero exit.
 'use strict';
-const { Queue, Worker, FlowProducer, WaitingChildrenError, UnrecoverableError } = require('bullmq');
-const IORedis = require('ioredis');
+const need = require('./pkg');
+const { Queue, Worker, FlowProducer, WaitingChildrenError, UnrecoverableError } = need('bullmq');
+const IORedis = need('ioredis');
 const { behave } = require('./behave');
 
 const [command, url, queueName, rawArgs] = process.argv.slice(2);

@@ -8,8 +8,9 @@
 // per job when verbose, and {"ev":"summary","runs":{id:count}} after a clean
 // close, which happens when stdin is closed. The test may SIGKILL it instead.
 'use strict';
-const { Worker, UnrecoverableError } = require('bullmq');
-const IORedis = require('ioredis');
+const need = require('./pkg');
+const { Worker, UnrecoverableError } = need('bullmq');
+const IORedis = need('ioredis');
 const { behave } = require('./behave');
 
 const [url, queueName, rawOpts] = process.argv.slice(2);
@@ -39,7 +40,10 @@ worker.on('stalled', (id) => out({ ev: 'stalled', id }));
 worker.on('failed', (job, err) => {
   if (opts.verbose && job) out({ ev: 'failed', id: job.id, reason: err.message });
 });
-worker.on('error', (err) => process.stderr.write(`worker error: ${err}\n`));
+worker.on('error', (err) => {
+  process.stderr.write(`worker error: ${err}\n`);
+  out({ ev: 'error', message: String((err && err.message) || err) });
+});
 
 let sweeping = null;
 worker.waitUntilReady().then(async () => {

@@ -5,7 +5,9 @@
 //! is killed when the cluster is dropped.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
+
+use crate::launch::{self, Probe, ServerArgs};
 use std::time::{Duration, Instant};
 
 /// Milliseconds without an answer before a node is marked failed.
@@ -58,28 +60,24 @@ impl TlsFiles {
 impl Node {
     /// Starts the node's process (again, after a kill: its `nodes.conf`
     /// makes it rejoin the cluster).
-    fn spawn(&self, binary: &std::path::Path) -> Child {
-        let mut cmd = Command::new(binary);
-        match &self.tls {
-            None => cmd.args(["--port", &self.port.to_string()]),
-            Some(t) => {
-                let p = |p: &PathBuf| p.to_str().expect("utf-8 temp path").to_owned();
-                // TLS only, on the client port, the cluster bus and the
-                // replication links; nodes present the client certificate
-                // to each other, clients may present one.
-                cmd.args(["--port", "0", "--tls-port", &self.port.to_string()])
-                    .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
-                    .args(["--tls-cert-file", &p(&t.server_cert)])
-                    .args(["--tls-key-file", &p(&t.server_key)])
-                    .args(["--tls-client-cert-file", &p(&t.client_cert)])
-                    .args(["--tls-client-key-file", &p(&t.client_key)])
-                    .args(["--tls-ca-cert-file", &p(&t.ca)])
-                    .args(["--tls-auth-clients", "optional"])
-            }
-        };
-        cmd.args(["--cluster-port", &self.bus.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--dir", self.dir.to_str().expect("utf-8 temp path")])
+    fn spawn(&self) -> Child {
+        let mut args = ServerArgs::new(self.port, &self.dir);
+        if let Some(t) = &self.tls {
+            let p = |p: &PathBuf| p.to_str().expect("utf-8 temp path").to_owned();
+            // TLS only, on the client port, the cluster bus and the
+            // replication links; nodes present the client certificate
+            // to each other, clients may present one.
+            args = args
+                .args(["--port", "0", "--tls-port", &self.port.to_string()])
+                .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
+                .args(["--tls-cert-file", &p(&t.server_cert)])
+                .args(["--tls-key-file", &p(&t.server_key)])
+                .args(["--tls-client-cert-file", &p(&t.client_cert)])
+                .args(["--tls-client-key-file", &p(&t.client_key)])
+                .args(["--tls-ca-cert-file", &p(&t.ca)])
+                .args(["--tls-auth-clients", "optional"]);
+        }
+        args.args(["--cluster-port", &self.bus.to_string()])
             .args([
                 "--cluster-enabled",
                 "yes",
@@ -90,36 +88,17 @@ impl Node {
             // A replica can take over only once it has synced; Redis
             // waits 5 s by default before the first full sync.
             .args(["--repl-diskless-sync-delay", "0"])
-            .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
     }
 
-    /// Whether the node answers PING (through `redis-cli --tls` on a TLS
-    /// node); false when it exited (most likely its port was taken).
+    /// Whether this node's process answers on its port; false when it exited
+    /// (most likely its port was taken).
     fn wait_until_listening(&self, child: &mut Child) -> bool {
-        let Some(tls) = &self.tls else {
-            return crate::wait_until_listening(self.port, child);
+        let probe = match &self.tls {
+            None => Probe::Plain,
+            Some(t) => Probe::Tls(t.cli_args()),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return false;
-            }
-            let pong = Command::new("redis-cli")
-                .args(tls.cli_args())
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "PING"])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG")
-                .unwrap_or(false);
-            if pong {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        launch::wait_until_ours(self.port, child, &probe)
     }
 }
 
@@ -162,11 +141,10 @@ impl RedisCluster {
     }
 
     fn start_with(tls: Option<TlsFiles>) -> RedisCluster {
-        let binary = crate::redis_server_binary();
         let dir = tempfile::tempdir().expect("temp dir for the cluster");
         let mut nodes = Vec::new();
         while nodes.len() < 6 {
-            let (port, bus) = (crate::free_port(), crate::free_port());
+            let (port, bus) = (launch::free_port(), launch::free_port());
             if port == bus || nodes.iter().any(|n: &Node| n.port == port || n.port == bus) {
                 continue;
             }
@@ -179,7 +157,7 @@ impl RedisCluster {
                 dir: node_dir,
                 tls: tls.clone(),
             };
-            let mut child = node.spawn(&binary);
+            let mut child = node.spawn();
             if node.wait_until_listening(&mut child) {
                 nodes.push(Node {
                     child: Some(child),
@@ -220,21 +198,40 @@ impl RedisCluster {
         cluster
     }
 
-    /// Waits until every replica's link to its primary is up (a replica
-    /// that never synced cannot be promoted).
+    /// Waits until the roles have settled — half the nodes say `role:master`
+    /// of themselves, the other half `role:slave` with their link up (a
+    /// replica that never synced cannot be promoted) — and every node's view
+    /// of the cluster names the same primaries. Right after `--cluster
+    /// create` a node meant to be a replica still answers as a master for a
+    /// moment; a slot moved to it then fails ("use SETSLOT only with masters").
     pub fn wait_replicas_synced(&self, limit: Duration) {
         let deadline = Instant::now() + limit;
+        let half = self.nodes.len() / 2;
         loop {
-            let synced = self.ports().iter().all(|&p| {
+            let mut masters = Vec::new();
+            let mut synced_replicas = 0;
+            for &p in &self.ports() {
                 let info = self.cli(p, &["INFO", "replication"]);
-                info.contains("role:master") || info.contains("master_link_status:up")
-            });
-            if synced {
+                if info.contains("role:master") {
+                    masters.push(p);
+                } else if info.contains("master_link_status:up") {
+                    synced_replicas += 1;
+                }
+            }
+            masters.sort_unstable();
+            let views_agree = masters.len() == half
+                && synced_replicas == half
+                && self.ports().iter().all(|&p| {
+                    let mut seen = self.primaries_seen_by(p);
+                    seen.sort_unstable();
+                    seen == masters
+                });
+            if views_agree {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "replicas not synced after {limit:?}"
+                "cluster roles not settled after {limit:?}: masters {masters:?}, synced replicas {synced_replicas}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -338,8 +335,17 @@ impl RedisCluster {
 
     /// The primaries' ports, as a live node sees them.
     pub fn primaries(&self) -> Vec<u16> {
-        let any = self.ports()[0];
-        self.cli(any, &["CLUSTER", "NODES"])
+        // Each candidate confirms its role itself: another node's view of
+        // it may lag behind a promotion or a demotion.
+        self.primaries_seen_by(self.ports()[0])
+            .into_iter()
+            .filter(|&p| self.cli(p, &["ROLE"]).lines().next() == Some("master"))
+            .collect()
+    }
+
+    /// The healthy primaries in the cluster view of the node on `port`.
+    fn primaries_seen_by(&self, port: u16) -> Vec<u16> {
+        self.cli(port, &["CLUSTER", "NODES"])
             .lines()
             .filter_map(|line| {
                 let f: Vec<&str> = line.split_whitespace().collect();
@@ -424,14 +430,13 @@ impl RedisCluster {
     /// its `nodes.conf` it rejoins, as a replica of the node that took its
     /// slots over. Waits until it listens.
     pub fn restart(&mut self, port: u16) {
-        let binary = crate::redis_server_binary();
         let node = self
             .nodes
             .iter_mut()
             .find(|n| n.port == port)
             .expect("a node of this cluster");
         assert!(node.child.is_none(), "node {port} is running");
-        let mut child = node.spawn(&binary);
+        let mut child = node.spawn();
         assert!(
             node.wait_until_listening(&mut child),
             "node {port} did not come back"

@@ -13,17 +13,24 @@ pub mod chaos;
 pub mod cluster;
 pub mod fault_proxy;
 mod json_lines;
+pub mod keyspace;
+pub mod launch;
+pub mod netns;
+mod node_bullmq;
+mod python_bullmq;
 pub mod sentinel;
 pub mod tls;
 pub mod topology;
 
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use echomq::{Connection, ConnectionConfig};
 use fred::prelude::{Builder, Client, ClientLike, Config};
+use launch::{Probe, ServerArgs};
+
+pub use node_bullmq::NodeBullmq;
+pub use python_bullmq::{python_bullmq, python_driver, PYTHON_BULLMQ_VERSION};
 
 /// A `redis-server` child process, stopped (killed) when dropped.
 pub struct RedisServer {
@@ -49,53 +56,17 @@ impl RedisServer {
     /// Starts the server as the last argument of `wrapper` (`valgrind
     /// --tool=callgrind …`), for counting the server's own work per job.
     pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> RedisServer {
-        let binary = redis_server_binary();
         let dir = tempfile::tempdir().expect("temp dir for redis-server");
-        // Bind-then-release can race with another process taking the port, so
-        // retry a few times on a fresh port.
-        for _ in 0..5 {
-            let port = free_port();
-            let mut command = match wrapper.split_first() {
-                Some((program, args)) => {
-                    let mut c = Command::new(program);
-                    c.args(args).arg(&binary);
-                    c
-                }
-                None => Command::new(&binary),
-            };
-            let mut child = command
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    dir.path().to_str().expect("utf-8 temp path"),
-                    "--maxmemory-policy",
-                    "noeviction",
-                    "--loglevel",
-                    "warning",
-                ])
+        let (child, port) = launch::start_on_free_port("redis-server", &Probe::Plain, |port| {
+            ServerArgs::new(port, dir.path())
                 .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-            if wait_until_listening(port, &mut child) {
-                return RedisServer {
-                    child,
-                    port,
-                    _dir: dir,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+                .wrapped(wrapper)
+        });
+        RedisServer {
+            child,
+            port,
+            _dir: dir,
         }
-        panic!("redis-server did not start on a free port after 5 attempts");
     }
 
     /// The port it listens on.
@@ -141,51 +112,6 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-pub(crate) fn redis_server_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("REDIS_SERVER") {
-        return PathBuf::from(p);
-    }
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
-        "/usr/bin",
-        "/usr/local/bin",
-        "/usr/sbin",
-    ]) {
-        let candidate = PathBuf::from(dir).join("redis-server");
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!("redis-server not found: install it (Debian/Ubuntu: `apt-get install redis-server`, macOS: `brew install redis`) or set REDIS_SERVER");
-}
-
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-pub(crate) fn wait_until_listening(port: u16, child: &mut Child) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return false; // exited: most likely the port was taken
-        }
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            use std::io::{Read, Write};
-            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-            if s.write_all(b"PING\r\n").is_ok() {
-                let mut buf = [0u8; 7];
-                if s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
-                    return true;
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 /// Reads the whole events stream of a queue as `(event name, fields)` pairs,
@@ -248,47 +174,22 @@ pub async fn keys(client: &Client, pattern: &str) -> Vec<String> {
 }
 
 /// Runs a command of the BullMQ Node driver (`integration-tests/interop/driver.js`)
-/// against `url`/`queue` and returns its JSON output. Panics with a clear line when
-/// Node or the npm packages are missing (`npm ci` in `integration-tests/interop`).
+/// with BullMQ 6.7.0 against `url`/`queue` and returns its JSON output. Panics
+/// with a clear line when Node or the npm packages are missing
+/// (`npm ci` in `integration-tests/interop`).
 pub fn bullmq(command: &str, url: &str, queue: &str, args: serde_json::Value) -> serde_json::Value {
-    node_script("driver.js", command, url, queue, args)
+    NodeBullmq::V6_7.bullmq(command, url, queue, args)
 }
 
 /// Runs `node interop/flows.js <command> <url> <queue> <args-json>` (BullMQ's
-/// FlowProducer and flow-aware workers) and returns the JSON it prints.
+/// FlowProducer and flow-aware workers, 6.7.0) and returns the JSON it prints.
 pub fn node_flows(
     command: &str,
     url: &str,
     queue: &str,
     args: serde_json::Value,
 ) -> serde_json::Value {
-    node_script("flows.js", command, url, queue, args)
-}
-
-fn node_script(
-    script: &str,
-    command: &str,
-    url: &str,
-    queue: &str,
-    args: serde_json::Value,
-) -> serde_json::Value {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-    assert!(
-        dir.join("node_modules/bullmq").is_dir(),
-        "BullMQ Node packages missing: run `npm ci` in {}",
-        dir.display()
-    );
-    let out = Command::new("node")
-        .current_dir(&dir)
-        .args([script, command, url, queue, &args.to_string()])
-        .output()
-        .expect("node is installed");
-    assert!(
-        out.status.success(),
-        "node {script} {command} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the interop script prints JSON")
+    NodeBullmq::V6_7.flows(command, url, queue, args)
 }
 
 /// What a test job does, read from its data; the twin of `interop/behave.js`,
@@ -329,18 +230,9 @@ pub struct NodeChild {
 
 impl NodeChild {
     /// Starts `node <script> <url> <queue> <opts>` and waits for its
-    /// `{"ev":"ready"}` line.
+    /// `{"ev":"ready"}` line; BullMQ 6.7.0 (see [`NodeBullmq::spawn`]).
     pub fn spawn(script: &str, url: &str, queue: &str, opts: serde_json::Value) -> NodeChild {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
-        assert!(
-            dir.join("node_modules/bullmq").is_dir(),
-            "BullMQ Node packages missing: run `npm ci` in {}",
-            dir.display()
-        );
-        let mut cmd = Command::new("node");
-        cmd.current_dir(&dir)
-            .args([script, url, queue, &opts.to_string()]);
-        Self::start(cmd)
+        NodeBullmq::V6_7.spawn(script, url, queue, opts)
     }
 
     /// Starts the test-support Rust worker process `worker_process` (its path
@@ -354,6 +246,10 @@ impl NodeChild {
     ) -> NodeChild {
         let mut cmd = Command::new(binary);
         cmd.args([url, queue, &opts.to_string()]);
+        Self::start(cmd)
+    }
+
+    pub(crate) fn start_command(cmd: Command) -> NodeChild {
         Self::start(cmd)
     }
 

@@ -7,8 +7,9 @@
 //! acknowledged write, and key TTLs (job locks) keep running while it is
 //! down, as they would on a real server restarted from its AOF.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
+
+use crate::launch::{self, Persistence, Probe, ServerArgs};
 use std::time::{Duration, Instant};
 
 /// A persistent `redis-server` on a fixed port; killed when dropped.
@@ -22,7 +23,7 @@ impl RestartableRedis {
     /// Picks a free port and a data directory; does not start the server.
     pub fn reserve() -> RestartableRedis {
         RestartableRedis {
-            port: crate::free_port(),
+            port: crate::launch::free_port(),
             dir: tempfile::tempdir().expect("temp dir for redis-server"),
             child: None,
         }
@@ -55,8 +56,10 @@ impl RestartableRedis {
     /// within 10 s (the port taken meanwhile by another process, most likely).
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "already running");
-        let mut child = spawn(self.port, self.dir.path());
-        if !crate::wait_until_listening(self.port, &mut child) {
+        let mut child = ServerArgs::new(self.port, self.dir.path())
+            .persistence(Persistence::AofAlways)
+            .spawn();
+        if !launch::wait_until_ours(self.port, &mut child, &Probe::Plain) {
             let _ = child.kill();
             let _ = child.wait();
             panic!("redis-server did not come up on port {}", self.port);
@@ -78,32 +81,6 @@ impl Drop for RestartableRedis {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn spawn(port: u16, dir: &Path) -> Child {
-    Command::new(crate::redis_server_binary())
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--dir",
-            dir.to_str().expect("utf-8 temp path"),
-            "--maxmemory-policy",
-            "noeviction",
-            "--loglevel",
-            "warning",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts")
 }
 
 /// Waits (blocking the thread) until nothing listens on `port` any more.

@@ -3,7 +3,9 @@
 //! (`redis-server --sentinel`, quorum 2, a primary is down after 1 s), all on
 //! free loopback ports and killed when dropped.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
+
+use crate::launch::{self, Probe, ServerArgs};
 use std::time::{Duration, Instant};
 
 /// The name the sentinels monitor the primary under.
@@ -25,69 +27,49 @@ impl SentinelSet {
     /// Starts everything and waits until every sentinel knows the primary,
     /// both replicas (synced) and the two other sentinels.
     pub fn start() -> SentinelSet {
-        let binary = crate::redis_server_binary();
         let dir = tempfile::tempdir().expect("temp dir for the sentinel set");
         let mut servers: Vec<Proc> = Vec::new();
         while servers.len() < 3 {
-            let port = crate::free_port();
-            let node_dir = dir.path().join(port.to_string());
-            std::fs::create_dir_all(&node_dir).expect("node dir");
-            let mut cmd = Command::new(&binary);
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(["--dir", node_dir.to_str().expect("utf-8 temp path")])
-                .args(["--repl-diskless-sync-delay", "0", "--loglevel", "warning"]);
-            if let Some(primary) = servers.first() {
-                cmd.args(["--replicaof", "127.0.0.1", &primary.port.to_string()]);
-            }
-            let mut child = cmd
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-            if crate::wait_until_listening(port, &mut child) {
-                servers.push(Proc {
-                    child: Some(child),
-                    port,
-                });
-            } else {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            let replica_of = servers.first().map(|p| p.port);
+            let (child, port) = launch::start_on_free_port("redis-server", &Probe::Plain, |port| {
+                let node_dir = dir.path().join(port.to_string());
+                std::fs::create_dir_all(&node_dir).expect("node dir");
+                let args =
+                    ServerArgs::new(port, &node_dir).args(["--repl-diskless-sync-delay", "0"]);
+                match replica_of {
+                    Some(primary) => args.args(["--replicaof", "127.0.0.1", &primary.to_string()]),
+                    None => args,
+                }
+            });
+            servers.push(Proc {
+                child: Some(child),
+                port,
+            });
         }
         let primary = servers[0].port;
         let mut sentinels: Vec<Proc> = Vec::new();
         while sentinels.len() < 3 {
-            let port = crate::free_port();
-            let conf = dir.path().join(format!("sentinel-{port}.conf"));
-            std::fs::write(
-                &conf,
-                format!(
-                    "port {port}\nbind 127.0.0.1\ndir {}\n\
-                     sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n\
-                     sentinel down-after-milliseconds {SERVICE} 1000\n\
-                     sentinel failover-timeout {SERVICE} 5000\n\
-                     sentinel parallel-syncs {SERVICE} 2\n",
-                    dir.path().display()
-                ),
-            )
-            .expect("write the sentinel config");
-            let mut child = Command::new(&binary)
-                .arg(&conf)
-                .arg("--sentinel")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start a sentinel: {e}"));
-            if crate::wait_until_listening(port, &mut child) {
-                sentinels.push(Proc {
-                    child: Some(child),
-                    port,
+            let (child, port) =
+                launch::start_on_free_port("redis-sentinel", &Probe::Plain, |port| {
+                    let conf = dir.path().join(format!("sentinel-{port}.conf"));
+                    std::fs::write(
+                        &conf,
+                        format!(
+                            "port {port}\nbind 127.0.0.1\ndir {}\n\
+                         sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n\
+                         sentinel down-after-milliseconds {SERVICE} 1000\n\
+                         sentinel failover-timeout {SERVICE} 5000\n\
+                         sentinel parallel-syncs {SERVICE} 2\n",
+                            dir.path().display()
+                        ),
+                    )
+                    .expect("write the sentinel config");
+                    ServerArgs::sentinel(&conf)
                 });
-            } else {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            sentinels.push(Proc {
+                child: Some(child),
+                port,
+            });
         }
         let set = SentinelSet {
             servers,

@@ -4,8 +4,9 @@
 //! (mutual TLS), and an unrelated CA that must never be trusted.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+
+use crate::launch::{self, Probe, ServerArgs};
 
 /// Certificates in PEM files, in a temporary directory kept while this lives.
 pub struct Certs {
@@ -144,15 +145,20 @@ impl TlsRedisServer {
     /// refuses clients without a certificate signed by the CA
     /// (`--tls-auth-clients yes`).
     pub fn start(certs: &Certs, require_client_cert: bool) -> TlsRedisServer {
-        let binary = crate::redis_server_binary();
         let dir = tempfile::tempdir().expect("temp dir for redis-server");
         let path = |p: PathBuf| p.to_str().expect("utf-8 temp path").to_owned();
-        for _ in 0..5 {
-            let port = crate::free_port();
-            let mut child = Command::new(&binary)
+        let probe = Probe::Tls(vec![
+            "--tls".into(),
+            "--cacert".into(),
+            path(certs.ca()),
+            "--cert".into(),
+            path(certs.client_cert()),
+            "--key".into(),
+            path(certs.client_key()),
+        ]);
+        let (child, port) = launch::start_on_free_port("TLS redis-server", &probe, |port| {
+            ServerArgs::new(port, dir.path())
                 .args(["--port", "0", "--tls-port", &port.to_string()])
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--dir", &path(dir.path().to_path_buf())])
                 .args(["--tls-cert-file", &path(certs.path("server.pem"))])
                 .args(["--tls-key-file", &path(certs.path("server.key"))])
                 .args(["--tls-ca-cert-file", &path(certs.ca())])
@@ -160,22 +166,12 @@ impl TlsRedisServer {
                     "--tls-auth-clients",
                     if require_client_cert { "yes" } else { "no" },
                 ])
-                .args(["--loglevel", "warning"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-            if wait_until_tls_ready(port, certs, &mut child) {
-                return TlsRedisServer {
-                    child,
-                    port,
-                    _dir: dir,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        });
+        TlsRedisServer {
+            child,
+            port,
+            _dir: dir,
         }
-        panic!("TLS redis-server did not start on a free port after 5 attempts");
     }
 
     /// The TLS port.
@@ -194,33 +190,4 @@ impl Drop for TlsRedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Ready when `redis-cli --tls` gets a PONG (with the client certificate, so
-/// this works in both modes).
-fn wait_until_tls_ready(port: u16, certs: &Certs, child: &mut Child) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return false;
-        }
-        let out = Command::new("redis-cli")
-            .args(["--tls", "-h", "127.0.0.1", "-p", &port.to_string()])
-            .arg("--cacert")
-            .arg(certs.ca())
-            .arg("--cert")
-            .arg(certs.client_cert())
-            .arg("--key")
-            .arg(certs.client_key())
-            .arg("PING")
-            .stderr(Stdio::null())
-            .output();
-        match out {
-            Ok(o) if String::from_utf8_lossy(&o.stdout).trim() == "PONG" => return true,
-            Ok(_) => {}
-            Err(e) => panic!("cannot run redis-cli ({e}): install it (Debian/Ubuntu: `apt-get install redis-tools`)"),
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }

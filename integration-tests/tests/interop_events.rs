@@ -11,8 +11,8 @@ use echomq::{
     Backoff, Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, WorkerArgs,
     WorkerMsg, WorkerSetSpec,
 };
-use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
 use echomq_integration_tests::{wait_until, NullSupervisor};
+use echomq_integration_tests::{NodeBullmq, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
@@ -120,8 +120,7 @@ async fn settled(c: &Client, q: &str) -> bool {
     completed == 3 && failed == 1
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn echomq_queue_events_receives_what_a_node_worker_emits() {
+async fn echomq_queue_events_receives_what_a_node_worker_emits(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -134,8 +133,8 @@ async fn echomq_queue_events_receives_what_a_node_worker_emits() {
         .into_iter()
         .map(|(n, d, o)| json!({"name": n, "data": d, "opts": o}))
         .collect();
-    bullmq("add-jobs", &redis.url(), "ev1", json!({ "jobs": list }));
-    let node = NodeChild::spawn("worker.js", &redis.url(), "ev1", json!({}));
+    js.bullmq("add-jobs", &redis.url(), "ev1", json!({ "jobs": list }));
+    let node = js.spawn("worker.js", &redis.url(), "ev1", json!({}));
     wait_until("jobs settled", Duration::from_secs(15), async || {
         settled(&c, "ev1").await
     })
@@ -161,13 +160,12 @@ async fn echomq_queue_events_receives_what_a_node_worker_emits() {
     assert!(drained >= 1, "the Node worker's drained arrived typed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_queue_events_receives_what_an_echomq_worker_emits() {
+async fn node_queue_events_receives_what_an_echomq_worker_emits(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     // Also waits for job 1 through Node's job.waitUntilFinished (item 43).
-    let mut node = NodeChild::spawn("events.js", &redis.url(), "ev2", json!({"waitFor": "1"}));
+    let mut node = js.spawn("events.js", &redis.url(), "ev2", json!({"waitFor": "1"}));
     let queue = Queue::new(&conn, "ev2").await.unwrap();
     for (name, data, opts) in jobs() {
         let mut o = JobOptions::new();
@@ -222,3 +220,8 @@ async fn node_queue_events_receives_what_an_echomq_worker_emits() {
     );
     node.finish();
 }
+
+echomq_integration_tests::bullmq_matrix!(
+    echomq_queue_events_receives_what_a_node_worker_emits,
+    node_queue_events_receives_what_an_echomq_worker_emits,
+);

@@ -8,21 +8,20 @@ use std::time::{Duration, Instant};
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{JobOptions, NewJob, ProcessError, Queue, WorkerArgs, WorkerMsg, WorkerSetSpec};
 use echomq_integration_tests::NullSupervisor;
-use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
+use echomq_integration_tests::{NodeBullmq, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
 
 const N: usize = 10_000;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_and_rust_workers_complete_10000_jobs_exactly_once() {
+async fn node_and_rust_workers_complete_10000_jobs_exactly_once(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     let queue = Queue::new(&conn, "fleet").await.unwrap();
 
-    let node_ids = bullmq(
+    let node_ids = js.bullmq(
         "add-many",
         &redis.url(),
         "fleet",
@@ -54,7 +53,7 @@ async fn node_and_rust_workers_complete_10000_jobs_exactly_once() {
     assert_eq!(all_ids.len(), N);
 
     let t0 = Instant::now();
-    let node = NodeChild::spawn(
+    let node = js.spawn(
         "worker.js",
         &redis.url(),
         "fleet",
@@ -158,3 +157,5 @@ async fn node_and_rust_workers_complete_10000_jobs_exactly_once() {
         "pb agrees with who ran it"
     );
 }
+
+echomq_integration_tests::bullmq_matrix!(node_and_rust_workers_complete_10000_jobs_exactly_once,);

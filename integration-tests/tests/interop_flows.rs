@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use echomq::{FlowJob, FlowProducer, JobOptions, Queue};
-use echomq_integration_tests::node_flows;
+use echomq_integration_tests::NodeBullmq;
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::{json, Map, Value as Json};
@@ -112,7 +112,17 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-async fn assert_same(node: &Map<String, Json>, rust: &Map<String, Json>) {
+/// Node's keyspace against EchoMQ's. An older BullMQ line writes its own
+/// `meta.version`; it is checked and then compared as EchoMQ's.
+async fn assert_same(js: NodeBullmq, node: &Map<String, Json>, rust: &Map<String, Json>) {
+    let mut node = node.clone();
+    for (k, v) in node.iter_mut() {
+        if k.ends_with(":meta") && v[1].get("version").is_some() {
+            assert_eq!(v[1]["version"], json!(js.meta_version()), "{k}");
+            v[1]["version"] = json!(echomq::protocol::PROTOCOL_VERSION);
+        }
+    }
+    let node = &node;
     let keys = |m: &Map<String, Json>| {
         let mut k = m.keys().cloned().collect::<Vec<_>>();
         k.sort();
@@ -132,13 +142,12 @@ async fn assert_same(node: &Map<String, Json>, rust: &Map<String, Json>) {
 /// servers: identical keyspaces (job hashes with parent descriptors and
 /// options, dependencies sets, waiting-children, delayed, prioritized, wait,
 /// id counters, event streams).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_flow_leaves_the_same_keyspace() {
+async fn the_same_flow_leaves_the_same_keyspace(js: NodeBullmq) {
     let t = now_ms();
     let flow = sample_flow(t);
 
     let node_redis = RedisServer::start();
-    let node_tree = node_flows("add-flow", &node_redis.url(), "q", json!({ "flow": flow }));
+    let node_tree = js.flows("add-flow", &node_redis.url(), "q", json!({ "flow": flow }));
     let node_state = snapshot(&node_redis.client().await).await;
 
     let rust_redis = RedisServer::start();
@@ -152,13 +161,12 @@ async fn the_same_flow_leaves_the_same_keyspace() {
     let rust_state = snapshot(&rust_redis.client().await).await;
 
     assert_eq!(serde_json::to_value(&tree).unwrap(), node_tree);
-    assert_same(&node_state, &rust_state).await;
+    assert_same(js, &node_state, &rust_state).await;
 }
 
 /// A child added under an existing parent (opts.parent), both ways, and the
 /// missing-parent refusal, which writes nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn adding_under_an_existing_parent_matches_node() {
+async fn adding_under_an_existing_parent_matches_node(js: NodeBullmq) {
     let t = now_ms();
     let parent = json!({"name": "p", "queueName": "q", "data": {}, "opts": {"jobId": "p", "timestamp": t},
         "children": [{"name": "c1", "queueName": "q", "data": {}, "opts": {"jobId": "c1", "timestamp": t}}]});
@@ -166,13 +174,13 @@ async fn adding_under_an_existing_parent_matches_node() {
         "opts": {"jobId": "c2", "timestamp": t, "parent": {"id": "p", "queue": "emq:q"}}});
 
     let node_redis = RedisServer::start();
-    node_flows(
+    js.flows(
         "add-flow",
         &node_redis.url(),
         "q",
         json!({ "flow": parent }),
     );
-    node_flows("add-flow", &node_redis.url(), "q", json!({ "flow": extra }));
+    js.flows("add-flow", &node_redis.url(), "q", json!({ "flow": extra }));
     let node_state = snapshot(&node_redis.client().await).await;
 
     let rust_redis = RedisServer::start();
@@ -181,7 +189,7 @@ async fn adding_under_an_existing_parent_matches_node() {
     fp.add(FlowJob::from_json(&parent).unwrap()).await.unwrap();
     fp.add(FlowJob::from_json(&extra).unwrap()).await.unwrap();
     let rust_state = snapshot(&rust_redis.client().await).await;
-    assert_same(&node_state, &rust_state).await;
+    assert_same(js, &node_state, &rust_state).await;
 
     let orphan = FlowJob::new("o", "q", json!({}))
         .options(JobOptions::new().job_id("o"))
@@ -331,11 +339,10 @@ fn assert_runs(runs: &[(String, String, Json)], tag: &str, expect: &[(String, Js
 /// Node's FlowProducer adds; Rust workers on both queues run every job
 /// exactly once, children before parents, and each parent reads its
 /// children's values.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_flow_runs_on_rust_workers() {
+async fn node_flow_runs_on_rust_workers(js: NodeBullmq) {
     let redis = RedisServer::start();
     let (flow, expect) = valued_flow("n");
-    node_flows("add-flow", &redis.url(), "q", json!({ "flow": flow }));
+    js.flows("add-flow", &redis.url(), "q", json!({ "flow": flow }));
     let conn = redis.connect().await;
     let seen: Seen = Default::default();
     let workers = rust_workers(&conn, &["q", "q2"], &seen).await;
@@ -360,8 +367,7 @@ async fn node_flow_runs_on_rust_workers() {
 
 /// EchoMQ's FlowProducer adds; Node workers run every job exactly once and
 /// each parent reads its children's values (Node's getChildrenValues).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rust_flow_runs_on_node_workers() {
+async fn rust_flow_runs_on_node_workers(js: NodeBullmq) {
     let redis = RedisServer::start();
     let (flow, expect) = valued_flow("r");
     let conn = redis.connect().await;
@@ -369,7 +375,7 @@ async fn rust_flow_runs_on_node_workers() {
         .add(FlowJob::from_json(&flow).unwrap())
         .await
         .unwrap();
-    let seen = node_flows("work", &redis.url(), "q", json!({"queues": ["q", "q2"]}));
+    let seen = js.flows("work", &redis.url(), "q", json!({"queues": ["q", "q2"]}));
     let runs: Vec<_> = seen
         .as_array()
         .unwrap()
@@ -393,8 +399,7 @@ async fn rust_flow_runs_on_node_workers() {
 /// A Rust processor adds a child to its own job, parks the job in
 /// waiting-children and returns `WaitingChildren`; the child runs on a Node
 /// worker, and the parent is resumed on the Rust worker and sees the value.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rust_parent_waits_for_a_child_run_by_node() {
+async fn rust_parent_waits_for_a_child_run_by_node(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "q").await.unwrap();
@@ -410,7 +415,7 @@ async fn rust_parent_waits_for_a_child_run_by_node() {
     .await;
     let url = redis.url();
     let node = tokio::task::spawn_blocking(move || {
-        node_flows("work", &url, "q2", json!({"queues": ["q2"]}))
+        js.flows("work", &url, "q2", json!({"queues": ["q2"]}))
     })
     .await
     .unwrap();
@@ -442,8 +447,7 @@ async fn rust_parent_waits_for_a_child_run_by_node() {
 
 /// The same pattern the other way: a Node processor spawns a child that a
 /// Rust worker runs, and is resumed (WaitingChildrenError).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_parent_waits_for_a_child_run_by_rust() {
+async fn node_parent_waits_for_a_child_run_by_rust(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "q").await.unwrap();
@@ -455,7 +459,7 @@ async fn node_parent_waits_for_a_child_run_by_rust() {
     let workers = rust_workers(&conn, &["q2"], &seen).await;
     let url = redis.url();
     let node = tokio::task::spawn_blocking(move || {
-        node_flows("work", &url, "q", json!({"queues": ["q"], "idleMs": 1000}))
+        js.flows("work", &url, "q", json!({"queues": ["q"], "idleMs": 1000}))
     })
     .await
     .unwrap();
@@ -476,8 +480,7 @@ async fn node_parent_waits_for_a_child_run_by_rust() {
 /// The four failure options, each with the failing child on the Rust side
 /// (queue q) and on the Node side (queue q2), its sibling on the other side.
 /// Parents (queue q, Rust) end as BullMQ's rules say, every job runs once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failure_options_with_children_split_between_rust_and_node() {
+async fn failure_options_with_children_split_between_rust_and_node(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let options = [
@@ -515,7 +518,7 @@ async fn failure_options_with_children_split_between_rust_and_node() {
     let workers = rust_workers(&conn, &["q"], &seen).await;
     let url = redis.url();
     let node = tokio::task::spawn_blocking(move || {
-        node_flows(
+        js.flows(
             "work",
             &url,
             "q2",
@@ -609,8 +612,7 @@ async fn failure_options_with_children_split_between_rust_and_node() {
 /// Removing inside a flow, both sides from the same flow: a middle node with
 /// its subtree, a leaf (its parent's dependency goes), then obliterating one
 /// of the flow's queues. Identical keyspaces after each side's calls.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn removing_in_a_flow_leaves_the_same_keyspace() {
+async fn removing_in_a_flow_leaves_the_same_keyspace(js: NodeBullmq) {
     let t = now_ms();
     let flow = sample_flow(t);
     let ops = json!([
@@ -620,8 +622,8 @@ async fn removing_in_a_flow_leaves_the_same_keyspace() {
     ]);
 
     let node_redis = RedisServer::start();
-    node_flows("add-flow", &node_redis.url(), "q", json!({ "flow": flow }));
-    let node_out = node_flows("remove-ops", &node_redis.url(), "q", json!({ "ops": ops }));
+    js.flows("add-flow", &node_redis.url(), "q", json!({ "flow": flow }));
+    let node_out = js.flows("remove-ops", &node_redis.url(), "q", json!({ "ops": ops }));
     let node_state = snapshot(&node_redis.client().await).await;
 
     let rust_redis = RedisServer::start();
@@ -654,27 +656,26 @@ async fn removing_in_a_flow_leaves_the_same_keyspace() {
     }
     let rust_state = snapshot(&rust_redis.client().await).await;
     assert_eq!(json!(rust_out), node_out);
-    assert_same(&node_state, &rust_state).await;
+    assert_same(js, &node_state, &rust_state).await;
 }
 
 /// `Queue::add_child` stores what Node's `queue.add` with `opts.parent`
 /// stores (child hash, parent descriptor with the failure flag, the
 /// parent's dependencies, events).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn add_child_matches_node_queue_add_with_parent() {
+async fn add_child_matches_node_queue_add_with_parent(js: NodeBullmq) {
     let t = now_ms();
     let parent = json!({"name": "p", "queueName": "q", "data": {}, "opts": {"jobId": "p", "timestamp": t},
         "children": [{"name": "c1", "queueName": "q", "data": {}, "opts": {"jobId": "c1", "timestamp": t}}]});
 
     let node_redis = RedisServer::start();
-    node_flows(
+    js.flows(
         "add-flow",
         &node_redis.url(),
         "q",
         json!({ "flow": parent }),
     );
     let opts = json!({"jobId": "c2", "timestamp": t, "parent": {"id": "p", "queue": "emq:q"}, "failParentOnFailure": true});
-    echomq_integration_tests::bullmq(
+    js.bullmq(
         "ops",
         &node_redis.url(),
         "q2",
@@ -704,27 +705,26 @@ async fn add_child_matches_node_queue_add_with_parent() {
         .unwrap();
     assert_eq!(id, "c2");
     let rust_state = snapshot(&rust_redis.client().await).await;
-    assert_same(&node_state, &rust_state).await;
+    assert_same(js, &node_state, &rust_state).await;
 }
 
 /// `Queue::add` with `options.parent` and a failure option stores what Node's
 /// `queue.add(name, data, {parent, failParentOnFailure})` stores, the id from
 /// the queue's counter included.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queue_add_with_parent_matches_node() {
+async fn queue_add_with_parent_matches_node(js: NodeBullmq) {
     let t = now_ms();
     let parent = json!({"name": "p", "queueName": "q", "data": {}, "opts": {"jobId": "p", "timestamp": t},
         "children": [{"name": "c1", "queueName": "q", "data": {}, "opts": {"jobId": "c1", "timestamp": t}}]});
 
     let node_redis = RedisServer::start();
-    node_flows(
+    js.flows(
         "add-flow",
         &node_redis.url(),
         "q",
         json!({ "flow": parent }),
     );
     let opts = json!({"timestamp": t, "parent": {"id": "p", "queue": "emq:q"}, "removeDependencyOnFailure": true});
-    echomq_integration_tests::bullmq(
+    js.bullmq(
         "ops",
         &node_redis.url(),
         "q2",
@@ -755,5 +755,18 @@ async fn queue_add_with_parent_matches_node() {
         .unwrap();
     assert_eq!(id, "1");
     let rust_state = snapshot(&rust_redis.client().await).await;
-    assert_same(&node_state, &rust_state).await;
+    assert_same(js, &node_state, &rust_state).await;
 }
+
+echomq_integration_tests::bullmq_matrix!(
+    the_same_flow_leaves_the_same_keyspace,
+    adding_under_an_existing_parent_matches_node,
+    node_flow_runs_on_rust_workers,
+    rust_flow_runs_on_node_workers,
+    rust_parent_waits_for_a_child_run_by_node,
+    node_parent_waits_for_a_child_run_by_rust,
+    failure_options_with_children_split_between_rust_and_node,
+    removing_in_a_flow_leaves_the_same_keyspace,
+    add_child_matches_node_queue_add_with_parent,
+    queue_add_with_parent_matches_node,
+);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{JobSchedulers, ProcessError, Queue, SchedulerSpec, WorkerArgs, WorkerMsg};
 use echomq_integration_tests::NullSupervisor;
-use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
+use echomq_integration_tests::{NodeBullmq, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
@@ -107,8 +107,8 @@ fn assert_successor_first(seen: &[Seen], chain: &[u64], step: u64) {
 }
 
 /// Runs a Node worker on `queue` for `ms`; the ids it ran, with counts.
-fn node_worker_for(url: &str, queue: &str, ms: u64) -> HashMap<String, u32> {
-    let node = NodeChild::spawn("worker.js", url, queue, json!({"skipStalledCheck": true}));
+fn node_worker_for(js: NodeBullmq, url: &str, queue: &str, ms: u64) -> HashMap<String, u32> {
+    let node = js.spawn("worker.js", url, queue, json!({"skipStalledCheck": true}));
     std::thread::sleep(Duration::from_millis(ms));
     let summary = node.finish().expect("node summary");
     serde_json::from_value(summary["runs"].clone()).unwrap()
@@ -177,20 +177,19 @@ async fn assert_chain(
     millis
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_every_scheduler_runs_on_rust_then_node_workers() {
+async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     let queue = Queue::new(&conn, "se").await.unwrap();
-    let first = bullmq(
+    let first = js.bullmq(
         "upsert-scheduler",
         &redis.url(),
         "se",
         json!({"id": "s1", "repeat": {"every": 1000}, "template": {"name": "tick"}}),
     );
     let (rust, seen) = rust_worker_observing(&queue, 2600, Some((c.clone(), 1000))).await;
-    let node = node_worker_for(&redis.url(), "se", 1500);
+    let node = node_worker_for(js, &redis.url(), "se", 1500);
     assert!(
         rust.len() >= 2 && !node.is_empty(),
         "rust {rust:?} node {node:?}"
@@ -202,20 +201,19 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers() {
     assert_successor_first(&seen, &chain, 1000);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_cron_scheduler_runs_on_rust_then_node_workers() {
+async fn node_cron_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     let queue = Queue::new(&conn, "sc").await.unwrap();
-    bullmq(
+    js.bullmq(
         "upsert-scheduler",
         &redis.url(),
         "sc",
         json!({"id": "c1", "repeat": {"pattern": "* * * * * *", "tz": "UTC"}}),
     );
     let rust = rust_worker_for(&queue, 2600).await;
-    let node = node_worker_for(&redis.url(), "sc", 1500);
+    let node = node_worker_for(js, &redis.url(), "sc", 1500);
     assert!(
         rust.len() >= 2 && !node.is_empty(),
         "rust {rust:?} node {node:?}"
@@ -225,8 +223,7 @@ async fn node_cron_scheduler_runs_on_rust_then_node_workers() {
     assert!(chain.iter().all(|m| m % 1000 == 0), "{chain:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn echomq_every_scheduler_runs_on_node_then_rust_workers() {
+async fn echomq_every_scheduler_runs_on_node_then_rust_workers(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -237,7 +234,7 @@ async fn echomq_every_scheduler_runs_on_node_then_rust_workers() {
         .await
         .unwrap()
         .expect("first iteration");
-    let node = node_worker_for(&redis.url(), "sr", 2600);
+    let node = node_worker_for(js, &redis.url(), "sr", 2600);
     let (rust, seen) = rust_worker_observing(&queue, 1500, Some((c.clone(), 1000))).await;
     assert!(
         node.len() >= 2 && !rust.is_empty(),
@@ -247,6 +244,12 @@ async fn echomq_every_scheduler_runs_on_node_then_rust_workers() {
     assert_eq!(first.job_id, format!("repeat:s2:{}", chain[0]));
     assert_successor_first(&seen, &chain, 1000);
     // Node reads the Rust-made scheduler as its own.
-    let info = bullmq("get-scheduler", &redis.url(), "sr", json!({"id": "s2"}));
+    let info = js.bullmq("get-scheduler", &redis.url(), "sr", json!({"id": "s2"}));
     assert_eq!(info["every"], json!(1000));
 }
+
+echomq_integration_tests::bullmq_matrix!(
+    node_every_scheduler_runs_on_rust_then_node_workers,
+    node_cron_scheduler_runs_on_rust_then_node_workers,
+    echomq_every_scheduler_runs_on_node_then_rust_workers,
+);

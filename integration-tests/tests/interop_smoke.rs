@@ -1,4 +1,4 @@
-//! First interop checks against the real BullMQ 6.2.0 Node client (prefix
+//! First interop checks against the real BullMQ 6.7.0 Node client (prefix
 //! `emq`): jobs added by either side read back the same on the other.
 //! The full interop suite (workers, stalls, schedulers, events) grows here.
 

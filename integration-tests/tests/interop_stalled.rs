@@ -13,7 +13,7 @@ use echomq::{
     stalled_checker::JobsRecovered, JobOptions, ProcessError, Queue, StalledChecker,
     StalledCheckerArgs, WorkerArgs, WorkerMsg, WorkerSetSpec,
 };
-use echomq_integration_tests::{events, NodeChild, RedisServer};
+use echomq_integration_tests::{events, NodeBullmq, NodeChild, RedisServer};
 use echomq_integration_tests::{wait_until, NullSupervisor};
 use fred::prelude::*;
 use ractor::{call_t, Actor, ActorRef};
@@ -34,20 +34,20 @@ async fn in_set(c: &Client, key: &str, id: &str) -> bool {
 }
 
 /// Starts a process of `side` that takes one job and hangs in it.
-fn hanging(side: &str, url: &str, queue: &str) -> NodeChild {
+fn hanging(js: NodeBullmq, side: &str, url: &str, queue: &str) -> NodeChild {
     // A short lock so that the dead holder's lock expires quickly; no stalled
     // check of its own, so recoveries are the other side's.
     let opts = json!({"hang": true, "verbose": true, "lockDuration": 1000,
                       "skipStalledCheck": true, "stalledChecker": false});
     match side {
-        "node" => NodeChild::spawn("worker.js", url, queue, opts),
+        "node" => js.spawn("worker.js", url, queue, opts),
         _ => NodeChild::spawn_rust_worker(WORKER_PROCESS, url, queue, opts),
     }
 }
 
 /// The process takes the job, then dies holding its lock.
-fn take_and_die(side: &str, url: &str, queue: &str, id: &str) {
-    let mut p = hanging(side, url, queue);
+fn take_and_die(js: NodeBullmq, side: &str, url: &str, queue: &str, id: &str) {
+    let mut p = hanging(js, side, url, queue);
     p.wait_line(Duration::from_secs(20), |v| {
         v["ev"] == "start" && v["id"] == id
     });
@@ -71,8 +71,7 @@ async fn rust_checker(
     (checker, recovered)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust() {
+async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -85,7 +84,7 @@ async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust() {
         )
         .await
         .unwrap();
-    take_and_die("node", &redis.url(), "kn", &id);
+    take_and_die(js, "node", &redis.url(), "kn", &id);
     let active: Vec<String> = c.lrange("emq:kn:active", 0, -1).await.unwrap();
     assert_eq!(
         active,
@@ -143,8 +142,7 @@ async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node() {
+async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -157,11 +155,11 @@ async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node() {
         )
         .await
         .unwrap();
-    take_and_die("rust", &redis.url(), "kr", &id);
+    take_and_die(js, "rust", &redis.url(), "kr", &id);
     let lock: u64 = c.exists(format!("emq:kr:{id}:lock")).await.unwrap();
     assert_eq!(lock, 1, "the dead Rust worker still holds the lock");
 
-    let node = NodeChild::spawn(
+    let node = js.spawn(
         "worker.js",
         &redis.url(),
         "kr",
@@ -191,8 +189,7 @@ async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defa_set_by_echomq_is_applied_by_a_node_worker() {
+async fn defa_set_by_echomq_is_applied_by_a_node_worker(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -208,8 +205,8 @@ async fn defa_set_by_echomq_is_applied_by_a_node_worker() {
     let (checker, recovered) = rust_checker(&conn, "dr").await;
     let key = format!("emq:dr:{id}");
     // Two Node workers die holding the job: two recoveries by Rust.
-    take_and_die("node", &redis.url(), "dr", &id);
-    take_and_die("node", &redis.url(), "dr", &id);
+    take_and_die(js, "node", &redis.url(), "dr", &id);
+    take_and_die(js, "node", &redis.url(), "dr", &id);
     wait_until("defa set", Duration::from_secs(15), async || {
         field(&c, &key, "defa").await.is_some()
     })
@@ -219,7 +216,7 @@ async fn defa_set_by_echomq_is_applied_by_a_node_worker() {
     assert_eq!(*recovered.lock().unwrap(), [id.clone(), id.clone()]);
     checker.stop(None);
 
-    let node = NodeChild::spawn(
+    let node = js.spawn(
         "worker.js",
         &redis.url(),
         "dr",
@@ -236,8 +233,7 @@ async fn defa_set_by_echomq_is_applied_by_a_node_worker() {
     assert_eq!(field(&c, &key, "returnvalue").await, None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn defa_set_by_node_is_applied_by_an_echomq_worker() {
+async fn defa_set_by_node_is_applied_by_an_echomq_worker(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -250,7 +246,7 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker() {
         )
         .await
         .unwrap();
-    let mut sweeper = NodeChild::spawn(
+    let mut sweeper = js.spawn(
         "worker.js",
         &redis.url(),
         "dn",
@@ -258,8 +254,8 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker() {
     );
     let key = format!("emq:dn:{id}");
     // Two Rust worker processes die holding the job: two recoveries by Node.
-    take_and_die("rust", &redis.url(), "dn", &id);
-    take_and_die("rust", &redis.url(), "dn", &id);
+    take_and_die(js, "rust", &redis.url(), "dn", &id);
+    take_and_die(js, "rust", &redis.url(), "dn", &id);
     wait_until("defa set", Duration::from_secs(15), async || {
         field(&c, &key, "defa").await.is_some()
     })
@@ -300,13 +296,12 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker() {
     assert_eq!(field(&c, &key, "defa").await, None, "defa is consumed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms() {
+async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     let queue = Queue::new(&conn, "lr").await.unwrap();
-    let mut sweeper = NodeChild::spawn(
+    let mut sweeper = js.spawn(
         "worker.js",
         &redis.url(),
         "lr",
@@ -373,8 +368,7 @@ async fn is_marked(c: &Client, q: &str, id: &str) -> bool {
 /// Item 33: a Node sweep marks a job an EchoMQ worker holds, and the next lock
 /// renewal (extendLocks) takes the mark away again, so the sweep after it
 /// would not recover the job.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn echomq_lock_renewal_clears_the_mark_of_a_node_sweep() {
+async fn echomq_lock_renewal_clears_the_mark_of_a_node_sweep(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -400,7 +394,7 @@ async fn echomq_lock_renewal_clears_the_mark_of_a_node_sweep() {
         .await
         .unwrap();
     // Returns once the Node side is ready (its first sweep met the gate).
-    let mut sweeper = NodeChild::spawn(
+    let mut sweeper = js.spawn(
         "worker.js",
         &redis.url(),
         "cm",
@@ -469,8 +463,7 @@ async fn echomq_lock_renewal_clears_the_mark_of_a_node_sweep() {
 /// tail of `wait` (the end workers take from, so it runs before older waiting
 /// jobs), records `stc`=1, appends `waiting{prev:active}` then `stalled`, and
 /// leaves in `stalled` exactly the ids active after it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recovered_job_runs_next_and_the_stalled_set_is_refreshed() {
+async fn a_recovered_job_runs_next_and_the_stalled_set_is_refreshed(js: NodeBullmq) {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -482,7 +475,7 @@ async fn a_recovered_job_runs_next_and_the_stalled_set_is_refreshed() {
             .unwrap()
     };
     let dead = add("dead").await;
-    take_and_die("node", &redis.url(), "rn", &dead);
+    take_and_die(js, "node", &redis.url(), "rn", &dead);
     let held = add("held").await;
     let waiting = add("waiting").await;
     // `held` is taken by a holder that never renews nor dies: its lock lasts
@@ -540,3 +533,13 @@ async fn a_recovered_job_runs_next_and_the_stalled_set_is_refreshed() {
         "{fields:?}"
     );
 }
+
+echomq_integration_tests::bullmq_matrix!(
+    a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust,
+    a_killed_rust_worker_is_recovered_by_node_and_completed_by_node,
+    defa_set_by_echomq_is_applied_by_a_node_worker,
+    defa_set_by_node_is_applied_by_an_echomq_worker,
+    echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms,
+    echomq_lock_renewal_clears_the_mark_of_a_node_sweep,
+    a_recovered_job_runs_next_and_the_stalled_set_is_refreshed,
+);

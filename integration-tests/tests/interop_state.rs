@@ -9,150 +9,13 @@ use std::time::Duration;
 use echomq::protocol::FinishTarget;
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{Backoff, JobOptions, JobState, KeepJobs, Queue, WorkerArgs, WorkerMsg};
+use echomq_integration_tests::keyspace::{snapshot as keyspace, Mask};
 use echomq_integration_tests::NullSupervisor;
 use echomq_integration_tests::{bullmq, RedisServer};
-use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Map, Value as Json};
 
 const Q: &str = "q";
-
-/// The whole `emq:q:*` keyspace as JSON: `{suffix: [type, value]}`.
-const DUMP: &str = r#"
-local out = {}
-for _, k in ipairs(redis.call('KEYS', ARGV[1] .. '*')) do
-  local t = redis.call('TYPE', k).ok
-  local v
-  if t == 'hash' then v = redis.call('HGETALL', k)
-  elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1)
-  elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
-  elseif t == 'set' then v = redis.call('SMEMBERS', k); table.sort(v)
-  elseif t == 'string' then v = {redis.call('GET', k), redis.call('PTTL', k) > 0}
-  elseif t == 'stream' then
-    v = {}
-    for _, e in ipairs(redis.call('XRANGE', k, '-', '+')) do table.insert(v, e[2]) end
-  end
-  out[string.sub(k, #ARGV[1] + 1)] = {t, v}
-end
-return cjson.encode(out)
-"#;
-
-/// What differs by clock or by chance between two runs, masked.
-#[derive(Clone, Copy, Default)]
-struct Mask {
-    /// Scores of `delayed` and of the marker (changeDelay uses the clock).
-    delayed_scores: bool,
-    /// A worker ran: finish times, `drained` events (their number depends on
-    /// fetch timing), the marker, and Node's stalled-check keys.
-    worked: bool,
-}
-
-const VOLATILE_FIELDS: [&str; 2] = ["processedOn", "finishedOn"];
-
-fn parse_maybe(v: &str) -> Json {
-    match serde_json::from_str::<Json>(v) {
-        Ok(j @ (Json::Object(_) | Json::Array(_))) => j,
-        _ => Json::String(v.to_owned()),
-    }
-}
-
-async fn snapshot(c: &Client, mask: Mask) -> Map<String, Json> {
-    let raw: String = c
-        .eval(DUMP, Vec::<String>::new(), vec![format!("emq:{Q}:")])
-        .await
-        .unwrap();
-    let dump: Map<String, Json> = serde_json::from_str(&raw).unwrap();
-    let mut out = Map::new();
-    for (key, tv) in dump {
-        let t = tv[0].as_str().unwrap().to_owned();
-        let v = tv.get(1).cloned().unwrap_or(Json::Null);
-        if mask.worked && (key == "stalled-check" || key == "stalled" || key == "marker") {
-            continue;
-        }
-        let flat = |v: &Json| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|x| x.as_str().map(str::to_owned).unwrap_or(x.to_string()))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let value = match t.as_str() {
-            "hash" => {
-                let f = flat(&v);
-                let mut m = Map::new();
-                for pair in f.chunks(2) {
-                    let masked = VOLATILE_FIELDS.contains(&pair[0].as_str());
-                    let val = if masked {
-                        json!("<masked>")
-                    } else if pair[0] == "stacktrace" {
-                        // Each language writes its own frames: only the
-                        // number of traces and their first line must agree.
-                        let traces: Vec<String> =
-                            serde_json::from_str(&pair[1]).unwrap_or_default();
-                        json!(traces
-                            .iter()
-                            .map(|t| t.lines().next().unwrap_or_default().to_owned())
-                            .collect::<Vec<_>>())
-                    } else {
-                        parse_maybe(&pair[1])
-                    };
-                    m.insert(pair[0].clone(), val);
-                }
-                Json::Object(m)
-            }
-            "zset" => {
-                let f = flat(&v);
-                let clocked = (mask.worked && (key == "completed" || key == "failed"))
-                    || (mask.delayed_scores && (key == "delayed" || key == "marker"));
-                let mut pairs: Vec<Json> = f
-                    .chunks(2)
-                    .map(|p| {
-                        json!([
-                            p[0],
-                            if clocked {
-                                "<masked>".into()
-                            } else {
-                                p[1].clone()
-                            }
-                        ])
-                    })
-                    .collect();
-                // Without scores, order by member: the finishing order is timing.
-                if clocked {
-                    pairs.sort_by(|a, b| a[0].as_str().cmp(&b[0].as_str()));
-                }
-                Json::Array(pairs)
-            }
-            "stream" => Json::Array(
-                v.as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|e| {
-                        let f = flat(e);
-                        let mut m = Map::new();
-                        for pair in f.chunks(2) {
-                            let val = if mask.delayed_scores && pair[0] == "delay" {
-                                json!("<masked>")
-                            } else {
-                                parse_maybe(&pair[1])
-                            };
-                            m.insert(pair[0].clone(), val);
-                        }
-                        Json::Object(m)
-                    })
-                    .filter(|e| !(mask.worked && e["event"] == "drained"))
-                    .collect(),
-            ),
-            _ => v,
-        };
-        out.insert(key, json!([t, value]));
-    }
-    // SCAN order is arbitrary; the key sets compare in order.
-    out.sort_keys();
-    out
-}
 
 /// The Rust producer's spelling of Node job options.
 fn rust_opts(node: &Json) -> JobOptions {
@@ -314,13 +177,13 @@ async fn work(q: &Queue) {
 async fn same_state(ops: Vec<Json>, mask: Mask) -> (Vec<Json>, Map<String, Json>) {
     let node_redis = RedisServer::start();
     let node_results = bullmq("ops", &node_redis.url(), Q, json!({ "ops": ops }));
-    let node_state = snapshot(&node_redis.client().await, mask).await;
+    let node_state = keyspace(&node_redis.client().await, Q, mask).await;
 
     let rust_redis = RedisServer::start();
     let conn = rust_redis.connect().await;
     let q = Queue::new(&conn, Q).await.unwrap();
     let rust_results = run_rust(&q, &ops).await;
-    let rust_state = snapshot(&rust_redis.client().await, mask).await;
+    let rust_state = keyspace(&rust_redis.client().await, Q, mask).await;
 
     assert_eq!(json!(rust_results), node_results, "results of {ops:?}");
     let keys = |m: &Map<String, Json>| m.keys().cloned().collect::<Vec<_>>();
@@ -385,7 +248,7 @@ async fn adds_of_every_kind_leave_the_same_keyspace() {
     // A few values spelled out, beyond "same as Node".
     assert_eq!(state["id"], json!(["string", ["14", false]]));
     assert_eq!(state["meta"][1]["opts.maxLenEvents"], json!("10000"));
-    assert_eq!(state["meta"][1]["version"], json!("bullmq:6.2.0"));
+    assert_eq!(state["meta"][1]["version"], json!("bullmq:6.7.0"));
     // Head first: LPUSHed adds, the lifo job at the tail (items 4, 5).
     assert_eq!(state["wait"][1], json!(["14", "13", "abc", "2", "1", "3"]));
     let delayed = state["delayed"][1].as_array().unwrap();
@@ -641,7 +504,7 @@ async fn bulk_retry_and_promote_leave_the_same_keyspace() {
 
 /// A hard removal (drain) of the last child of a parent in the same queue
 /// removes the parent too, and deletes the deduplication key named by the
-/// child's `deid` without checking its owner, as BullMQ 6.2.0 does. Both
+/// child's `deid` without checking its owner, as BullMQ (6.2.0, 6.7.0) does. Both
 /// keyspaces are built by Node; only the drain differs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_of_a_last_child_removes_its_parent_and_dedup_key_as_node() {
@@ -664,16 +527,16 @@ async fn drain_of_a_last_child_removes_its_parent_and_dedup_key_as_node() {
         json!({"ops": [["drain", false]]}),
     );
     assert_eq!(drained, json!([null]));
-    let node_state = snapshot(&node_redis.client().await, Mask::default()).await;
+    let node_state = keyspace(&node_redis.client().await, Q, Mask::default()).await;
 
     let rust_redis = RedisServer::start();
     bullmq("ops", &rust_redis.url(), Q, setup);
-    let before = snapshot(&rust_redis.client().await, Mask::default()).await;
+    let before = keyspace(&rust_redis.client().await, Q, Mask::default()).await;
     assert!(before.contains_key("waiting-children") && before.contains_key("de:D"));
     let conn = rust_redis.connect().await;
     let q = Queue::new(&conn, Q).await.unwrap();
     q.drain(false).await.unwrap();
-    let rust_state = snapshot(&rust_redis.client().await, Mask::default()).await;
+    let rust_state = keyspace(&rust_redis.client().await, Q, Mask::default()).await;
 
     assert_eq!(
         rust_state.keys().collect::<Vec<_>>(),

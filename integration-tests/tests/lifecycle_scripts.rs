@@ -839,7 +839,7 @@ async fn move_to_finished_checks_job_lock_and_state() {
     assert!(!hash(&c, &k.job("1")).await.contains_key("finishedOn"));
 }
 
-// ---------------------------------------------------------------- moveToDelayed-12
+// ---------------------------------------------------------------- moveToDelayed-11
 
 #[tokio::test]
 async fn move_to_delayed_scores_counts_attempts_and_sets_the_delay_marker() {

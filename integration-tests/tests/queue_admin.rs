@@ -1285,17 +1285,20 @@ async fn change_delay_within_the_same_millisecond_takes_the_next_slot() {
 }
 
 #[tokio::test]
-async fn retry_job_of_a_prioritized_job_goes_to_wait() {
-    // Quirk kept from BullMQ 6.2.0 (docs/protocol.md §Quirks).
+async fn retry_job_of_a_prioritized_job_goes_to_prioritized() {
+    // BullMQ 6.7.0's reprocessJob-9 (6.2.0's went to wait; docs/protocol.md §Scripts).
     let (_redis, conn, c, q) = setup("rp").await;
     let k = q.keys().clone();
     add_at(&q, "p", JobOptions::new().priority(5).timestamp(T0)).await;
     assert_eq!(take(&conn, &k, T0).await.as_deref(), Some("1"));
     finish(&conn, &k, "1", true, "1", T0 + 1).await;
     q.retry_job("1", false).await.unwrap();
-    assert_eq!(list(&c, "emq:rp:wait").await, vec!["1"]);
-    assert!(!exists(&c, "emq:rp:prioritized").await);
-    assert_eq!(q.get_state("1").await.unwrap(), JobState::Waiting);
+    assert!(!exists(&c, "emq:rp:wait").await);
+    let prioritized = zset(&c, "emq:rp:prioritized").await;
+    assert_eq!(prioritized.len(), 1);
+    assert_eq!(prioritized[0].0, "1");
+    assert_eq!(prioritized[0].1 as u64 >> 32, 5, "in its priority band");
+    assert_eq!(q.get_state("1").await.unwrap(), JobState::Prioritized);
 }
 
 #[tokio::test]

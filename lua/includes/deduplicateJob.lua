@@ -8,11 +8,15 @@
                         parentDependenciesKey, repeatJobKey} of the new add,
                        needed to park it as "dedup next"
   nil means: store the new job; an id means: the add is dropped in favour of
-  that owner.
+  that owner. With `reschedule`, a dropped add moves a still delayed owner to
+  its own due time (`timestamp + delay` of the add).
   setDeduplicationKey(deduplicationKey, ownerId, deduplicationOpts)
   storeDeduplicatedNextJob(prefix, deduplicationKey, deduplicationOpts,
                            ownerId, jobId, job, eventsKey, maxEvents) -> bool
+  recoverStaleDeduplicationKey(prefix, deduplicationKey, ownerId, jobId,
+                               deduplicationOpts) -> bool
 ]]
+--- @include "includes/addDelayedJobToSet"
 --- @include "includes/removeJobKeys"
 
 local function setDeduplicationKey(deduplicationKey, ownerId, deduplicationOpts)
@@ -68,41 +72,36 @@ local function storeDeduplicatedNextJob(prefix, deduplicationKey, deduplicationO
   return true
 end
 
-local function deduplicateJob(prefix, deduplicationOpts, jobId, deduplicationKey, delayedKey, eventsKey,
-                              maxEvents, job)
+-- A key without expiry lives until its owner finishes. An owner whose hash is
+-- gone (lost to an outage) never will: the key is stale, and the incoming add
+-- takes it over and is stored, with no `deduplicated` event. Whatever was
+-- parked for the lost owner goes too, or it would come back as an extra job.
+local function recoverStaleDeduplicationKey(prefix, deduplicationKey, ownerId, jobId, deduplicationOpts)
+  if not ownerId or redis.call("PTTL", deduplicationKey) ~= -1
+      or redis.call("EXISTS", prefix .. ownerId) == 1 then
+    return false
+  end
+  redis.call("DEL", deduplicationKey)
+  redis.call("DEL", prefix .. "dn:" .. deduplicationOpts["id"])
+  setDeduplicationKey(deduplicationKey, jobId, deduplicationOpts)
+  return true
+end
+
+-- The modes that only drop or keep an add (every one but replace): nil or
+-- the owner's id, as deduplicateJob answers.
+local function deduplicateWithoutReplace(prefix, deduplicationOpts, jobId, deduplicationKey, eventsKey,
+                                         maxEvents, job)
   local deduplicationId = deduplicationOpts["id"]
   local ttl = tonumber(deduplicationOpts["ttl"])
   local keepLastIfActive = deduplicationOpts["keepLastIfActive"]
-  local extend = deduplicationOpts["extend"]
 
-  if deduplicationOpts["replace"] then
+  if ttl and ttl > 0 and deduplicationOpts["extend"] then
     local ownerId = redis.call("GET", deduplicationKey)
     if not ownerId then
       setDeduplicationKey(deduplicationKey, jobId, deduplicationOpts)
       return nil
     end
-    if redis.call("ZREM", delayedKey, ownerId) == 1 then
-      -- The owner has not started yet: the new add replaces it.
-      removeJobKeys(prefix .. ownerId)
-      redis.call("XADD", eventsKey, "*", "event", "removed", "jobId", ownerId, "prev", "delayed")
-      emitDeduplicated(eventsKey, maxEvents, jobId, deduplicationId, ownerId)
-      if not keepLastIfActive and not extend and ttl and ttl > 0 then
-        -- A plain replace must not prolong the original deduplication window.
-        redis.call("SET", deduplicationKey, jobId, "KEEPTTL")
-      else
-        setDeduplicationKey(deduplicationKey, jobId, deduplicationOpts)
-      end
-      return nil
-    end
-    storeDeduplicatedNextJob(prefix, deduplicationKey, deduplicationOpts, ownerId, jobId, job, eventsKey,
-      maxEvents)
-    return ownerId
-  end
-
-  if ttl and ttl > 0 and extend then
-    local ownerId = redis.call("GET", deduplicationKey)
-    if not ownerId then
-      setDeduplicationKey(deduplicationKey, jobId, deduplicationOpts)
+    if recoverStaleDeduplicationKey(prefix, deduplicationKey, ownerId, jobId, deduplicationOpts) then
       return nil
     end
     if storeDeduplicatedNextJob(prefix, deduplicationKey, deduplicationOpts, ownerId, jobId, job, eventsKey,
@@ -126,10 +125,59 @@ local function deduplicateJob(prefix, deduplicationOpts, jobId, deduplicationKey
   end
 
   local ownerId = redis.call("GET", deduplicationKey)
+  if recoverStaleDeduplicationKey(prefix, deduplicationKey, ownerId, jobId, deduplicationOpts) then
+    return nil
+  end
   if storeDeduplicatedNextJob(prefix, deduplicationKey, deduplicationOpts, ownerId, jobId, job, eventsKey,
       maxEvents) then
     return ownerId
   end
   emitDeduplicated(eventsKey, maxEvents, ownerId, deduplicationId, jobId)
+  return ownerId
+end
+
+local function deduplicateJob(prefix, deduplicationOpts, jobId, deduplicationKey, delayedKey, eventsKey,
+                              maxEvents, job)
+  local deduplicationId = deduplicationOpts["id"]
+
+  if deduplicationOpts["replace"] then
+    local ttl = tonumber(deduplicationOpts["ttl"])
+    local ownerId = redis.call("GET", deduplicationKey)
+    if not ownerId then
+      setDeduplicationKey(deduplicationKey, jobId, deduplicationOpts)
+      return nil
+    end
+    if redis.call("ZREM", delayedKey, ownerId) == 1 then
+      -- The owner has not started yet: the new add replaces it.
+      removeJobKeys(prefix .. ownerId)
+      redis.call("XADD", eventsKey, "*", "event", "removed", "jobId", ownerId, "prev", "delayed")
+      emitDeduplicated(eventsKey, maxEvents, jobId, deduplicationId, ownerId)
+      -- A next job parked while the replaced owner ran belongs to it: it
+      -- must not come back when the new add finishes.
+      redis.call("DEL", prefix .. "dn:" .. deduplicationId)
+      if not deduplicationOpts["keepLastIfActive"] and not deduplicationOpts["extend"] and ttl and ttl > 0 then
+        -- A plain replace must not prolong the original deduplication window.
+        redis.call("SET", deduplicationKey, jobId, "KEEPTTL")
+      else
+        setDeduplicationKey(deduplicationKey, jobId, deduplicationOpts)
+      end
+      return nil
+    end
+    if recoverStaleDeduplicationKey(prefix, deduplicationKey, ownerId, jobId, deduplicationOpts) then
+      return nil
+    end
+    storeDeduplicatedNextJob(prefix, deduplicationKey, deduplicationOpts, ownerId, jobId, job, eventsKey,
+      maxEvents)
+    return ownerId
+  end
+
+  local ownerId = deduplicateWithoutReplace(prefix, deduplicationOpts, jobId, deduplicationKey, eventsKey,
+    maxEvents, job)
+  if ownerId and deduplicationOpts["reschedule"] and redis.call("ZSCORE", delayedKey, ownerId) then
+    -- The owner keeps its id, data and options; only its due time moves.
+    local delay = tonumber(job.opts["delay"]) or 0
+    redis.call("HSET", prefix .. ownerId, "delay", delay)
+    addDelayedJobToSet(delayedKey, eventsKey, prefix .. "marker", maxEvents, ownerId, job.timestamp, delay)
+  end
   return ownerId
 end

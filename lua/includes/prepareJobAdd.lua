@@ -7,7 +7,8 @@
             duplicate or the owner id of a deduplicated add
     job     {prefix, jobId, jobKey, name, timestamp, data, opts, parentKey,
              parent, parentData, parentDependenciesKey, repeatJobKey,
-             maxEvents, maxEventsArg, paused, concurrency} for the
+             deferParentRelease, maxEvents, maxEventsArg, paused,
+             concurrency} for the
             store/enqueue steps; paused and concurrency are meta's fields,
             read here with maxLenEvents (isJobQueuePausedOrMaxed uses them)
 ]]
@@ -45,6 +46,7 @@ local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey
     parentDependenciesKey = args[6],
     parent = args[7],
     repeatJobKey = args[8],
+    deferParentRelease = args[10],
     jobId = false,
     jobKey = false,
     opts = false,
@@ -83,7 +85,7 @@ local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey
     job.jobKey = job.prefix .. customId
     if redis.call("EXISTS", job.jobKey) == 1 then
       return addHelpers().handleDuplicatedJob(job.jobKey, customId, job.parentKey, job.parent, job.parentData,
-        job.parentDependenciesKey, completedKey, eventsKey, job.maxEvents, job.timestamp)
+        job.parentDependenciesKey, completedKey, eventsKey, job.maxEvents, job.timestamp, job.deferParentRelease)
     end
   else
     job.jobId = string.format("%d", counter)

@@ -9,7 +9,9 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
                                        limiterDuration, markerKey, opts)
   local jobKey = prefix .. jobId
 
-  if maxJobs then
+  -- A job carrying a deferred failure (`defa`) is failed without running:
+  -- it takes no token of the rate limit.
+  if maxJobs and redis.call("HEXISTS", jobKey, "defa") == 0 then
     -- The first take of a window opens it; the counter dies with the window.
     if redis.call("INCR", limiterKey) == 1 and limiterDuration then
       redis.call("PEXPIRE", limiterKey, math.floor(math.abs(limiterDuration)))

@@ -13,7 +13,7 @@
 
   When a hard removal also removes the parent, the deduplication key named by
   the removed child's `deid` is deleted under the parent's prefix without
-  checking who owns it: BullMQ 6.2.0 does so, and both must leave the same
+  checking who owns it: BullMQ (6.2.0, 6.7.0) does so, and both must leave the same
   keyspace. Only the path that reads the parent from the child does this.
 ]]
 --- @include "includes/removeJobKeys"

@@ -150,8 +150,11 @@ fn bulk_line(n: usize, line: &str) -> Res<NewJob> {
     let name = v["name"]
         .as_str()
         .ok_or_else(|| format!("line {n}: `name` (a string) is required"))?;
+    // BullMQ's public option names, as `queue.addBulk` takes them.
     let options = match v.get("opts") {
-        Some(serde_json::Value::Object(m)) => JobOptions::from_stored(m),
+        Some(serde_json::Value::Object(m)) => {
+            JobOptions::from_public(m).map_err(|e| format!("line {n}: {e}"))?
+        }
         None | Some(serde_json::Value::Null) => JobOptions::new(),
         Some(_) => return Err(format!("line {n}: `opts` must be an object").into()),
     };
@@ -497,6 +500,11 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
     };
     let state = q.get_state(id).await?;
     anstream::println!("{} {}  {:?}", paint(style::BOLD, "job"), job.id, state);
+    // From the delayed score: a deduplicated add with `reschedule` moves it
+    // without touching `timestamp`.
+    if let Some(due) = q.get_due_time(id).await? {
+        anstream::println!("  {:<13}{due}", "due");
+    }
     let raw: HashMap<String, String> =
         fred::prelude::HashesInterface::hgetall(conn.pool(), q.keys().job(id)).await?;
     let mut fields: Vec<_> = raw.into_iter().collect();

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use echomq::queue::{CancelMode, CancelOutcome};
 use echomq::{JobCounts, JobOptions, Queue};
 use echomq_integration_tests::{bullmq, events, wait_until, RedisServer};
 use serde_json::{json, Value};
@@ -517,6 +518,154 @@ async fn a_hanging_handler_is_stopped_at_the_close_deadline_and_its_job_goes_bac
         "{log}"
     );
     assert!(log.contains("killed by signal 9"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_hanging_past_the_job_timeout_is_stopped_and_the_attempt_fails() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "timeout").await.unwrap();
+    let state = state_dir();
+    let timeout = Duration::from_millis(1000);
+    // Hangs on its first run only: the timeout fails that attempt, the retry
+    // completes.
+    let soft = q
+        .add(
+            "h",
+            &json!({"mode": "hang-once"}),
+            JobOptions::new().attempts(2).timeout(timeout),
+        )
+        .await
+        .unwrap();
+    // Ignores SIGTERM and hangs on every run: SIGKILL, and it fails for good.
+    let stubborn = q
+        .add(
+            "h",
+            &json!({"mode": "hang", "stubborn": true}),
+            JobOptions::new().attempts(1).timeout(timeout),
+        )
+        .await
+        .unwrap();
+    for i in 0..4 {
+        q.add("ok", &json!({"i": i}), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + LIMIT;
+    let processor = format!("exec:python3 {}", faulty());
+    let mut work = Work::start_with_env(
+        &url,
+        "timeout",
+        &processor,
+        &["--concurrency", "3"],
+        &[("HANDLER_STATE", state.path().to_str().unwrap())],
+    );
+    let soft_pid = pid_file(state.path(), &format!("hang-{soft}"), deadline).await;
+    let stubborn_pid = pid_file(state.path(), &format!("hang-{stubborn}"), deadline).await;
+    wait_until("5 completed and 1 failed", left(deadline), async || {
+        let c = q.counts().await.unwrap();
+        (c.completed, c.failed) == (5, 1)
+    })
+    .await;
+    wait_until("both hanging handlers gone", left(deadline), async || {
+        !pid_alive(soft_pid) && !pid_alive(stubborn_pid)
+    })
+    .await;
+    // The worker lives on with fresh handlers.
+    let after = q
+        .add("ok", &json!({"i": 9}), JobOptions::new())
+        .await
+        .unwrap();
+    wait_until(
+        "a job after the timeouts completed",
+        left(deadline),
+        async || q.counts().await.unwrap().completed == 6,
+    )
+    .await;
+    work.sigterm();
+    assert!(work.wait_exit(deadline).await.success(), "{}", work.log());
+    accounted(&redis, &q, 7).await;
+
+    let job = q.get_job(&soft).await.unwrap().unwrap();
+    assert_eq!(job.attempts_made, 2, "{job:?}");
+    assert!(job.return_value.is_some(), "the retry completed: {job:?}");
+    assert_eq!(
+        job.stacktrace.first().map(String::as_str),
+        Some(format!("TimeoutError: job {soft} timed out after 1000 ms").as_str()),
+        "{job:?}"
+    );
+    let job = q.get_job(&stubborn).await.unwrap().unwrap();
+    assert_eq!(
+        job.failed_reason.as_deref(),
+        Some(format!("job {stubborn} timed out after 1000 ms").as_str())
+    );
+    assert_eq!(job.attempts_made, 1);
+    assert!(q
+        .get_job(&after)
+        .await
+        .unwrap()
+        .unwrap()
+        .return_value
+        .is_some());
+    let log = work.log();
+    assert!(log.contains("handler stopped"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_from_another_process_stops_the_handler() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let conn = redis.connect().await;
+    let q = Queue::new(&conn, "cancel").await.unwrap();
+    let state = state_dir();
+    let id = q
+        .add("h", &json!({"mode": "hang"}), JobOptions::new().attempts(3))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let processor = format!("exec:python3 {}", faulty());
+    let mut work = Work::start_with_env(
+        &url,
+        "cancel",
+        &processor,
+        &[],
+        &[("HANDLER_STATE", state.path().to_str().unwrap())],
+    );
+    let pid = pid_file(state.path(), &format!("hang-{id}"), deadline).await;
+    let outcome = q
+        .cancel(&id, "no longer wanted", CancelMode::Fail)
+        .await
+        .unwrap();
+    assert_eq!(outcome, CancelOutcome::Stopped { retrying: false });
+    wait_until("the handler stopped", left(deadline), async || {
+        !pid_alive(pid)
+    })
+    .await;
+    let next = q
+        .add("ok", &json!({"i": 1}), JobOptions::new())
+        .await
+        .unwrap();
+    wait_until("the next job completed", left(deadline), async || {
+        q.counts().await.unwrap().completed == 1
+    })
+    .await;
+    work.sigterm();
+    assert!(work.wait_exit(deadline).await.success(), "{}", work.log());
+    let counts = accounted(&redis, &q, 2).await;
+    assert_eq!((counts.completed, counts.failed), (1, 1));
+    let job = q.get_job(&id).await.unwrap().unwrap();
+    assert_eq!(job.failed_reason.as_deref(), Some("no longer wanted"));
+    assert_eq!(job.attempts_made, 1, "failed for good, not retried");
+    assert!(q
+        .get_job(&next)
+        .await
+        .unwrap()
+        .unwrap()
+        .return_value
+        .is_some());
+    let log = work.log();
+    assert!(log.contains("handler stopped"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,7 +41,7 @@ pub enum EventKind {
     Active {
         /// Job id.
         job_id: String,
-        /// Always `waiting` in 6.2.0.
+        /// Always `waiting` in 6.2.0 and 6.7.0.
         prev: Option<String>,
     },
     /// Progress was reported.

@@ -10,7 +10,7 @@
 //!   [`reply`]: the error codes and reply shapes they return; [`event`]: the entries they
 //!   append to `emq:<queue>:events`.
 //!
-//! The wire format is BullMQ 6.2.0's with the prefix `emq`, so a BullMQ Node client
+//! The wire format is BullMQ 6.7.0's with the prefix `emq`, so a BullMQ Node client
 //! created with `{ prefix: 'emq' }` works on the same queues. Everything here is
 //! specified in `docs/protocol.md`, EchoMQ's own choices in `docs/decisions.md`.
 #![deny(missing_docs)]
@@ -43,7 +43,7 @@ pub const DEFAULT_PREFIX: &str = "emq";
 
 /// The value written to the `version` field of a queue's meta hash: the wire
 /// protocol spoken, not the library (docs/decisions.md §5 Meta version).
-pub const PROTOCOL_VERSION: &str = "bullmq:6.2.0";
+pub const PROTOCOL_VERSION: &str = "bullmq:6.7.0";
 
 /// Default approximate length of the events stream (`opts.maxLenEvents`).
 pub const DEFAULT_MAX_LEN_EVENTS: u64 = 10_000;

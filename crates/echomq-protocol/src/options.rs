@@ -129,7 +129,9 @@ impl KeepJobs {
 /// *throttle* (`ttl`), *debounce* (`ttl` + `extend`: every dropped add restarts
 /// the window), *replace* (a delayed owner is replaced by the new add), and
 /// *keep last if active* (the latest add while the owner runs is kept and
-/// enqueued when the owner finishes).
+/// enqueued when the owner finishes). With *reschedule* (BullMQ 6.7), a
+/// dropped add moves an owner that is still delayed to the dropped add's own
+/// due time.
 ///
 /// ```
 /// use echomq_protocol::{Deduplication, JobOptions};
@@ -149,6 +151,10 @@ pub struct Deduplication {
     /// Keep the latest add made while the owner is active, and enqueue it
     /// when the owner finishes (`keepLastIfActive`; `ttl` is then ignored).
     pub keep_last_if_active: bool,
+    /// A dropped add re-times an owner that is still delayed: its `delay`
+    /// becomes the add's, counted from the add's timestamp (`reschedule`).
+    /// Not with `replace`, which removes such an owner instead.
+    pub reschedule: bool,
 }
 
 impl Deduplication {
@@ -184,6 +190,12 @@ impl Deduplication {
         self
     }
 
+    /// Sets `reschedule`.
+    pub fn reschedule(mut self, reschedule: bool) -> Self {
+        self.reschedule = reschedule;
+        self
+    }
+
     /// The stored `de` object: `id` first, then only the settings that are on,
     /// as a Node producer writes them.
     fn to_value(&self) -> Value {
@@ -201,6 +213,9 @@ impl Deduplication {
         if self.keep_last_if_active {
             m.insert("keepLastIfActive".into(), Value::Bool(true));
         }
+        if self.reschedule {
+            m.insert("reschedule".into(), Value::Bool(true));
+        }
         Value::Object(m)
     }
 
@@ -217,6 +232,7 @@ impl Deduplication {
                 "extend" => d.extend = v.as_bool()?,
                 "replace" => d.replace = v.as_bool()?,
                 "keepLastIfActive" => d.keep_last_if_active = v.as_bool()?,
+                "reschedule" => d.reschedule = v.as_bool()?,
                 _ => return None,
             }
         }
@@ -312,6 +328,10 @@ pub struct JobOptions {
     /// On final failure, drop the dependency from the parent
     /// (`removeDependencyOnFailure`, stored as `rdof`).
     pub remove_dependency_on_failure: bool,
+    /// EchoMQ's job timeout, ms (public `timeout`, stored as `emqTimeout`):
+    /// an EchoMQ worker cancels the processor past it and fails the attempt.
+    /// BullMQ Node carries the key through untouched and ignores it.
+    pub timeout: Option<u64>,
     /// Stored options this crate does not interpret, carried through unchanged
     /// (flows, deduplication, repeat settings, newer BullMQ options).
     pub extra: Map<String, Value>,
@@ -326,6 +346,14 @@ impl JobOptions {
     /// Sets `delay` from a duration.
     pub fn delay(mut self, delay: std::time::Duration) -> Self {
         self.delay = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+        self
+    }
+
+    /// Sets the job timeout (EchoMQ's `timeout`, stored as `emqTimeout`):
+    /// an EchoMQ worker cancels the processor past it and fails the attempt
+    /// with a timeout reason, retried per `attempts` and `backoff`.
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         self
     }
 
@@ -454,6 +482,9 @@ impl JobOptions {
                 return opt("delay", format!("must not be negative (got {d})"));
             }
         }
+        if self.timeout == Some(0) {
+            return opt("timeout", "must be at least 1 ms".into());
+        }
         if let Some(p) = self.priority {
             if !(0..=MAX_PRIORITY).contains(&p) {
                 return opt(
@@ -536,6 +567,9 @@ impl JobOptions {
         if let Some(d) = &self.deduplication {
             m.insert("de".into(), d.to_value());
         }
+        if let Some(t) = self.timeout {
+            m.insert(TIMEOUT_KEY.into(), Value::from(t));
+        }
         // After the others, in the order BullMQ's flow producer leaves them.
         for flag in self.failure_flags() {
             m.insert(flag.into(), Value::Bool(true));
@@ -569,6 +603,7 @@ impl JobOptions {
                 "timestamp" => o.timestamp = v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)),
                 "stackTraceLimit" => o.stack_trace_limit = v.as_u64(),
                 "sizeLimit" => o.size_limit = v.as_u64(),
+                TIMEOUT_KEY if v.as_u64().is_some() => o.timeout = v.as_u64(),
                 "fpof" | "failParentOnFailure" => {
                     o.fail_parent_on_failure = v == &Value::Bool(true)
                 }
@@ -584,7 +619,8 @@ impl JobOptions {
                 "parent" if ParentRef::from_value(v).is_some() => {
                     o.parent = ParentRef::from_value(v)
                 }
-                "de" if Deduplication::from_value(v).is_some() => {
+                // The public name too, as Node reads it back.
+                "de" | "deduplication" if Deduplication::from_value(v).is_some() => {
                     o.deduplication = Deduplication::from_value(v)
                 }
                 _ => {
@@ -595,6 +631,67 @@ impl JobOptions {
         o
     }
 
+    /// Options given as a BullMQ user writes them (`queue.add(name, data,
+    /// opts)`): every name of BullMQ 6.7.0's `JobsOptions` ([`PUBLIC_NAMES`],
+    /// `telemetry` as `{metadata, omitContext}`), and the stored short names
+    /// (`de`, `kl`, …) as well. Any other name is refused: stored as it
+    /// was, it would be ignored by every client, so a misspelt
+    /// `deduplication` would silently add duplicates.
+    pub fn from_public(public: &Map<String, Value>) -> Result<Self, ValidationError> {
+        let mut stored = Map::new();
+        for (k, v) in public {
+            let name = k.as_str();
+            if name == "telemetry" {
+                let t = v.as_object().ok_or_else(|| ValidationError::Option {
+                    option: "telemetry",
+                    reason: "must be an object {metadata?, omitContext?}".into(),
+                })?;
+                for (field, value) in t {
+                    let short = match field.as_str() {
+                        "metadata" => "tm",
+                        "omitContext" => "omc",
+                        other => {
+                            return Err(ValidationError::Option {
+                                option: "telemetry",
+                                reason: format!("unknown field `{other}` (metadata, omitContext)"),
+                            })
+                        }
+                    };
+                    stored.insert(short.into(), value.clone());
+                }
+            } else if name == "debounce" {
+                // BullMQ 6 refuses the option it replaced with `deduplication`.
+                return Err(ValidationError::Option {
+                    option: "debounce",
+                    reason: "removed; use deduplication instead".into(),
+                });
+            } else if name == "repeat" {
+                // Not a `JobsOptions` name since BullMQ 6: a job added with it
+                // would run once and never repeat.
+                return Err(ValidationError::Option {
+                    option: "repeat",
+                    reason: "not an option of an added job; use a job scheduler".into(),
+                });
+            } else if name == "timeout" {
+                // EchoMQ's own option, under a key of its own when stored.
+                stored.insert(TIMEOUT_KEY.into(), v.clone());
+            } else if let Some((short, _)) = SHORT_NAMES
+                .iter()
+                .find(|(_, long)| *long == name && PUBLIC_NAMES.contains(long))
+            {
+                stored.insert((*short).into(), v.clone());
+            } else if PUBLIC_NAMES.contains(&name) || SHORT_NAMES.iter().any(|(s, _)| *s == name) {
+                stored.insert(k.clone(), v.clone());
+            } else {
+                return Err(ValidationError::UnknownOption {
+                    option: k.clone(),
+                    known: PUBLIC_NAMES.join(", "),
+                });
+            }
+        }
+        Ok(Self::from_stored(&stored))
+    }
+
     /// The public (long-name) form, as BullMQ Node presents `job.opts`.
     pub fn to_public(&self) -> Map<String, Value> {
         let mut m = self.to_stored();
@@ -603,9 +700,42 @@ impl JobOptions {
                 m.insert((*long).into(), v);
             }
         }
+        if let Some(t) = m.remove(TIMEOUT_KEY) {
+            m.insert("timeout".into(), t);
+        }
         m
     }
 }
+
+/// Where the job timeout (EchoMQ's `timeout` option) is stored in `opts`: a
+/// key of EchoMQ's own, which BullMQ Node keeps and ignores.
+pub const TIMEOUT_KEY: &str = "emqTimeout";
+
+/// The option names of BullMQ 6.7.0's `JobsOptions`, as
+/// [`JobOptions::from_public`] accepts them.
+pub const PUBLIC_NAMES: &[&str] = &[
+    "timestamp",
+    "priority",
+    "delay",
+    "attempts",
+    "backoff",
+    "lifo",
+    "removeOnComplete",
+    "removeOnFail",
+    "keepLogs",
+    "stackTraceLimit",
+    "sizeLimit",
+    "repeatJobKey",
+    "jobId",
+    "parent",
+    "prevMillis",
+    "deduplication",
+    "failParentOnFailure",
+    "continueParentOnFailure",
+    "ignoreDependencyOnFailure",
+    "removeDependencyOnFailure",
+    "telemetry",
+];
 
 /// Options stored under a short name, and their public names (docs/protocol.md §Job options).
 pub const SHORT_NAMES: &[(&str, &str)] = &[
@@ -736,6 +866,75 @@ mod tests {
             assert_eq!(o.deduplication, None);
             assert_eq!(o.to_stored()["de"], de);
         }
+    }
+
+    #[test]
+    fn public_names_are_read_as_bullmq_stores_them() {
+        let public = json!({
+            "deduplication": {"id": "p", "reschedule": true},
+            "keepLogs": 3,
+            "failParentOnFailure": true,
+            "telemetry": {"metadata": "tp", "omitContext": true},
+            "removeOnComplete": 5,
+            "delay": 100,
+            "prevMillis": 7,
+        });
+        let o = JobOptions::from_public(public.as_object().unwrap()).unwrap();
+        assert_eq!(
+            o.deduplication,
+            Some(Deduplication::new("p").reschedule(true))
+        );
+        assert_eq!(o.keep_logs, Some(3));
+        assert!(o.fail_parent_on_failure);
+        assert_eq!(o.remove_on_complete, Some(KeepJobs::Count(5)));
+        let stored = o.to_stored();
+        assert_eq!(stored["de"], json!({"id": "p", "reschedule": true}));
+        assert_eq!(stored["tm"], json!("tp"));
+        assert_eq!(stored["omc"], json!(true));
+        assert_eq!(stored["prevMillis"], json!(7));
+        for junk in [
+            "deduplication",
+            "keepLogs",
+            "telemetry",
+            "failParentOnFailure",
+        ] {
+            assert!(
+                !stored.contains_key(junk),
+                "{junk} stored under its public name"
+            );
+        }
+        // The stored spelling is accepted as well.
+        let short = JobOptions::from_public(json!({"de": {"id": "p"}}).as_object().unwrap());
+        assert_eq!(short.unwrap().deduplication, Some(Deduplication::new("p")));
+        // A name BullMQ does not have is refused, with the list.
+        let err = JobOptions::from_public(json!({"dedup": {"id": "p"}}).as_object().unwrap())
+            .unwrap_err();
+        assert!(matches!(&err, ValidationError::UnknownOption { option, .. } if option == "dedup"));
+        assert!(err.to_string().contains("deduplication"), "{err}");
+        assert!(
+            JobOptions::from_public(json!({"debounce": {"id": "p"}}).as_object().unwrap()).is_err()
+        );
+        assert!(
+            JobOptions::from_public(json!({"telemetry": {"x": 1}}).as_object().unwrap()).is_err()
+        );
+        assert!(
+            JobOptions::from_public(json!({"repeat": {"every": 9}}).as_object().unwrap()).is_err()
+        );
+        // from_stored reads the public `deduplication` too (as Node reads it back).
+        let read =
+            JobOptions::from_stored(json!({"deduplication": {"id": "p"}}).as_object().unwrap());
+        assert_eq!(read.deduplication, Some(Deduplication::new("p")));
+        assert!(read.extra.is_empty());
+    }
+
+    #[test]
+    fn reschedule_round_trips() {
+        let d = Deduplication::new("r").ttl(10).reschedule(true);
+        assert_eq!(
+            d.to_value(),
+            json!({"id": "r", "ttl": 10, "reschedule": true})
+        );
+        assert_eq!(Deduplication::from_value(&d.to_value()), Some(d));
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub struct AddArgs<'a> {
     pub repeat_job_key: Option<&'a str>,
     /// `{P}de:<dedupId>`.
     pub deduplication_key: Option<&'a str>,
+    /// Inside a flow insert: a child that already existed does not release
+    /// its parent; releaseParentIfNoPendingDependencies does, after the
+    /// whole flow (sent as `1`, absent otherwise).
+    pub defer_parent_release: bool,
 }
 
 /// One AddArgs element.
@@ -66,6 +70,11 @@ impl<'a> AddArgs<'a> {
             self.parent.map_or(AddArg::Nil(None), AddArg::Json),
             text(self.repeat_job_key),
             text(self.deduplication_key),
+            if self.defer_parent_release {
+                AddArg::Number(1)
+            } else {
+                AddArg::Nil(None)
+            },
         ];
         let len = items
             .iter()
@@ -241,6 +250,17 @@ mod tests {
             "absent entries before the last are nil"
         );
         assert_eq!(v.0[8], serde_json::json!("emq:q:de:x"));
+        let bytes = AddArgs {
+            prefix_key: "emq:q:",
+            name: "n",
+            timestamp: 5,
+            defer_parent_release: true,
+            ..Default::default()
+        }
+        .pack();
+        let v: rmpv_like::Val = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(v.0.len(), 10, "the flag is element [10]");
+        assert_eq!(v.0[9], serde_json::json!(1));
     }
 
     #[test]

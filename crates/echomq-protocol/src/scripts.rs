@@ -51,7 +51,7 @@ script_ids! {
     /// Complete or finally fail a job, optionally fetching the next.
     MoveToFinished => "moveToFinished", 14;
     /// Move an active job to delayed (retry with backoff, or on request).
-    MoveToDelayed => "moveToDelayed", 12;
+    MoveToDelayed => "moveToDelayed", 11;
     /// Move an active job straight back to wait.
     RetryJob => "retryJob", 11;
     /// Renew one lock.
@@ -89,7 +89,7 @@ script_ids! {
     /// Move failed, completed or delayed jobs to wait in bulk (retryJobs, promoteJobs).
     MoveJobsToWait => "moveJobsToWait", 8;
     /// Re-queue a completed or failed job.
-    ReprocessJob => "reprocessJob", 8;
+    ReprocessJob => "reprocessJob", 9;
     /// Delete old jobs of one state.
     CleanJobsInSet => "cleanJobsInSet", 3;
     /// Ids by state, paginated.
@@ -123,6 +123,8 @@ script_ids! {
     SearchJobs => "searchJobs", 1;
     /// Add a flow parent, parked in waiting-children.
     AddParentJob => "addParentJob", 6;
+    /// The last step of a flow insert: release a parent left without pending children.
+    ReleaseParentIfNoPendingDependencies => "releaseParentIfNoPendingDependencies", 2;
     /// Park an active parent until its children finish.
     MoveToWaitingChildren => "moveToWaitingChildren", 7;
     /// Children counts of a parent by group.

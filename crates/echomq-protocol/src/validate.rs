@@ -65,6 +65,15 @@ pub enum ValidationError {
     /// The job name is empty.
     #[error("job name must not be empty")]
     EmptyJobName,
+    /// Job options given by public name carry a name BullMQ's `JobsOptions`
+    /// does not have (a typo would otherwise be stored and ignored).
+    #[error("unknown job option `{option}`; the options are: {known}")]
+    UnknownOption {
+        /// The name given.
+        option: String,
+        /// The names accepted, comma-separated.
+        known: String,
+    },
 }
 
 /// Checks a queue name: not empty, no `:` (job keys are split on the last

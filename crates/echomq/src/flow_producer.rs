@@ -8,7 +8,10 @@
 //! exists, and nobody sees half a flow.
 
 use echomq_protocol::call::add::{AddJob, AddKind};
-use echomq_protocol::call::flow::{AddParentJob, ChildKeys, FlowAdd};
+use echomq_protocol::call::flow::{
+    AddParentJob, ChildKeys, FlowAdd, ReleaseParentIfNoPendingDependencies,
+};
+use echomq_protocol::call::lifecycle::EpochMs;
 use echomq_protocol::call::ScriptCall;
 use echomq_protocol::packing::AddArgs;
 use echomq_protocol::validate::ValidationError;
@@ -232,6 +235,9 @@ impl Entry {
             parent_key: self.parent_key.as_deref(),
             parent_dependencies_key: self.parent_deps.as_deref(),
             parent: self.parent.as_ref(),
+            // Every node of a flow: a child that already existed must not
+            // release its parent before the parent's other children are in.
+            defer_parent_release: self.parent_key.is_some(),
             ..Default::default()
         };
         match self.kind {
@@ -449,12 +455,59 @@ impl FlowProducer {
             );
             trx.custom::<(), _>(eval.clone(), args).await?;
         }
-        let replies: Vec<FredValue> = trx.exec(true).await?;
-        if replies.len() != calls.len() {
+        // Then, in the same transaction, each parent the flow touched
+        // (first appearance order, as BullMQ): released now if none of its
+        // children is pending.
+        let now = EpochMs(crate::clock::now_ms());
+        let mut parents: Vec<&Entry> = Vec::new();
+        for e in entries {
+            if e.parent_key.is_some() && !parents.iter().any(|p| p.parent_key == e.parent_key) {
+                parents.push(e);
+            }
+        }
+        let releases: Vec<ReleaseParentIfNoPendingDependencies<'_>> = parents
+            .iter()
+            .filter_map(|e| {
+                let key = e.parent_key.as_deref()?;
+                let parent = e.parent.as_ref()?;
+                Some(ReleaseParentIfNoPendingDependencies {
+                    parent_key: key,
+                    parent_queue: parent.get("queueKey")?.as_str()?,
+                    parent_id: parent.get("id")?.as_str()?,
+                    now,
+                })
+            })
+            .collect();
+        for release in &releases {
+            let script = release.script();
+            let def = script.def().ok_or(Error::MissingScript(script.name()))?;
+            let keys = release.keys();
+            let mut args: Vec<FredValue> = Vec::with_capacity(2 + keys.len() + 3);
+            args.push(FredValue::String(def.source.into()));
+            args.push(FredValue::Integer(keys.len() as i64));
+            args.extend(keys.into_iter().map(|k| FredValue::Bytes(k.into_bytes())));
+            args.extend(
+                release
+                    .args()
+                    .into_iter()
+                    .map(|a| FredValue::Bytes(a.into_bytes())),
+            );
+            trx.custom::<(), _>(eval.clone(), args).await?;
+        }
+        let mut replies: Vec<FredValue> = trx.exec(true).await?;
+        if replies.len() != calls.len() + releases.len() {
             return Err(Error::protocol(
                 "addFlow",
-                format!("{} replies for {} jobs", replies.len(), calls.len()),
+                format!(
+                    "{} replies for {} jobs and {} parents",
+                    replies.len(),
+                    calls.len(),
+                    releases.len()
+                ),
             ));
+        }
+        for (r, release) in replies.split_off(calls.len()).into_iter().zip(&releases) {
+            release.decode(crate::connection::pool::to_reply(r))?;
         }
         Ok(replies
             .into_iter()

@@ -639,7 +639,8 @@ async fn main() {
         .unwrap_or(f64::NAN);
 
     println!(
-        "\n### EchoMQ vs BullMQ Node 6.2.0 and bullmq-official 1.4.4 — same machine, same redis-server {redis_version}\n"
+        "\n### EchoMQ vs BullMQ Node {} and bullmq-official 1.4.4 — same machine, same redis-server {redis_version}\n",
+        echomq_integration_tests::NodeBullmq::V6_7.version()
     );
     println!("| metric | EchoMQ | BullMQ Node | bullmq-official | EchoMQ vs best peer |");
     println!("| --- | ---: | ---: | ---: | ---: |");

@@ -2,22 +2,14 @@
 //! persistence mode, the debug command enabled, and a PID the scenario can
 //! signal (SIGSTOP, SIGCONT, SIGKILL) and restart on the same data.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use fred::prelude::{Builder, Client, ClientLike, Config};
 
-/// How the server persists its data across a restart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Persistence {
-    /// No AOF, no RDB: a restart is a reset.
-    None,
-    /// AOF, fsync on every write: no acknowledged write is lost.
-    AofAlways,
-    /// AOF, fsync once a second: up to about a second of writes is lost.
-    AofEverysec,
-}
+use crate::launch::{self, Probe, ServerArgs};
+
+pub use crate::launch::Persistence;
 
 /// A scenario's redis-server; killed when dropped.
 pub struct ChaosRedis {
@@ -32,7 +24,7 @@ impl ChaosRedis {
     /// Starts a server with `persistence` and extra `redis-server` arguments.
     pub fn start(persistence: Persistence, extra: &[&str]) -> ChaosRedis {
         let mut r = ChaosRedis {
-            port: crate::free_port(),
+            port: crate::launch::free_port(),
             dir: tempfile::tempdir().expect("temp dir for redis-server"),
             persistence,
             extra: extra.iter().map(|s| s.to_string()).collect(),
@@ -77,8 +69,12 @@ impl ChaosRedis {
     pub fn boot(&mut self) {
         assert!(self.child.is_none(), "already running");
         for attempt in 0..3 {
-            let mut child = spawn(self.port, self.dir.path(), self.persistence, &self.extra);
-            if crate::wait_until_listening(self.port, &mut child) {
+            let mut child = ServerArgs::new(self.port, self.dir.path())
+                .persistence(self.persistence)
+                .args(["--enable-debug-command", "local"])
+                .args(&self.extra)
+                .spawn();
+            if launch::wait_until_ours(self.port, &mut child, &Probe::Plain) {
                 self.child = Some(child);
                 return;
             }
@@ -110,43 +106,4 @@ impl Drop for ChaosRedis {
         self.signal("CONT");
         self.kill9();
     }
-}
-
-fn spawn(port: u16, dir: &Path, p: Persistence, extra: &[String]) -> Child {
-    let (aof, fsync) = match p {
-        Persistence::None => ("no", "everysec"),
-        Persistence::AofAlways => ("yes", "always"),
-        Persistence::AofEverysec => ("yes", "everysec"),
-    };
-    let mut args: Vec<String> = [
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        aof,
-        "--appendfsync",
-        fsync,
-        "--dir",
-        dir.to_str().expect("utf-8 temp path"),
-        "--enable-debug-command",
-        "local",
-        "--loglevel",
-        "warning",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if !extra.iter().any(|a| a == "--maxmemory-policy") {
-        args.extend(["--maxmemory-policy".into(), "noeviction".into()]);
-    }
-    args.extend(extra.iter().cloned());
-    Command::new(crate::redis_server_binary())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts")
 }

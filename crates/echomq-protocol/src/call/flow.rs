@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::add::AddJob;
 use super::decode::{self, Reply, ReplyError};
 use super::script::{Arg, ScriptCall};
+use crate::call::lifecycle::EpochMs;
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::AddArgs;
@@ -136,6 +137,47 @@ impl ScriptCall for FlowAdd<'_> {
             FlowAdd::Leaf(c) => c.decode(reply),
             FlowAdd::Parent(c) => c.decode(reply),
         }
+    }
+}
+
+/// releaseParentIfNoPendingDependencies-2: the last call of a flow insert,
+/// once per parent the flow touched, in the same transaction as the adds
+/// (sent with [`AddArgs::defer_parent_release`]): a parent left without
+/// pending children leaves waiting-children now, honouring its delay and
+/// priority. A no-op for a parent that is gone or not parked.
+#[derive(Debug, Clone)]
+pub struct ReleaseParentIfNoPendingDependencies<'a> {
+    /// The parent's full job key.
+    pub parent_key: &'a str,
+    /// The parent's queue key (`<prefix>:<queue>`).
+    pub parent_queue: &'a str,
+    /// The parent's id.
+    pub parent_id: &'a str,
+    /// Now: the base of the parent's delay.
+    pub now: EpochMs,
+}
+
+impl ScriptCall for ReleaseParentIfNoPendingDependencies<'_> {
+    type Output = ();
+
+    fn script(&self) -> ScriptId {
+        ScriptId::ReleaseParentIfNoPendingDependencies
+    }
+
+    fn keys(&self) -> Vec<Key> {
+        keys![self.parent_key, ChildKeys::of(self.parent_key).dependencies]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.parent_queue),
+            Arg::str(self.parent_id),
+            Arg::int(self.now.0),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<(), ReplyError> {
+        decode::unit(self.script(), &reply)
     }
 }
 
@@ -482,6 +524,19 @@ mod tests {
 
     fn k() -> QueueKeys {
         QueueKeys::new("emq", "q").unwrap()
+    }
+
+    #[test]
+    fn release_parent_keys_and_args() {
+        let c = ReleaseParentIfNoPendingDependencies {
+            parent_key: "emq:q:p",
+            parent_queue: "emq:q",
+            parent_id: "p",
+            now: EpochMs(9),
+        };
+        assert_eq!(c.keys(), ["emq:q:p", "emq:q:p:dependencies"]);
+        assert_eq!(argv_text(&c), ["emq:q", "p", "9"]);
+        assert!(c.decode(Reply::Nil).is_ok());
     }
 
     #[test]

@@ -112,8 +112,9 @@ impl Queue {
         self.conn.call(&call).await
     }
 
-    /// Moves a completed or failed job back to wait (`job.retry()` in Node),
-    /// optionally resetting its attempt counters.
+    /// Moves a completed or failed job back to wait, or to prioritized when it
+    /// has a priority (`job.retry()` in Node, BullMQ 6.7.0), optionally
+    /// resetting its attempt counters.
     pub async fn retry_job(&self, id: &str, reset_attempts: bool) -> Result<()> {
         let from = match self.get_state(id).await? {
             JobState::Failed => FinishTarget::Failed,
@@ -151,7 +152,8 @@ impl Queue {
     /// Node's `queue.retryJobs({state, count, timestamp})`: moves every job of
     /// `state` that finished at or before `finished_before_ms` (default now) to
     /// the head of wait, `count` per script call. Priorities and `lifo` are
-    /// ignored and attempt counters kept, as in BullMQ 6.2.0. Returns the
+    /// ignored and attempt counters kept, and a retried flow child is pending
+    /// for its parent again, as in BullMQ 6.7.0. Returns the
     /// number of jobs eligible when the call began (concurrent changes by
     /// others may make the number actually moved differ). A `count` of 0
     /// moves nothing (Node would loop forever).
@@ -180,7 +182,7 @@ impl Queue {
 
     /// Node's `queue.promoteJobs({count})`: moves every delayed job to the head
     /// of wait, `count` per script call. Unlike [`Queue::promote`] a job's
-    /// priority is ignored and its `delay` field kept, as in BullMQ 6.2.0.
+    /// priority is ignored and its `delay` field kept, as in BullMQ 6.7.0.
     /// Returns the number of delayed jobs when the call began; a `count` of 0
     /// moves nothing.
     pub async fn promote_all(&self, count: u64) -> Result<u64> {

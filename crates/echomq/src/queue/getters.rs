@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 
+use echomq_protocol::call::admin::GetCounts;
+use echomq_protocol::call::lifecycle::EpochMs;
 use echomq_protocol::call::limits::GetCountsPerPriority;
 use echomq_protocol::validate::MAX_PRIORITY;
-use fred::prelude::{ClientInterface, ListInterface};
+use fred::prelude::{ClientInterface, ListInterface, SortedSetsInterface};
 
 use super::handle::Queue;
 use super::types::JobState;
@@ -86,6 +88,29 @@ impl Queue {
             })
             .await?;
         Ok(unique.into_iter().zip(counts).collect())
+    }
+
+    /// Jobs in `delayed`; with `due_before` (ms), only those due strictly
+    /// before it (BullMQ 6.7's `getDelayedCount(timestamp)`).
+    pub async fn get_delayed_count(&self, due_before: Option<u64>) -> Result<u64> {
+        let counts = self
+            .conn
+            .call(&GetCounts {
+                keys: &self.keys,
+                states: &[JobState::Delayed.key_suffix()],
+                delayed_before: due_before.map(EpochMs),
+            })
+            .await?;
+        Ok(counts[0])
+    }
+
+    /// When a delayed job is due (ms), `None` when it is not in `delayed`.
+    /// Read from its score (`floor(score / 4096)`), not from `timestamp +
+    /// delay`: a deduplicated add with `reschedule` (BullMQ 6.7) moves the
+    /// score and the `delay` field but keeps the job's `timestamp`.
+    pub async fn get_due_time(&self, id: &str) -> Result<Option<u64>> {
+        let score: Option<f64> = self.conn.pool().zscore(self.keys.delayed(), id).await?;
+        Ok(score.map(|s| (s / 4096.0).floor() as u64))
     }
 
     /// Log lines `start..=end` of job `id` with the total count, oldest first

@@ -150,6 +150,7 @@ impl Queue {
         let call = GetCounts {
             keys: &self.keys,
             states: &suffixes,
+            delayed_before: None,
         };
         self.conn.call(&call).await
     }

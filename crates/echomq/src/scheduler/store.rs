@@ -1,4 +1,4 @@
-//! The Redis side of job schedulers, on BullMQ 6.2.0's wire format
+//! The Redis side of job schedulers, on BullMQ 6.7.0's wire format
 //! (docs/protocol.md): the [`JobSchedulers`] handle (upsert, remove, get,
 //! list, repair sweep); the next iteration, which a Worker creates right
 //! after moveToActive returned a job with `rjk`, is `iteration.rs`.

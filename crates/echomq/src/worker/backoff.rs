@@ -1,4 +1,4 @@
-//! Retry decision and backoff delay, computed as BullMQ 6.2.0 does
+//! Retry decision and backoff delay, computed as BullMQ 6.7.0 does
 //! (docs/worker.md, Backoff).
 
 use echomq_protocol::Backoff;
@@ -39,6 +39,13 @@ pub fn decide(
         Some(Some(ms)) => RetryDecision::After(ms),
         Some(None) => RetryDecision::UnknownStrategy,
     }
+}
+
+/// Whether a failed attempt may not be retried because the job was started
+/// as often as `max_started_attempts` allows (BullMQ 6.7: it then fails with
+/// its own error, rather than being retried and refused at the next pick-up).
+pub fn started_too_often(max_started_attempts: Option<u64>, attempts_started: u64) -> bool {
+    matches!(max_started_attempts, Some(max) if max > 0 && max <= attempts_started)
 }
 
 /// The backoff delay before retry number `n` (= attemptsMade + 1).
@@ -97,6 +104,15 @@ mod tests {
         assert_eq!(decide(1, 3, None, false, 0.5), RetryDecision::Now);
         assert_eq!(decide(2, 3, None, false, 0.5), RetryDecision::Fail);
         assert_eq!(decide(0, 3, None, true, 0.5), RetryDecision::Fail);
+    }
+
+    #[test]
+    fn max_started_attempts_stops_retries_at_the_limit() {
+        assert!(!started_too_often(None, 9));
+        assert!(!started_too_often(Some(0), 9), "0 means no limit");
+        assert!(!started_too_often(Some(3), 2));
+        assert!(started_too_often(Some(3), 3));
+        assert!(started_too_often(Some(3), 4));
     }
 
     #[test]

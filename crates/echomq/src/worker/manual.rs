@@ -16,6 +16,7 @@ use echomq_protocol::call::lifecycle::{
 use echomq_protocol::packing::FetchOpts;
 use serde_json::Value;
 
+use super::backoff;
 use super::options::WorkerOptions;
 use super::transition::{self, failed_attempt, Finishing, Ran, Transition};
 use crate::error::{Error, Result};
@@ -62,7 +63,7 @@ pub enum ManualParking {
 
 impl ManualWorker {
     /// A manual worker; of `options` it uses the lock duration, name,
-    /// limiter, retention, metrics and backoff strategy.
+    /// limiter, retention, metrics, backoff strategy and max started attempts.
     pub fn new(queue: Queue, options: WorkerOptions) -> Result<Self> {
         if options.lock_duration.is_zero() {
             return Err(Error::Config("lock_duration must be positive".into()));
@@ -96,7 +97,7 @@ impl ManualWorker {
     fn adopt(&self, next: NextJob, token: &str) -> Result<Fetched> {
         Ok(match next {
             NextJob::Job { id, fields } => {
-                let job = Job::from_fields(&id, fields.iter())?;
+                let job = fields.to_job(&id)?;
                 Fetched::Job(Box::new(ManualJob {
                     worker: self.clone(),
                     job,
@@ -160,9 +161,7 @@ impl ManualJob {
         value: &Value,
         fetch_next: bool,
     ) -> Result<Option<Fetched>> {
-        let ran = self
-            .run(&Transition::Complete(value.clone()), fetch_next)
-            .await?;
+        let ran = self.run(&Transition::complete(value), fetch_next).await?;
         self.next_of("moveToFinished", ran)
     }
 
@@ -172,7 +171,11 @@ impl ManualJob {
     /// Answers the next job only when it failed for good with `fetch_next`.
     pub async fn move_to_failed(self, reason: &str, fetch_next: bool) -> Result<Option<Fetched>> {
         let strategy = self.worker.options.backoff_strategy.as_ref();
-        let (t, _) = failed_attempt(&self.job, reason, None, false, strategy);
+        let no_retry = backoff::started_too_often(
+            self.worker.options.max_started_attempts,
+            self.job.attempts_started,
+        );
+        let (t, _) = failed_attempt(&self.job, reason, None, no_retry, strategy);
         let (script, fetch_next) = match &t {
             Transition::Retry { .. } => ("retryJob", false),
             Transition::Delay { .. } => ("moveToDelayed", false),

@@ -1,5 +1,5 @@
 //! The Worker: fetches jobs of one queue, locks them, runs a [`Processor`] on
-//! each and finishes them, as BullMQ workers do. The actor is `actor.rs`, its
+//! each and finishes them, as BullMQ 6.7.0 workers do. The actor is `actor.rs`, its
 //! settings `options.rs`, its messages `messages.rs`; the state it shares with
 //! the tasks it owns is `shared.rs`. The contract is in `docs/worker.md`.
 //!
@@ -10,7 +10,9 @@
 pub(crate) mod actor;
 pub(crate) mod backoff;
 pub(crate) mod backoff_strategy;
+pub(crate) mod batch;
 pub(crate) mod blocking;
+pub(crate) mod cancels;
 pub(crate) mod due_timer;
 pub(crate) mod fetcher;
 pub(crate) mod flow_ctx;
@@ -29,6 +31,9 @@ pub(crate) mod typed;
 
 pub use self::actor::{spawn_linked, Worker, WorkerState};
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
+pub use self::batch::{
+    batch_processor_fn, BatchFuture, BatchOptions, BatchProcessor, BatchResults,
+};
 pub use self::flow_ctx::Parking;
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
 pub use self::manual::{Fetched, ManualJob, ManualParking, ManualWorker};

@@ -116,9 +116,9 @@ impl ScriptCall for Promote<'_> {
     }
 }
 
-/// reprocessJob-8: moves a completed or failed job back to wait
-/// (`job.retry()` in Node). Missing is `JobNotExist`, another state
-/// `JobNotInState`.
+/// reprocessJob-9: moves a completed or failed job back to wait, or to
+/// prioritized when it has a priority (`job.retry()` in Node). Missing is
+/// `JobNotExist`, another state `JobNotInState`.
 #[derive(Debug, Clone, Copy)]
 pub struct ReprocessJob<'a> {
     /// The queue.
@@ -150,9 +150,10 @@ impl ScriptCall for ReprocessJob<'_> {
             k.key(self.from.as_str()),
             &k.fixed().wait,
             &k.fixed().meta,
-            &k.fixed().paused,
             &k.fixed().active,
             &k.fixed().marker,
+            &k.fixed().prioritized,
+            &k.fixed().pc,
         ]
     }
 
@@ -417,6 +418,18 @@ mod tests {
             ["2", "RPUSH", "failedReason", "failed", "1", "0"]
         );
         assert_eq!(r.keys()[..3], ["emq:q:2", "emq:q:events", "emq:q:failed"]);
+        // 6.7.0's KEYS: no `paused`; prioritized and pc for a job with a priority.
+        assert_eq!(
+            r.keys()[3..],
+            [
+                "emq:q:wait",
+                "emq:q:meta",
+                "emq:q:active",
+                "emq:q:marker",
+                "emq:q:prioritized",
+                "emq:q:pc"
+            ]
+        );
         let c = ReprocessJob {
             from: FinishTarget::Completed,
             push: PushSide::for_lifo(false),

@@ -2,6 +2,7 @@
 //! job finished.
 
 use crate::call::decode::{self, Reply, ReplyError};
+use crate::call::lifecycle::EpochMs;
 use crate::call::script::{Arg, ScriptCall};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
@@ -65,6 +66,9 @@ pub struct GetCounts<'a> {
     pub keys: &'a QueueKeys,
     /// Key suffixes of the states.
     pub states: &'a [&'a str],
+    /// Count as `delayed` only the jobs due strictly before this time (ms),
+    /// as Node's `getDelayedCount(timestamp)`; sent first.
+    pub delayed_before: Option<EpochMs>,
 }
 
 impl ScriptCall for GetCounts<'_> {
@@ -79,7 +83,11 @@ impl ScriptCall for GetCounts<'_> {
     }
 
     fn args(&self) -> Vec<Arg> {
-        self.states.iter().map(|s| Arg::str(s)).collect()
+        let cutoff = self.delayed_before.map(|t| Arg::int(t.0));
+        cutoff
+            .into_iter()
+            .chain(self.states.iter().map(|s| Arg::str(s)))
+            .collect()
     }
 
     fn decode(&self, reply: Reply) -> Result<Vec<u64>, ReplyError> {
@@ -233,8 +241,14 @@ mod tests {
         let c = GetCounts {
             keys: &k,
             states: &states,
+            delayed_before: None,
         };
         assert_eq!(argv_text(&c), ["wait", "delayed"]);
+        let before = GetCounts {
+            delayed_before: Some(EpochMs(1_700_000_000_123)),
+            ..c
+        };
+        assert_eq!(argv_text(&before), ["1700000000123", "wait", "delayed"]);
         assert_eq!(c.keys(), ["emq:q:"]);
         assert_eq!(
             c.decode(Reply::Array(vec![Reply::Int(2), Reply::text("3")]))

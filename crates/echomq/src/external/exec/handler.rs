@@ -185,7 +185,7 @@ impl Handler {
             let next = tokio::select! {
                 biased;
                 _ = ctx.cancelled() => {
-                    self.terminate("its job was cancelled (lock lost, timeout or shutdown)").await;
+                    self.terminate("its job was cancelled (lock lost, timeout, remote cancel or shutdown)").await;
                     return Outcome::spent(Err(ProcessError::failed("cancelled")));
                 }
                 next = self.stdout.next() => next,

@@ -38,7 +38,7 @@ pub enum ExecError {
 /// JSON-lines protocol of docs/processors.md on their stdin and stdout: any
 /// language, no Redis client in the handler. The worker keeps every guarantee
 /// it gives a Rust processor: the lock is renewed while the handler works; a
-/// cancelled job (lock lost, timeout, shutdown deadline) has its handler sent
+/// cancelled job (lock lost, timeout, remote cancel, shutdown deadline) has its handler sent
 /// SIGTERM, then SIGKILL after [`ExecOptions::kill_grace`]; a handler that
 /// crashes or prints garbage fails that job (retried per its attempts) and is
 /// replaced.

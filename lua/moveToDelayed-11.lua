@@ -5,8 +5,7 @@
   KEYS
     1 {P}marker   2 {P}active    3 {P}prioritized  4 {P}delayed
     5 job key {P}<id>            6 {P}events       7 {P}meta
-    8 {P}stalled  9 {P}wait      10 {P}limiter     11 {P}paused (unused)
-    12 {P}pc
+    8 {P}stalled  9 {P}wait      10 {P}limiter     11 {P}pc
   ARGV
     1 {P}
     2 now (ms)
@@ -62,7 +61,7 @@ redis.call("XADD", KEYS[6], "MAXLEN", "~", maxEvents, "*", "event", "delayed", "
 
 if ARGV[8] == "1" then
   local opts = cmsgpack.unpack(ARGV[9])
-  local reply = fetchNextJob(KEYS[9], KEYS[2], KEYS[3], KEYS[6], KEYS[10], KEYS[4], KEYS[7], KEYS[12], KEYS[1],
+  local reply = fetchNextJob(KEYS[9], KEYS[2], KEYS[3], KEYS[6], KEYS[10], KEYS[4], KEYS[7], KEYS[11], KEYS[1],
     ARGV[1], ARGV[2], opts, false)
   -- Only a taken job is worth returning; idle states are left to the worker loop.
   if reply ~= nil and type(reply[1]) == "table" then
