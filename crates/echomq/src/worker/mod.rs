@@ -11,6 +11,7 @@ pub(crate) mod actor;
 pub(crate) mod backoff;
 pub(crate) mod backoff_strategy;
 pub(crate) mod batch;
+pub(crate) mod batch_processor;
 pub(crate) mod blocking;
 pub(crate) mod cancels;
 pub(crate) mod due_timer;
@@ -31,7 +32,7 @@ pub(crate) mod typed;
 
 pub use self::actor::{spawn_linked, Worker, WorkerState};
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
-pub use self::batch::{
+pub use self::batch_processor::{
     batch_processor_fn, BatchFuture, BatchOptions, BatchProcessor, BatchResults,
 };
 pub use self::flow_ctx::Parking;

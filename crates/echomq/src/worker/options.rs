@@ -8,7 +8,7 @@ use echomq_protocol::KeepJobs;
 use ractor::ActorRef;
 
 use super::backoff_strategy::BackoffStrategy;
-use super::batch::{BatchOptions, BatchProcessor};
+use super::batch_processor::{BatchOptions, BatchProcessor};
 use super::messages::{WorkerEvent, WorkerMsg};
 use super::processor::{JobContext, ProcessError, ProcessFuture, Processor};
 use crate::locks::manager::LockManagerArgs;

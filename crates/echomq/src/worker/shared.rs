@@ -11,7 +11,7 @@ use echomq_protocol::packing::FetchOpts;
 use echomq_protocol::QueueKeys;
 use ractor::{ActorRef, ActorStatus};
 
-use super::batch::BatchProcessor;
+use super::batch_processor::BatchProcessor;
 use super::blocking::BlockingConn;
 use super::gate::SlotGate;
 use super::hints::FetchHints;
