@@ -527,7 +527,29 @@ async fn a_handler_hanging_past_the_job_timeout_is_stopped_and_the_attempt_fails
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "timeout").await.unwrap();
     let state = state_dir();
-    let timeout = Duration::from_millis(1000);
+    let timeout = Duration::from_millis(2000);
+    let deadline = Instant::now() + LIMIT;
+    let processor = format!("exec:python3 {}", faulty());
+    let mut work = Work::start_with_env(
+        &url,
+        "timeout",
+        &processor,
+        &["--concurrency", "3"],
+        &[("HANDLER_STATE", state.path().to_str().unwrap())],
+    );
+    // The clock of a timeout starts when the job is taken: the handlers must
+    // be up first, or a slow interpreter start would be what times out.
+    wait_until("3 handlers ready", left(deadline), async || {
+        std::fs::read_dir(state.path())
+            .unwrap()
+            .filter(|e| {
+                let e = e.as_ref().unwrap();
+                e.file_name().to_string_lossy().starts_with("started-")
+            })
+            .count()
+            >= 3
+    })
+    .await;
     // Hangs on its first run only: the timeout fails that attempt, the retry
     // completes.
     let soft = q
@@ -552,15 +574,6 @@ async fn a_handler_hanging_past_the_job_timeout_is_stopped_and_the_attempt_fails
             .await
             .unwrap();
     }
-    let deadline = Instant::now() + LIMIT;
-    let processor = format!("exec:python3 {}", faulty());
-    let mut work = Work::start_with_env(
-        &url,
-        "timeout",
-        &processor,
-        &["--concurrency", "3"],
-        &[("HANDLER_STATE", state.path().to_str().unwrap())],
-    );
     let soft_pid = pid_file(state.path(), &format!("hang-{soft}"), deadline).await;
     let stubborn_pid = pid_file(state.path(), &format!("hang-{stubborn}"), deadline).await;
     wait_until("5 completed and 1 failed", left(deadline), async || {
@@ -592,13 +605,13 @@ async fn a_handler_hanging_past_the_job_timeout_is_stopped_and_the_attempt_fails
     assert!(job.return_value.is_some(), "the retry completed: {job:?}");
     assert_eq!(
         job.stacktrace.first().map(String::as_str),
-        Some(format!("TimeoutError: job {soft} timed out after 1000 ms").as_str()),
+        Some(format!("TimeoutError: job {soft} timed out after 2000 ms").as_str()),
         "{job:?}"
     );
     let job = q.get_job(&stubborn).await.unwrap().unwrap();
     assert_eq!(
         job.failed_reason.as_deref(),
-        Some(format!("job {stubborn} timed out after 1000 ms").as_str())
+        Some(format!("job {stubborn} timed out after 2000 ms").as_str())
     );
     assert_eq!(job.attempts_made, 1);
     assert!(q

@@ -4,7 +4,8 @@
 The job's data says what to do (`mode`); `-once` modes misbehave on the
 first run of a job only, remembered by a file in $HANDLER_STATE. Before it
 hangs, a handler writes its pid to $HANDLER_STATE/hang-<job id>, so that the
-test can watch the process being stopped.
+test can watch the process being stopped. Each process writes
+$HANDLER_STATE/started-<pid> once it is ready to read jobs.
 """
 import json
 import os
@@ -35,6 +36,10 @@ def note(name, text):
         f.write(text)
     os.replace(tmp, os.path.join(STATE, name))
 
+
+# Up and about to read its first job: a test that must not race the
+# interpreter's start (a job timeout) waits for these.
+note(f"started-{os.getpid()}", "")
 
 for line in sys.stdin:
     job = json.loads(line)
