@@ -18,8 +18,8 @@ use fred::prelude::*;
 use ractor::Actor;
 use serde_json::{json, Value as Json};
 
-mod parity_support;
-use parity_support::{assert_window_budget, peak_overlap, timed_worker, Spans};
+mod limits_support;
+use limits_support::{assert_window_budget, peak_overlap, timed_worker, Spans};
 
 const Q: &str = "par";
 
