@@ -98,6 +98,15 @@ pub struct WorkArgs {
     /// How long running jobs may finish at SIGTERM before they go back to wait, ms [default: 10000].
     #[arg(long, env = "ECHOMQ_CLOSE_TIMEOUT")]
     pub close_timeout: Option<u64>,
+    /// Fail an attempt still running after this many ms, for jobs without a
+    /// `timeout` of their own [default: no timeout].
+    #[arg(long, env = "ECHOMQ_DEFAULT_TIMEOUT", value_name = "MS")]
+    pub default_timeout: Option<u64>,
+    /// Take jobs in batches: SIZE, SIZE/MIN or SIZE/MIN/TIMEOUT_MS (wait up to
+    /// TIMEOUT_MS for MIN jobs); each batch is taken and finished in one round
+    /// trip, its jobs run side by side [default: one job at a time].
+    #[arg(long, env = "ECHOMQ_BATCH", value_name = "SIZE[/MIN[/TIMEOUT_MS]]")]
+    pub batch: Option<String>,
     /// Log lines as text or JSON [default: text].
     #[arg(long, env = "ECHOMQ_LOG_FORMAT")]
     pub log_format: Option<LogFormat>,
@@ -147,6 +156,8 @@ struct FileConfig {
     metrics_addr: Option<SocketAddr>,
     otlp_endpoint: Option<String>,
     close_timeout: Option<u64>,
+    default_timeout: Option<u64>,
+    batch: Option<String>,
     log_format: Option<LogFormat>,
     log_level: Option<String>,
     allow_eviction: Option<bool>,
@@ -259,6 +270,14 @@ pub fn resolve(
         http_headers,
         http_ca_file: args.http_ca_file.clone().or(file.http_ca_file),
     };
+    let default_timeout = match args.default_timeout.or(file.default_timeout) {
+        Some(0) => return Err("--default-timeout must be at least 1 ms".into()),
+        t => t.map(Duration::from_millis),
+    };
+    let batch = match args.batch.clone().or(file.batch) {
+        Some(text) => Some(parse_batch(&text).map_err(|e| format!("--batch: {e}"))?),
+        None => None,
+    };
     let lock_duration = args.lock_duration.or(file.lock_duration).unwrap_or(30_000);
     let stalled_interval = args
         .stalled_interval
@@ -314,8 +333,34 @@ pub fn resolve(
             metrics,
             quiet: args.quiet.or(file.quiet).unwrap_or(false),
             close_timeout: ms(args.close_timeout.or(file.close_timeout).unwrap_or(10_000)),
+            default_timeout,
+            batch,
         },
     })
+}
+
+/// `SIZE`, `SIZE/MIN` or `SIZE/MIN/TIMEOUT_MS`.
+fn parse_batch(text: &str) -> Result<echomq::worker::BatchOptions, String> {
+    let parts: Vec<&str> = text.split('/').map(str::trim).collect();
+    if parts.len() > 3 {
+        return Err(format!("{text:?} is not SIZE[/MIN[/TIMEOUT_MS]]"));
+    }
+    let number = |s: &str, what: &str| -> Result<u64, String> {
+        s.parse()
+            .map_err(|_| format!("{what} {s:?} is not a whole number"))
+    };
+    let size = number(parts[0], "SIZE")? as usize;
+    let mut batch = echomq::worker::BatchOptions::new(size);
+    if let Some(min) = parts.get(1) {
+        let min = number(min, "MIN")? as usize;
+        let wait = match parts.get(2) {
+            Some(t) => Duration::from_millis(number(t, "TIMEOUT_MS")?),
+            None => Duration::ZERO,
+        };
+        batch = batch.min_size(min, wait);
+    }
+    batch.validate().map_err(|e| e.to_string())?;
+    Ok(batch)
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, String> {
@@ -643,6 +688,20 @@ mod tests {
         crate::cli::Cli::command()
             .try_get_matches_from(argv)
             .is_err()
+    }
+
+    #[test]
+    fn batch_and_default_timeout_options_are_checked() {
+        let b = parse_batch("50").unwrap();
+        assert_eq!((b.size, b.min_size, b.timeout), (50, 1, Duration::ZERO));
+        let b = parse_batch("50/10/200").unwrap();
+        assert_eq!(
+            (b.size, b.min_size, b.timeout),
+            (50, 10, Duration::from_millis(200))
+        );
+        for bad in ["0", "10/20", "x", "10/2/3/4", "10/0"] {
+            assert!(parse_batch(bad).is_err(), "{bad} accepted");
+        }
     }
 
     #[test]

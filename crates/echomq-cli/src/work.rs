@@ -11,7 +11,7 @@ use echomq::health::{HealthCheck, HealthServer};
 use echomq::worker::Processor;
 use echomq::{
     Connection, HostSupervisor, HostSupervisorMsg, LockManagerMsg, Queue, RestartIntensity,
-    WorkerArgs, WorkerMsg, WorkerOptions, WorkerSetSpec,
+    WorkerArgs, WorkerMsg, WorkerSetSpec,
 };
 use ractor::{call_t, Actor};
 
@@ -35,6 +35,20 @@ pub struct WorkSettings {
     pub quiet: bool,
     /// How long running jobs may finish at shutdown.
     pub close_timeout: Duration,
+    /// The timeout of jobs without their own.
+    pub default_timeout: Option<Duration>,
+    /// Batches, when taken in batches.
+    pub batch: Option<echomq::worker::BatchOptions>,
+}
+
+/// A batch processor running the one-job processor on every job of the
+/// batch at once: what batching buys the command is the pipelined take and
+/// finish, one round trip each per batch.
+fn side_by_side(one: Arc<dyn Processor>) -> Arc<dyn echomq::worker::BatchProcessor> {
+    echomq::worker::batch_processor_fn(move |jobs: Vec<echomq::JobContext>| {
+        let one = one.clone();
+        async move { futures_util::future::join_all(jobs.into_iter().map(|j| one.process(j))).await }
+    })
 }
 
 pub async fn work(
@@ -44,11 +58,14 @@ pub async fn work(
     processor: Arc<dyn Processor>,
     health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut args = WorkerArgs::new(queue.clone(), processor);
-    args.options = WorkerOptions::default()
-        .concurrency(settings.concurrency)
-        .lock_duration(settings.lock_duration)
-        .stalled_interval(settings.stalled_interval);
+    let mut args = match settings.batch {
+        Some(batch) => WorkerArgs::batched(queue.clone(), side_by_side(processor), batch),
+        None => WorkerArgs::new(queue.clone(), processor),
+    };
+    args.options.concurrency = settings.concurrency;
+    args.options.lock_duration = settings.lock_duration;
+    args.options.stalled_interval = settings.stalled_interval;
+    args.options.default_timeout = settings.default_timeout;
     args.options.name = settings.name.clone();
     args.options.max_metrics_size = settings.metrics;
     if let Some(limit) = settings.limiter {

@@ -149,3 +149,59 @@ async fn cancel_from_the_command_line_reaches_the_worker_process() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
 }
+
+/// `echomq work --batch` takes and finishes jobs in batches; `--default-timeout`
+/// fails an attempt that runs too long with a timeout reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn work_takes_batches_and_times_jobs_out() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let c = redis.client().await;
+    for _ in 0..6 {
+        ok(&url, &["add", "bq", "j", "{}"]);
+    }
+    let out = echomq(
+        &url,
+        &[
+            "work",
+            "bq",
+            "--batch",
+            "3/3/5000",
+            "--max-jobs",
+            "6",
+            "--quiet",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done: i64 = c.zcard("emq:bq:completed").await.unwrap();
+    assert_eq!(done, 6);
+    let refused = echomq(&url, &["work", "bq", "--batch", "3/4"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--batch"));
+
+    let id = ok(&url, &["add", "tq", "slow", "{}"]).trim().to_owned();
+    let _worker = {
+        let child = Command::new(env!("CARGO_BIN_EXE_echomq"))
+            .args(["--url", &url, "work", "tq", "--processor", "sleep:60000"])
+            .args(["--default-timeout", "300", "--quiet"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("echomq work starts");
+        Worker(child)
+    };
+    wait_for("the job timed out", async || {
+        let failed: Option<f64> = c.zscore("emq:tq:failed", &id).await.unwrap();
+        failed.is_some()
+    })
+    .await;
+    let reason: Option<String> = c
+        .hget(format!("emq:tq:{id}"), "failedReason")
+        .await
+        .unwrap();
+    assert!(reason.unwrap().contains("timed out after 300 ms"));
+}
