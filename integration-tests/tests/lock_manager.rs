@@ -88,7 +88,8 @@ async fn one_call_per_tick(n: usize) {
     .await;
     let before = stats(&lm).await;
     let evalsha_before = evalsha_calls(&c).await;
-    // Three lock lifetimes: without renewal every lock would be gone.
+    // The observation window is the claim: three lock lifetimes, after which
+    // every lock would be gone without renewal.
     tokio::time::sleep(Duration::from_millis(3 * lock_ms)).await;
     let after = stats(&lm).await;
     let evalsha_after = evalsha_calls(&c).await;
@@ -313,8 +314,13 @@ async fn lost_lock_case(overwrite: bool) {
         c.exists::<u64, _>(&lock_key).await.unwrap() == 1
     })
     .await;
-    // Let the LockManager attach and track it.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Until the LockManager tracks it.
+    wait_until("the lock tracked", Duration::from_secs(5), async || {
+        let lm = call_t!(s.sup, SupMsg::Current, 2000).unwrap().unwrap();
+        let t: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 2000).unwrap();
+        t.iter().any(|l| l.id == id)
+    })
+    .await;
     let t0 = Instant::now();
     if overwrite {
         let _: () =
@@ -350,9 +356,16 @@ async fn lost_lock_case(overwrite: bool) {
         cn.load(Ordering::SeqCst) == 1
     })
     .await;
-    // The worker did not finish it: still in active, no returnvalue, no
-    // completed/failed entry; the foreign lock is untouched.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The worker let it go (it holds nothing) without finishing it: still in
+    // active, no returnvalue, no completed/failed entry; the foreign lock is
+    // untouched.
+    wait_until("the job let go", Duration::from_secs(5), async || {
+        call_t!(s.worker, WorkerMsg::GetStatus, 2000)
+            .unwrap()
+            .active_jobs
+            .is_empty()
+    })
+    .await;
     let active: Vec<String> = c.lrange("emq:lost:active", 0, -1).await.unwrap();
     assert_eq!(active, vec![id.clone()]);
     let h: HashMap<String, String> = c.hgetall(format!("emq:lost:{id}")).await.unwrap();
