@@ -7,6 +7,7 @@
 
 pub(crate) mod add;
 pub(crate) mod admin;
+pub(crate) mod cancel;
 pub(crate) mod dedup;
 pub(crate) mod edit;
 pub(crate) mod flows;
@@ -15,6 +16,7 @@ pub(crate) mod handle;
 pub(crate) mod limits;
 pub(crate) mod types;
 
+pub use self::cancel::{CancelMode, CancelOutcome};
 pub use self::flows::{Dependencies, FlowNode};
 pub use self::getters::{JobFilter, JobLogs, WorkerInfo};
 pub use self::handle::Queue;
