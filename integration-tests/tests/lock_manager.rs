@@ -14,9 +14,10 @@ use echomq::{
     Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, NewJob, Queue, Worker,
     WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
 };
-use echomq_integration_tests::wait_until;
+use echomq_integration_tests::{timeline, wait_until};
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::{json, Value as Json};
 
@@ -114,8 +115,14 @@ async fn one_call_per_tick(n: usize) {
     );
     assert_eq!(after.last_batch, n, "every held lock in the one call");
     assert_eq!(after.lost, 0);
-    // Every lock is alive and was renewed by the last tick: right after a
-    // tick, each has more than half its life left.
+    // Every lock is alive and was renewed by the next tick, on Redis's
+    // clock: `t0` is read before that tick's call is sent (the actor answers
+    // GetStats between handlers, so a tick counted after `ticked` started
+    // after `t0`), and a renewal sets a lock's expiry to its script's time
+    // plus a lock life. So each lock's PEXPIRETIME is at least `t0` + the
+    // lock life, however long the machine took to read them, and it lies
+    // ahead of Redis's time once they were all read.
+    let t0 = timeline::now_ms(&c).await;
     let ticked = stats(&lm).await.ticks;
     wait_until("the next tick", Duration::from_secs(5), async || {
         stats(&lm).await.ticks > ticked
@@ -125,11 +132,25 @@ async fn one_call_per_tick(n: usize) {
     assert_eq!(held.len(), n);
     let pipe = c.pipeline();
     for lock in &held {
-        let _: () = pipe.pttl(format!("emq:lm:{}:lock", lock.id)).await.unwrap();
+        let pexpiretime = CustomCommand::new_static("PEXPIRETIME", ClusterHash::FirstKey, false);
+        let _: () = pipe
+            .custom(pexpiretime, vec![format!("emq:lm:{}:lock", lock.id)])
+            .await
+            .unwrap();
     }
-    let pttls: Vec<i64> = pipe.all().await.unwrap();
-    let min = *pttls.iter().min().unwrap();
-    assert!(min > (lock_ms as i64) / 2, "a lock has only {min} ms left");
+    let expiries: Vec<i64> = pipe.all().await.unwrap();
+    let read_at = timeline::now_ms(&c).await as i64;
+    let first = *expiries.iter().min().unwrap();
+    let renewed_from = (t0 + lock_ms) as i64;
+    assert!(
+        first >= renewed_from,
+        "a lock expires at {first}, before {renewed_from} = {t0} + {lock_ms}: not renewed by the \
+         tick after {t0} (Redis ms)"
+    );
+    assert!(
+        first > read_at,
+        "a lock expired at {first}, Redis's time is {read_at}"
+    );
     release.send_replace(true);
     let _: CloseReport =
         call_t!(worker, WorkerMsg::Close, 60_000, Duration::from_secs(30)).unwrap();

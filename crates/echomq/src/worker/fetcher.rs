@@ -280,6 +280,14 @@ impl Fetcher {
                 .instrument(tracing::debug_span!("fetch_batch"))
                 .await;
             if !jobs.is_empty() {
+                if !core.alive() {
+                    // As for a single job below: a batch taken after the
+                    // actor stopped goes back to `wait`.
+                    for job in jobs {
+                        hand_back(job).await;
+                    }
+                    return Next::Exit;
+                }
                 core.hints().wake();
                 tokio::spawn(super::batch::run(core.clone(), permit, jobs));
             }
