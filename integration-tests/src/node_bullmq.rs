@@ -88,12 +88,7 @@ impl NodeBullmq {
     /// `args`: `ids`, `jobs`, `finished`, `deadlineMs`, `count`, `name`,
     /// `opts`, `sleepMs`) until what they were asked to do is done or the
     /// deadline passed.
-    pub fn work_until(
-        self,
-        url: &str,
-        queue: &str,
-        args: serde_json::Value,
-    ) -> NodeRun {
+    pub fn work_until(self, url: &str, queue: &str, args: serde_json::Value) -> NodeRun {
         NodeRun::from_json(&self.bullmq("work-until", url, queue, args))
     }
 

@@ -162,8 +162,13 @@ pub async fn four_actors(conn: &Connection, queue: &str) -> Lifecycle {
         .await
         .expect("the worker set closes");
     let gone = Some(Duration::from_secs(5));
-    qe.stop_and_wait(None, gone).await.expect("queue events stop");
-    sched.stop_and_wait(None, gone).await.expect("scheduler stops");
+    qe.stop_and_wait(None, gone)
+        .await
+        .expect("queue events stop");
+    sched
+        .stop_and_wait(None, gone)
+        .await
+        .expect("scheduler stops");
     host.stop_and_wait(None, gone).await.expect("host stops");
     let completed_events = seen.lock().unwrap().clone();
     Lifecycle {

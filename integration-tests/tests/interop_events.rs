@@ -212,8 +212,20 @@ async fn node_queue_events_receives_what_an_echomq_worker_emits(js: NodeBullmq) 
     // Node has delivered everything once it delivered the stream's last entry
     // of a kind it listens to.
     let listened = [
-        "added", "waiting", "active", "progress", "completed", "failed", "delayed",
-        "retries-exhausted", "stalled", "drained", "removed", "paused", "resumed", "duplicated",
+        "added",
+        "waiting",
+        "active",
+        "progress",
+        "completed",
+        "failed",
+        "delayed",
+        "retries-exhausted",
+        "stalled",
+        "drained",
+        "removed",
+        "paused",
+        "resumed",
+        "duplicated",
     ];
     let last = timeline::stamps(&c, "emq:ev2:events")
         .await

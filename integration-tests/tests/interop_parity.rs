@@ -9,11 +9,11 @@ use echomq::worker::{
     processor_fn, spawn_linked, Fetched, JobContext, ManualJob, ManualParking, ManualWorker,
     ProcessError,
 };
+use echomq::WorkerMsg;
 use echomq::{
     flow_producer::ParentRef, Deduplication, FlowJob, FlowProducer, JobOptions, JobState, NewJob,
     Queue, RateLimit, WorkerArgs, WorkerOptions,
 };
-use echomq::WorkerMsg;
 use echomq_integration_tests::{
     bullmq, bullmq_work_until, events, timeline, wait_until, NodeChild, NullSupervisor, RedisServer,
 };
@@ -358,19 +358,21 @@ async fn mixed_fleet(q: &Queue, url: &str, fleet: Fleet) {
     let ids: Vec<String> = (n1..n1 + n2 + n3).map(|i| (i + 1).to_string()).collect();
     let phase3_ids = ids[n2..].to_vec();
     let node_run = node_fleet(url, &fleet, &[], &phase3_ids);
-    let names: Vec<String> = (0..fleet.node_count)
-        .map(|i| format!("node-{i}"))
-        .collect();
-    wait_until("the Node workers are up", Duration::from_secs(30), async || {
-        let up: Vec<Option<String>> = q
-            .get_workers()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|w| w.worker_name)
-            .collect();
-        names.iter().all(|n| up.contains(&Some(n.clone())))
-    })
+    let names: Vec<String> = (0..fleet.node_count).map(|i| format!("node-{i}")).collect();
+    wait_until(
+        "the Node workers are up",
+        Duration::from_secs(30),
+        async || {
+            let up: Vec<Option<String>> = q
+                .get_workers()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|w| w.worker_name)
+                .collect();
+            names.iter().all(|n| up.contains(&Some(n.clone())))
+        },
+    )
     .await;
     let phase3 = q.add_bulk(fleet_jobs(3, n3)).await.unwrap();
     assert_eq!(phase3, phase3_ids, "ids follow the adds");
@@ -383,7 +385,12 @@ async fn mixed_fleet(q: &Queue, url: &str, fleet: Fleet) {
     node.extend(shared.ids());
     let mut all: Vec<String> = rust.iter().chain(&node).cloned().collect();
     all.sort();
-    let mut want: Vec<String> = phase1.iter().chain(&phase2).chain(&phase3).cloned().collect();
+    let mut want: Vec<String> = phase1
+        .iter()
+        .chain(&phase2)
+        .chain(&phase3)
+        .cloned()
+        .collect();
     want.sort();
     assert_eq!(all, want, "every job ran once, by one side");
     // Who won phase 3's races is luck: reported, not asserted.
@@ -610,7 +617,13 @@ async fn get_workers_lists_rust_and_node_workers_alike() {
     let url = redis.url();
     let conn = redis.connect().await;
     let q = Queue::new(&conn, Q).await.unwrap();
-    let w = timed_worker(&q, WorkerOptions::default().name("rusty"), 0, Ran::default()).await;
+    let w = timed_worker(
+        &q,
+        WorkerOptions::default().name("rusty"),
+        0,
+        Ran::default(),
+    )
+    .await;
     // A Node worker that runs until told to close (its stdin).
     let nodey = NodeChild::spawn("worker.js", &url, Q, json!({"name": "nodey"}));
     let b64 = "cGFy"; // base64("par")
@@ -757,13 +770,17 @@ async fn a_rate_limit_set_by_either_client_holds_both() {
             duration: Duration::from_millis(1000),
         });
     let w = timed_worker(&q, limited, 0, ran.clone()).await;
-    wait_until("the Rust worker is up", Duration::from_secs(10), async || {
-        q.get_workers()
-            .await
-            .unwrap()
-            .iter()
-            .any(|w| w.worker_name.as_deref() == Some("rusty"))
-    })
+    wait_until(
+        "the Rust worker is up",
+        Duration::from_secs(10),
+        async || {
+            q.get_workers()
+                .await
+                .unwrap()
+                .iter()
+                .any(|w| w.worker_name.as_deref() == Some("rusty"))
+        },
+    )
     .await;
     let t_node = timeline::now_ms(&c).await;
     node(&url, json!([["rate-limit", LIMIT_MS]]));

@@ -57,7 +57,8 @@ async fn rust_worker_observing(
                 // The scheduler's next slot, and the job hash of that slot.
                 let score: Option<f64> =
                     c.zscore(format!("emq:{name}:repeat"), sched).await.unwrap();
-                let successor = format!("emq:{name}:repeat:{sched}:{}", score.unwrap_or(0.0) as u64);
+                let successor =
+                    format!("emq:{name}:repeat:{sched}:{}", score.unwrap_or(0.0) as u64);
                 let exists: i64 = c.exists(&successor).await.unwrap();
                 let ic: Option<String> = c
                     .hget(format!("emq:{name}:repeat:{sched}"), "ic")
@@ -80,9 +81,11 @@ async fn rust_worker_observing(
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();
-    wait_until("the Rust worker's runs", Duration::from_secs(30), async || {
-        runs.lock().unwrap().len() >= n
-    })
+    wait_until(
+        "the Rust worker's runs",
+        Duration::from_secs(30),
+        async || runs.lock().unwrap().len() >= n,
+    )
     .await;
     call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
     w.wait(Some(Duration::from_secs(10))).await.unwrap();
@@ -254,7 +257,11 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
     let chain = assert_chain(&c, "se", "s1", 1000, &[&rust, &node]).await;
     assert_eq!(first["id"], json!(format!("repeat:s1:{}", chain[0])));
     let ic: String = c.hget("emq:se:repeat:s1", "ic").await.unwrap();
-    assert_eq!(ic, chain.len().to_string(), "one iteration count per iteration made");
+    assert_eq!(
+        ic,
+        chain.len().to_string(),
+        "one iteration count per iteration made"
+    );
     assert_successor_first(&seen, &chain);
 }
 

@@ -163,10 +163,14 @@ async fn work(q: &Queue) {
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();
-    wait_until("nothing ready or running", Duration::from_secs(30), async || {
-        let c = q.counts().await.unwrap();
-        c.waiting + c.active + c.prioritized == 0
-    })
+    wait_until(
+        "nothing ready or running",
+        Duration::from_secs(30),
+        async || {
+            let c = q.counts().await.unwrap();
+            c.waiting + c.active + c.prioritized == 0
+        },
+    )
     .await;
     call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
 }
@@ -187,7 +191,11 @@ async fn same_states(stages: Vec<Vec<Json>>, mask: Mask) -> Vec<(Vec<Json>, Map<
         let node_state = keyspace(&node_client, Q, mask).await;
         let rust_results = run_rust(&q, &ops).await;
         let rust_state = keyspace(&rust_client, Q, mask).await;
-        assert_eq!(json!(rust_results), node_results, "stage {i}: results of {ops:?}");
+        assert_eq!(
+            json!(rust_results),
+            node_results,
+            "stage {i}: results of {ops:?}"
+        );
         echomq_integration_tests::keyspace::assert_same(
             &format!("stage {i} ({ops:?})"),
             &node_state,
@@ -339,9 +347,9 @@ async fn admin_calls_leave_the_same_keyspace() {
     assert_eq!(state["1"][1]["progress"], json!({"p": 50}));
     let events = state["events"][1].as_array().unwrap();
     assert!(
-        events
-            .iter()
-            .any(|e| e["event"] == "progress" && e["jobId"] == "1" && e["data"] == json!({"p": 50})),
+        events.iter().any(|e| e["event"] == "progress"
+            && e["jobId"] == "1"
+            && e["data"] == json!({"p": 50})),
         "{events:?}"
     );
     // Item 70: priority 0 moves job 4 from prioritized to wait.
@@ -354,7 +362,11 @@ async fn admin_calls_leave_the_same_keyspace() {
         .iter()
         .map(|p| &p[0])
         .collect();
-    assert_eq!(prioritized, [&json!("3")], "only the promoted job 3 is prioritized");
+    assert_eq!(
+        prioritized,
+        [&json!("3")],
+        "only the promoted job 3 is prioritized"
+    );
     // Items 50, 51, 71: paused and resumed, 5 removed, g added meanwhile.
     let (_, state) = &stages[1];
     assert!(state.get("5").is_none());

@@ -226,7 +226,10 @@ async fn drain_iterations(conn: &Connection, c: &Client, k: &QueueKeys) -> Vec<S
             }
             None if pending(c, k).await.is_empty() => return ran,
             None => {
-                assert!(Instant::now() < give_up, "still pending after 10 s: {ran:?}");
+                assert!(
+                    Instant::now() < give_up,
+                    "still pending after 10 s: {ran:?}"
+                );
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -294,7 +297,9 @@ async fn end_date_stops_a_scheduler() {
     );
     // Over: nothing is pending any more, and the scheduler makes nothing.
     assert!(pending(&c, &k).await.is_empty());
-    assert!(take(&conn, &k, "00000000-0000-4000-8000-000000000009").await.is_none());
+    assert!(take(&conn, &k, "00000000-0000-4000-8000-000000000009")
+        .await
+        .is_none());
 }
 
 #[tokio::test]

@@ -14,8 +14,8 @@ use echomq::{
     Connection, JobOptions, LockManager, LockManagerArgs, LockManagerMsg, NewJob, Queue, Worker,
     WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
 };
-use echomq_integration_tests::{timeline, wait_until};
 use echomq_integration_tests::RedisServer;
+use echomq_integration_tests::{timeline, wait_until};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};

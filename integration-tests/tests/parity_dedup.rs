@@ -143,9 +143,11 @@ async fn throttle_mode_expires_with_the_ttl() {
             at - added
         );
         let dropped: u64 = owner.parse::<u64>().unwrap() + 1;
-        assert!(deduplicated(&c, "th")
-            .await
-            .contains(&(owner.clone(), d.clone(), dropped.to_string())));
+        assert!(deduplicated(&c, "th").await.contains(&(
+            owner.clone(),
+            d.clone(),
+            dropped.to_string()
+        )));
         // The window ends with the key; the next add is a new job, and it
         // came no earlier than the TTL after the owner's.
         wait_until("the key expires", Duration::from_secs(5), async || {
@@ -155,7 +157,11 @@ async fn throttle_mode_expires_with_the_ttl() {
         let third = q.add("a", &json!(3), opts()).await.unwrap();
         assert_eq!(third, (dropped + 1).to_string());
         let at = event_at(&c, "th", "added", &third, false).await;
-        assert!(at + 1 >= added + TTL, "the key expired {} ms early", added + TTL - at);
+        assert!(
+            at + 1 >= added + TTL,
+            "the key expired {} ms early",
+            added + TTL - at
+        );
         return;
     }
     panic!("no second add fell inside a {TTL} ms window in 20 tries");

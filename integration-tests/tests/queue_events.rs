@@ -163,9 +163,11 @@ async fn a_slow_subscriber_is_told_it_lagged() {
         .pop()
         .expect("events")
         .id;
-    wait_until("the actor read the stream", Duration::from_secs(10), async || {
-        call_t!(qe, QueueEventsMsg::GetLastId, 2000).unwrap() == last
-    })
+    wait_until(
+        "the actor read the stream",
+        Duration::from_secs(10),
+        async || call_t!(qe, QueueEventsMsg::GetLastId, 2000).unwrap() == last,
+    )
     .await;
     let mut events = 0u64;
     let mut lagged = 0u64;
@@ -184,7 +186,10 @@ async fn a_slow_subscriber_is_told_it_lagged() {
         // actor has something more to deliver.
         q.update_progress("1", &json!(events)).await.unwrap();
     }
-    assert!(events >= 4 && lagged > 0, "a 4-slot subscriber of 100+ events must lag");
+    assert!(
+        events >= 4 && lagged > 0,
+        "a 4-slot subscriber of 100+ events must lag"
+    );
     qe.cast(QueueEventsMsg::Close).unwrap();
 }
 

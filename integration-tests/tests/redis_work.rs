@@ -87,11 +87,15 @@ async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
     // The drained ending happens once per run: counted once the worker sits
     // in its blocking read after it (which lasts the drain delay, 10 s, far
     // longer than this wait).
-    wait_until("the worker blocks on the marker", Duration::from_secs(8), async || {
-        let list: String = state::cmd(&c, "CLIENT", vec!["LIST".into()]).await;
-        list.lines()
-            .any(|l| l.contains("cmd=bzpopmin") && l.contains(" flags=b "))
-    })
+    wait_until(
+        "the worker blocks on the marker",
+        Duration::from_secs(8),
+        async || {
+            let list: String = state::cmd(&c, "CLIENT", vec!["LIST".into()]).await;
+            list.lines()
+                .any(|l| l.contains("cmd=bzpopmin") && l.contains(" flags=b "))
+        },
+    )
     .await;
     let counts = command_counts(&c).await;
     let _ = call_t!(worker, WorkerMsg::Close, 10_000, Duration::from_secs(2));
@@ -103,12 +107,7 @@ fn total(counts: &BTreeMap<String, u64>) -> u64 {
     counts
         .iter()
         // The harness's own reads.
-        .filter(|(name, _)| {
-            !matches!(
-                name.as_str(),
-                "info" | "config|resetstat" | "client|list"
-            )
-        })
+        .filter(|(name, _)| !matches!(name.as_str(), "info" | "config|resetstat" | "client|list"))
         .map(|(_, calls)| *calls)
         .sum()
 }

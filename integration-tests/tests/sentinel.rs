@@ -119,11 +119,7 @@ async fn node_and_rust_share_a_queue(conn: &Connection, url: &str) {
         );
     }
     // Node's Worker is the only one left: it runs until it has taken them.
-    let run = bullmq_work_until(
-        url,
-        queue,
-        json!({ "ids": rust_ids, "deadlineMs": 60_000 }),
-    );
+    let run = bullmq_work_until(url, queue, json!({ "ids": rust_ids, "deadlineMs": 60_000 }));
     let by_node: BTreeSet<String> = run.ids().into_iter().collect();
     let wanted: BTreeSet<String> = rust_ids.iter().cloned().collect();
     assert!(

@@ -234,7 +234,11 @@ async fn fifty_racing_checkers_move_each_job_exactly_once() {
     // may be recovered a second time.
     let swept = |a: &ractor::ActorRef<StalledCheckerMsg>| {
         let a = a.clone();
-        async move { call_t!(a, StalledCheckerMsg::GetStats, 1000).unwrap().sweeps }
+        async move {
+            call_t!(a, StalledCheckerMsg::GetStats, 1000)
+                .unwrap()
+                .sweeps
+        }
     };
     let mut after = Vec::new();
     for a in &actors {

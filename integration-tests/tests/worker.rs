@@ -525,9 +525,11 @@ async fn set_concurrency_up_and_down_under_load() {
         }
     });
     let w = start(&q, p, opts(2)).await;
-    wait_for("10 done at concurrency 2", Duration::from_secs(10), async || {
-        zcard(&c, "emq:sc:completed").await >= 10
-    })
+    wait_for(
+        "10 done at concurrency 2",
+        Duration::from_secs(10),
+        async || zcard(&c, "emq:sc:completed").await >= 10,
+    )
     .await;
     assert!(peak.load(Ordering::SeqCst) <= 2);
     w.worker.cast(WorkerMsg::SetConcurrency(12)).unwrap();
@@ -545,9 +547,11 @@ async fn set_concurrency_up_and_down_under_load() {
     .await;
     peak.store(0, Ordering::SeqCst);
     let done = zcard(&c, "emq:sc:completed").await;
-    wait_for("10 more at concurrency 1", Duration::from_secs(10), async || {
-        zcard(&c, "emq:sc:completed").await >= done + 10
-    })
+    wait_for(
+        "10 more at concurrency 1",
+        Duration::from_secs(10),
+        async || zcard(&c, "emq:sc:completed").await >= done + 10,
+    )
     .await;
     assert_eq!(peak.load(Ordering::SeqCst), 1);
     assert_eq!(status(&w.worker).await.concurrency, 1);
@@ -649,12 +653,15 @@ async fn job_added_while_the_worker_blocks_is_taken_at_once() {
     let w = start(&q, p, o).await;
     // Until it found the queue empty and blocks on the marker.
     let c = redis.client().await;
-    wait_for("blocked on the marker", Duration::from_secs(5), async || {
-        client_list(&c)
-            .await
-            .lines()
-            .any(|l| l.contains(":w:blk ") && l.contains("cmd=bzpopmin") && l.contains(" flags=b "))
-    })
+    wait_for(
+        "blocked on the marker",
+        Duration::from_secs(5),
+        async || {
+            client_list(&c).await.lines().any(|l| {
+                l.contains(":w:blk ") && l.contains("cmd=bzpopmin") && l.contains(" flags=b ")
+            })
+        },
+    )
     .await;
     let added = Instant::now();
     let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
@@ -711,9 +718,11 @@ async fn a_job_taken_after_the_worker_stopped_goes_back_to_wait() {
                 .any(|l| l.contains(&format!(" cmd={cmd} ")) && l.contains(" flags=b "))
         }
     };
-    wait_for("blocked on the marker", Duration::from_secs(5), async || {
-        blocked_on("bzpopmin").await
-    })
+    wait_for(
+        "blocked on the marker",
+        Duration::from_secs(5),
+        async || blocked_on("bzpopmin").await,
+    )
     .await;
     // The job falls due in 300 ms; the worker's due timer then calls
     // moveToActive, which the pause holds at the server.
@@ -742,23 +751,29 @@ async fn a_job_taken_after_the_worker_stopped_goes_back_to_wait() {
         }
     };
     pause(vec!["PAUSE", "30000", "WRITE"]).await;
-    wait_for("the due fetch held by the pause", Duration::from_secs(10), async || {
-        blocked_on("evalsha").await
-    })
+    wait_for(
+        "the due fetch held by the pause",
+        Duration::from_secs(10),
+        async || blocked_on("evalsha").await,
+    )
     .await;
     w.worker.stop(None);
     w.worker.wait(Some(Duration::from_secs(5))).await.unwrap();
     pause(vec!["UNPAUSE"]).await;
     // The late call took the job; it is handed back (moveJobFromActiveToWait:
     // `waiting` after `active`, no attempt counted, no lock left).
-    wait_for("the job handed back or run", Duration::from_secs(10), async || {
-        let stamps = timeline::stamps(&c, "emq:late:events").await;
-        let back = stamps
-            .iter()
-            .any(|s| s.name == "waiting" && s.job_id == id && s.prev == "active");
-        let run = !ran.lock().unwrap().is_empty();
-        run || (back && q.get_state(&id).await.unwrap() == echomq::JobState::Waiting)
-    })
+    wait_for(
+        "the job handed back or run",
+        Duration::from_secs(10),
+        async || {
+            let stamps = timeline::stamps(&c, "emq:late:events").await;
+            let back = stamps
+                .iter()
+                .any(|s| s.name == "waiting" && s.job_id == id && s.prev == "active");
+            let run = !ran.lock().unwrap().is_empty();
+            run || (back && q.get_state(&id).await.unwrap() == echomq::JobState::Waiting)
+        },
+    )
     .await;
     assert!(
         ran.lock().unwrap().is_empty(),

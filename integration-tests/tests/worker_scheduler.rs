@@ -135,11 +135,17 @@ async fn an_iteration_whose_successor_cannot_be_made_is_not_run() {
         .await
         .unwrap();
     // Taken (in `active`), then let go by the worker without running it.
-    wait_until("the iteration taken and given up", Duration::from_secs(10), async || {
-        let active: Vec<String> = c.lrange("emq:bad:active", 0, -1).await.unwrap();
-        let status = call_t!(set.worker, WorkerMsg::GetStatus, 2000).unwrap();
-        active == ["repeat:broken:1"] && status.last_fetch_ms.is_some() && status.active_jobs.is_empty()
-    })
+    wait_until(
+        "the iteration taken and given up",
+        Duration::from_secs(10),
+        async || {
+            let active: Vec<String> = c.lrange("emq:bad:active", 0, -1).await.unwrap();
+            let status = call_t!(set.worker, WorkerMsg::GetStatus, 2000).unwrap();
+            active == ["repeat:broken:1"]
+                && status.last_fetch_ms.is_some()
+                && status.active_jobs.is_empty()
+        },
+    )
     .await;
     assert!(runs.lock().unwrap().is_empty(), "the iteration ran");
     let active: Vec<String> = c.lrange("emq:bad:active", 0, -1).await.unwrap();

@@ -158,8 +158,12 @@ pub async fn f31(_ctx: Ctx) -> Row {
     w.close().await;
     let mut acc = bed.account().await;
     // The foreign ids are this scenario's own writes, judged above.
-    acc.ghosts
-        .retain(|id| !["bad-data", "bad-opts", "no-name", "bad-atm", "no-hash", "twice"].contains(&id.as_str()));
+    acc.ghosts.retain(|id| {
+        ![
+            "bad-data", "bad-opts", "no-name", "bad-atm", "no-hash", "twice",
+        ]
+        .contains(&id.as_str())
+    });
     // The id pushed twice onto wait runs twice: foreign corruption that the
     // audit flagged (A1) before any worker ran; no runtime can undo it.
     acc.completed_twice.retain(|id| id != "twice");
@@ -342,11 +346,17 @@ pub async fn f33(_ctx: Ctx) -> Row {
             .await
             .iter()
             .any(|e| {
-                e.name == "active" && e.job_id.starts_with("repeat:live:") && e.at_ms >= corrupted_at
+                e.name == "active"
+                    && e.job_id.starts_with("repeat:live:")
+                    && e.at_ms >= corrupted_at
             })
     })
     .await;
-    expect(&mut f, met, "no iteration of the corrupted scheduler was taken");
+    expect(
+        &mut f,
+        met,
+        "no iteration of the corrupted scheduler was taken",
+    );
     let _ = s.remove("live").await;
     // The orderly close waits for whatever still runs.
     w.close().await;

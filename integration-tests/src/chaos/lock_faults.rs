@@ -217,7 +217,11 @@ pub async fn f14(ctx: Ctx) -> Row {
     let key = bed.queue.keys().lock("pinned");
     let pinned: bool = bed.client.persist(&key).await.unwrap_or(false);
     expect(&mut f, pinned, "the lock was not there to PERSIST");
-    expect(&mut f, a.sigkill(), "the worker process was not killed by the SIGKILL");
+    expect(
+        &mut f,
+        a.sigkill(),
+        "the worker process was not killed by the SIGKILL",
+    );
     let w = InProc::start(
         &bed.queue,
         SetOptions {
@@ -300,13 +304,25 @@ pub async fn f15(ctx: Ctx) -> Row {
     let ran = poll(Duration::from_secs(30), || async {
         let done: Vec<String> = bed
             .client
-            .zrange(bed.queue.keys().completed(), 0, -1, None, false, None, false)
+            .zrange(
+                bed.queue.keys().completed(),
+                0,
+                -1,
+                None,
+                false,
+                None,
+                false,
+            )
             .await
             .unwrap_or_default();
         done.iter().filter(|id| id.starts_with("repeat:")).count() >= 6
     })
     .await;
-    expect(&mut f, ran, "the scheduler did not run 6 iterations within 30 s");
+    expect(
+        &mut f,
+        ran,
+        "the scheduler did not run 6 iterations within 30 s",
+    );
     let _ = scheds.remove("tick").await;
     let drained = bed.drained(Duration::from_secs(60)).await;
     // An iteration of the removed scheduler may be running: the orderly

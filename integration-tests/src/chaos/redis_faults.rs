@@ -78,10 +78,18 @@ pub async fn f16(_ctx: Ctx) -> Row {
     let bed = Bed::new("F16", Persistence::None, &[]).await;
     let sets = busy(&bed, 60).await;
     let mut f = Vec::new();
-    expect(&mut f, bed.redis.freeze(), "redis-server did not stop on SIGSTOP");
+    expect(
+        &mut f,
+        bed.redis.freeze(),
+        "redis-server did not stop on SIGSTOP",
+    );
     // The fault's length: 2 × lockDuration, so every lock expires meanwhile.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    expect(&mut f, bed.redis.thaw(), "redis-server did not resume on SIGCONT");
+    expect(
+        &mut f,
+        bed.redis.thaw(),
+        "redis-server did not resume on SIGCONT",
+    );
     let t0 = Instant::now();
     finish(
         &bed,
@@ -100,10 +108,18 @@ pub async fn f17(_ctx: Ctx) -> Row {
     let bed = Bed::new("F17", Persistence::None, &[]).await;
     let sets = busy(&bed, 60).await;
     let mut f = Vec::new();
-    expect(&mut f, bed.redis.freeze(), "redis-server did not stop on SIGSTOP");
+    expect(
+        &mut f,
+        bed.redis.freeze(),
+        "redis-server did not stop on SIGSTOP",
+    );
     // The fault's length: well inside a lock's life.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    expect(&mut f, bed.redis.thaw(), "redis-server did not resume on SIGCONT");
+    expect(
+        &mut f,
+        bed.redis.thaw(),
+        "redis-server did not resume on SIGCONT",
+    );
     let t0 = Instant::now();
     finish(
         &bed,
@@ -232,7 +248,10 @@ pub async fn f21(_ctx: Ctx) -> Row {
     let b = InProc::start(&bed.queue, fleet_opts()).await;
     let side = side_client(&bed).await;
     // Until both idle sets block on the marker.
-    let blocking = poll(Duration::from_secs(20), || async { blocked(&side).await >= 2 }).await;
+    let blocking = poll(Duration::from_secs(20), || async {
+        blocked(&side).await >= 2
+    })
+    .await;
     assert!(blocking, "the two sets never blocked on the marker");
     let mut killed = 0;
     let t = Instant::now();
@@ -385,7 +404,10 @@ pub async fn f22(_ctx: Ctx) -> Row {
         "AOF always: SIGKILL redis, restart within 0.3 × lockDuration: no stall",
         f,
         true,
-        Some(format!("server back {:.2} s after the kill", down.as_secs_f64())),
+        Some(format!(
+            "server back {:.2} s after the kill",
+            down.as_secs_f64()
+        )),
     )
     .await
 }
@@ -466,11 +488,12 @@ pub async fn f24(_ctx: Ctx) -> Row {
     // loss; any other lost id is a failure.
     let times: std::collections::HashMap<String, Instant> =
         acked_at.lock().unwrap().iter().cloned().collect();
-    let (in_window, outside): (Vec<String>, Vec<String>) = acc
-        .lost
-        .iter()
-        .cloned()
-        .partition(|id| times.get(id).is_some_and(|t| killed_at.duration_since(*t) <= WINDOW));
+    let (in_window, outside): (Vec<String>, Vec<String>) =
+        acc.lost.iter().cloned().partition(|id| {
+            times
+                .get(id)
+                .is_some_and(|t| killed_at.duration_since(*t) <= WINDOW)
+        });
     let lost = in_window.len();
     acc.lost = outside;
     f.extend(acc.broken());

@@ -286,7 +286,11 @@ pub async fn f30(ctx: Ctx) -> Row {
         .await
         .and_then(|v| v["id"].as_str().map(str::to_owned));
     expect(&mut f, victim.is_some(), "no iteration started");
-    expect(&mut f, a.sigkill(), "the worker process was not killed by the SIGKILL");
+    expect(
+        &mut f,
+        a.sigkill(),
+        "the worker process was not killed by the SIGKILL",
+    );
     let b = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o).await;
     let victim = victim.unwrap_or_default();
     let slot = |id: &str| {
@@ -300,7 +304,15 @@ pub async fn f30(ctx: Ctx) -> Row {
     let went_on = super::poll(Duration::from_secs(30), || async {
         let done: Vec<String> = bed
             .client
-            .zrange(bed.queue.keys().completed(), 0, -1, None, false, None, false)
+            .zrange(
+                bed.queue.keys().completed(),
+                0,
+                -1,
+                None,
+                false,
+                None,
+                false,
+            )
             .await
             .unwrap_or_default();
         let failed: Vec<String> = bed

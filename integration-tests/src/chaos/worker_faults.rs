@@ -77,7 +77,11 @@ pub async fn f01(ctx: Ctx) -> Row {
     active.sort();
     held.sort();
     let mut f = Vec::new();
-    expect(&mut f, killed, "the worker process was not killed by the SIGKILL");
+    expect(
+        &mut f,
+        killed,
+        "the worker process was not killed by the SIGKILL",
+    );
     expect(
         &mut f,
         held.len() == 4 && active == held,
@@ -159,7 +163,11 @@ pub async fn f02(ctx: Ctx) -> Row {
         p.close(Duration::from_secs(10)).await;
     }
     let mut f = Vec::new();
-    expect(&mut f, kills == 8, format!("{kills} of 8 SIGKILLs hit a running process"));
+    expect(
+        &mut f,
+        kills == 8,
+        format!("{kills} of 8 SIGKILLs hit a running process"),
+    );
     expect(&mut f, drained.is_some(), "not drained within 90 s");
     let acc = bed.account().await;
     f.extend(acc.broken());
@@ -196,7 +204,11 @@ pub async fn f03(ctx: Ctx) -> Row {
         p.close(Duration::from_secs(10)).await;
     }
     let mut f = Vec::new();
-    expect(&mut f, kills == 6, format!("{kills} of 6 SIGKILLs hit a running process"));
+    expect(
+        &mut f,
+        kills == 6,
+        format!("{kills} of 6 SIGKILLs hit a running process"),
+    );
     expect(&mut f, drained.is_some(), "not drained within 60 s");
     // No lock may remain for a finished job.
     let locks = crate::keys(
@@ -227,11 +239,19 @@ pub async fn f04(ctx: Ctx) -> Row {
     let mut a = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await;
     let held = wait_started(&mut a, 2, Duration::from_secs(30)).await;
     let mut f = Vec::new();
-    expect(&mut f, a.freeze(), "the worker process did not stop on SIGSTOP");
+    expect(
+        &mut f,
+        a.freeze(),
+        "the worker process did not stop on SIGSTOP",
+    );
     let b = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await;
     // The fault's length: 4 lock durations.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    expect(&mut f, a.thaw(), "the worker process did not resume on SIGCONT");
+    expect(
+        &mut f,
+        a.thaw(),
+        "the worker process did not resume on SIGCONT",
+    );
     let drained = bed.drained(Duration::from_secs(60)).await;
     // A wakes up and tries to finish what it no longer owns: its orderly
     // close waits for those jobs, so once it exited its late finishes were
@@ -277,10 +297,18 @@ pub async fn f05(ctx: Ctx) -> Row {
     let started = wait_started(&mut a, 4, Duration::from_secs(30)).await;
     let mut f = Vec::new();
     expect(&mut f, started.len() == 4, format!("{started:?} started"));
-    expect(&mut f, a.freeze(), "the worker process did not stop on SIGSTOP");
+    expect(
+        &mut f,
+        a.freeze(),
+        "the worker process did not stop on SIGSTOP",
+    );
     // The fault's length: 0.3 × lockDuration.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    expect(&mut f, a.thaw(), "the worker process did not resume on SIGCONT");
+    expect(
+        &mut f,
+        a.thaw(),
+        "the worker process did not resume on SIGCONT",
+    );
     let drained = bed.drained(Duration::from_secs(60)).await;
     a.close(Duration::from_secs(10)).await;
     expect(&mut f, drained.is_some(), "not drained within 60 s");
