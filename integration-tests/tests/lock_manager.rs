@@ -102,8 +102,13 @@ async fn one_call_per_tick(n: usize) {
         after.last_batch,
         after.renewed - before.renewed
     );
-    // Tick once per renew window, lockDuration/2 = 500 ms: about 6 in 3 s.
-    assert!(ticks >= 4, "{ticks} ticks");
+    // The timer re-arms a renew window (lockDuration/2 = 500 ms) after each
+    // call ends, so a tick comes every 500 ms plus the call's time (about 4
+    // in 3 s at N = 10000 here, fewer on a loaded machine). What must hold
+    // is the bound a lock's life sets: each lock renewed at least once per
+    // lock life, so at least 3 ticks in 3 lock lives (with `lost` 0 and
+    // every lock alive below).
+    assert!(ticks >= 3, "{ticks} ticks in 3 lock lives");
     // Exactly one call per tick: every tick renews every held lock.
     assert!(
         calls == ticks || calls + 1 == ticks,
