@@ -775,11 +775,11 @@ async fn a_job_taken_after_the_worker_stopped_goes_back_to_wait() {
         },
     )
     .await;
+    let ran_by_stopped = ran.lock().unwrap().clone();
+    let evs = events(&c, "emq:late:events").await;
     assert!(
-        ran.lock().unwrap().is_empty(),
-        "the stopped worker ran {:?}: {:?}",
-        ran.lock().unwrap(),
-        events(&c, "emq:late:events").await
+        ran_by_stopped.is_empty(),
+        "the stopped worker ran {ran_by_stopped:?}: {evs:?}"
     );
     let lock: Option<String> = c.get(format!("emq:late:{id}:lock")).await.unwrap();
     assert_eq!(lock, None);
