@@ -39,6 +39,7 @@ bench: _ensure-redis _ensure-node-packages
     fi
     cargo run --release -q -p echomq-integration-tests --bin bench
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
+    cargo run --release -q -p echomq-integration-tests --bin bench_batches
 
 # Fuzz the decoders of foreign data for SECONDS per target (libFuzzer on the
 # stable toolchain, fuzz/run.sh; docs/decisions.md §11); TARGETS picks some
@@ -214,6 +215,6 @@ chaos *ARGS: _ensure-redis _ensure-node-packages
 # A mixed workload (adds, delays, priorities, retries, a scheduler, flows) on
 # a mixed fleet under a random catalogue fault every few seconds for MINUTES,
 # then the full accounting and the audit.
-soak MINUTES="30": _ensure-redis _ensure-node-packages
+soak MINUTES="30": _ensure-redis _ensure-node-packages _ensure-python-packages
     cargo build -q -p echomq-integration-tests --bin worker_process
     cargo run -q -p echomq-integration-tests --bin chaos -- soak {{MINUTES}}

@@ -8,6 +8,10 @@ Commands:
   work       {"count": n, "name": s}: a Worker named s runs until n jobs have
              finished (completed or failed for good); {"runs": {id: times}}.
   read-jobs  {"ids": [...]}: each job as BullMQ for Python reads it, or null.
+  serve      {"concurrency", "lockDuration", "stalledInterval", "drainDelay"}:
+             a long-running Worker (the chaos soak's fleet) that prints JSON
+             lines: {"ev": "ready"} once running, and after stdin closes
+             {"ev": "summary", "runs": {id: times}}.
 """
 import asyncio
 import json
@@ -72,11 +76,40 @@ async def work(url, name, args):
     return {"runs": runs}
 
 
+def say(doc):
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+async def serve(url, name, args):
+    runs = {}
+
+    async def processor(job, token):
+        runs[job.id] = runs.get(job.id, 0) + 1
+        return await behave(job, token)
+
+    opts = {"connection": url, "prefix": "emq", "autorun": False}
+    for key in ("concurrency", "lockDuration", "stalledInterval", "drainDelay"):
+        if key in args:
+            opts[key] = args[key]
+    worker = Worker(name, processor, opts)
+    task = asyncio.ensure_future(worker.run())
+    say({"ev": "ready"})
+    # The harness closes stdin to ask for an orderly close.
+    await asyncio.to_thread(sys.stdin.read)
+    await worker.close()
+    await task
+    say({"ev": "summary", "runs": runs})
+
+
 async def main():
     command, url, name = sys.argv[1:4]
     args = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
     if command == "work":
         return await work(url, name, args)
+    if command == "serve":
+        await serve(url, name, args)
+        return None
     queue = Queue(name, {"connection": url, "prefix": "emq"})
     try:
         if command == "add-jobs":
@@ -100,4 +133,6 @@ async def main():
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main())))
+    result = asyncio.run(main())
+    if sys.argv[1] != "serve":
+        print(json.dumps(result))

@@ -16,6 +16,23 @@ fn python_dir() -> PathBuf {
 /// Without it a test is skipped with a printed line, except under `CI=true`,
 /// where a missing install is a failure.
 pub fn python_bullmq() -> Option<PathBuf> {
+    if let Some(python) = installed_python() {
+        return Some(python);
+    }
+    let why = format!(
+        "BullMQ for Python {PYTHON_BULLMQ_VERSION} is not installed in {}: run `just _ensure-python-packages`",
+        python_dir().join(".venv").display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{why}");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// The venv's interpreter when BullMQ for Python is installed there, without
+/// a word when it is not.
+pub fn installed_python() -> Option<PathBuf> {
     let python = python_dir().join(".venv/bin/python");
     let installed = python.is_file()
         && Command::new(&python)
@@ -28,18 +45,7 @@ pub fn python_bullmq() -> Option<PathBuf> {
                 o.status.success()
                     && String::from_utf8_lossy(&o.stdout).trim() == PYTHON_BULLMQ_VERSION
             });
-    if installed {
-        return Some(python);
-    }
-    let why = format!(
-        "BullMQ for Python {PYTHON_BULLMQ_VERSION} is not installed in {}: run `just _ensure-python-packages`",
-        python_dir().join(".venv").display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{why}");
-    }
-    eprintln!("SKIPPED: {why}");
-    None
+    installed.then_some(python)
 }
 
 /// Runs a command of `driver.py` with `python` (from [`python_bullmq`])

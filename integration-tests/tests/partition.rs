@@ -20,6 +20,7 @@ fn ctx() -> Ctx {
     Ctx {
         worker_bin: env!("CARGO_BIN_EXE_worker_process").into(),
         node: false,
+        python: None,
     }
 }
 

@@ -190,6 +190,16 @@ impl Proc {
         Self::start(cmd).await
     }
 
+    /// Starts a BullMQ for Python worker (`python/driver.py serve`) with the
+    /// venv's interpreter, and waits until ready.
+    pub async fn python(python: &Path, url: &str, queue: &str, opts: Value) -> Proc {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+        let mut cmd = Command::new(python);
+        cmd.current_dir(&dir)
+            .args(["driver.py", "serve", url, queue, &opts.to_string()]);
+        Self::start(cmd).await
+    }
+
     async fn start(mut cmd: Command) -> Proc {
         // CHAOS_VERBOSE shows the workers' stderr (their logs with RUST_LOG).
         let stderr = if std::env::var_os("CHAOS_VERBOSE").is_some() {

@@ -108,6 +108,9 @@ pub struct Ctx {
     pub worker_bin: PathBuf,
     /// Also run the BullMQ Node worker where the scenario is interop-relevant.
     pub node: bool,
+    /// The venv's Python with BullMQ for Python, when installed (the soak
+    /// runs a Python worker too).
+    pub python: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -120,6 +123,7 @@ impl Ctx {
         Ctx {
             worker_bin: fleet::sibling_binary("worker_process"),
             node,
+            python: crate::python_bullmq::installed_python(),
         }
     }
 }

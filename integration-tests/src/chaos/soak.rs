@@ -1,8 +1,11 @@
 //! The soak run: a mixed workload (plain, delayed, prioritized and retried
 //! jobs, a scheduler, flows) on a mixed fleet (Rust worker processes, a
-//! worker set behind the fault proxy, a BullMQ Node worker when installed)
-//! under a random fault from the catalogue every few seconds, ending with
-//! the full accounting and the audit.
+//! worker set behind the fault proxy, a BullMQ Node worker and a BullMQ for
+//! Python worker when installed) under a random fault from the catalogue
+//! every few seconds — SIGKILL and SIGSTOP of any worker of the fleet, Redis
+//! stopped, killed and restarted from its AOF, the proxied set partitioned
+//! away (blackhole) — with the time the fleet takes to complete a job again
+//! after each fault, ending with the full accounting and the audit.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,12 +41,66 @@ pub struct SoakReport {
     pub drain: Option<Duration>,
     /// Failed assertions.
     pub failures: Vec<String>,
+    /// Per fault kind: from the end of the fault to the next completion.
+    pub recoveries: BTreeMap<&'static str, Vec<Duration>>,
+    /// The kinds of worker in the fleet.
+    pub fleet: Vec<&'static str>,
+}
+
+/// A worker process of the fleet; a killed one is replaced by one of its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Rust,
+    Node,
+    Python,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Rust => "EchoMQ worker process",
+            Kind::Node => "BullMQ 6.7.0 Node worker",
+            Kind::Python => "BullMQ for Python worker",
+        }
+    }
+
+    async fn start(self, ctx: &Ctx, bed: &Bed, opts: &serde_json::Value) -> Proc {
+        match self {
+            Kind::Rust => Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), opts.clone()).await,
+            Kind::Node => Proc::node(&bed.url(), &bed.name(), opts.clone()).await,
+            Kind::Python => {
+                let python = ctx.python.as_deref().expect("python only when installed");
+                Proc::python(python, &bed.url(), &bed.name(), opts.clone()).await
+            }
+        }
+    }
+}
+
+struct Member {
+    kind: Kind,
+    proc: Proc,
 }
 
 impl SoakReport {
     /// True when nothing failed.
     pub fn ok(&self) -> bool {
         self.failures.is_empty()
+    }
+
+    fn recovery_cell(&self) -> String {
+        let worst: Vec<String> = self
+            .recoveries
+            .iter()
+            .filter_map(|(k, v)| {
+                let max = v.iter().max()?;
+                Some(format!("{k} {:.1} s", max.as_secs_f64()))
+            })
+            .collect();
+        if worst.is_empty() {
+            "—".into()
+        } else {
+            worst.join(", ")
+        }
     }
 
     /// The report as Markdown.
@@ -69,6 +126,8 @@ impl SoakReport {
              | finished twice | {} |\n\
              | completed after a lost lock | {} |\n\
              | recovered by the StalledChecker | {} |\n\
+             | fleet | {} |\n\
+             | recovery after a fault (to the next completion), worst | {} |\n\
              | drain after the last fault | {} |\n\
              | audit | {} |\n\
              | verdict | {} |\n",
@@ -88,6 +147,8 @@ impl SoakReport {
             a.completed_twice.len(),
             a.completed_without_lock.len(),
             a.stalled_events,
+            self.fleet.join(", "),
+            self.recovery_cell(),
             self.drain
                 .map(|d| format!("{:.1} s", d.as_secs_f64()))
                 .unwrap_or_else(|| "did not drain".into()),
@@ -188,15 +249,24 @@ pub async fn run(ctx: &Ctx, length: Duration) -> SoakReport {
     let mut report = SoakReport::default();
     let wopts =
         json!({"concurrency": 8, "lockDuration": 3000, "stalledInterval": 1000, "drainDelay": 500});
-    let mut procs = vec![
-        Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), wopts.clone()).await,
-        Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), wopts.clone()).await,
-    ];
-    let node = if ctx.node {
-        Some(Proc::node(&bed.url(), &bed.name(), wopts.clone()).await)
-    } else {
-        None
-    };
+    let mut kinds = vec![Kind::Rust, Kind::Rust];
+    if ctx.node {
+        kinds.push(Kind::Node);
+    }
+    if ctx.python.is_some() {
+        kinds.push(Kind::Python);
+    }
+    let mut procs = Vec::new();
+    for kind in kinds {
+        procs.push(Member {
+            kind,
+            proc: kind.start(ctx, &bed, &wopts).await,
+        });
+        report.fleet.push(kind.name());
+    }
+    report
+        .fleet
+        .push("EchoMQ worker set behind the fault proxy");
     let proxy = FaultProxy::start(bed.redis.port()).await;
     let pconn = super::connect(&proxy.url()).await;
     let pqueue = echomq::Queue::new(&pconn, &bed.name())
@@ -235,6 +305,22 @@ pub async fn run(ctx: &Ctx, length: Duration) -> SoakReport {
         let kind = rand::thread_rng().gen_range(0..12);
         let name = inject(kind, &mut bed, &side, &mut procs, &proxy, ctx, &wopts).await;
         *report.faults.entry(name).or_default() += 1;
+        // Recovery: the fleet completes a job again (the producer adds one
+        // every 50 ms, so there is always one to complete).
+        let done = |c: Option<echomq::JobCounts>| c.map_or(0, |c| c.completed);
+        let before = done(bed.queue.counts().await.ok());
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) && done(bed.queue.counts().await.ok()) <= before
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let took = t.elapsed();
+        if took >= Duration::from_secs(60) {
+            report
+                .failures
+                .push(format!("no job completed within 60 s after {name}"));
+        }
+        report.recoveries.entry(name).or_default().push(took);
         let m = t0.elapsed().as_secs() / 60;
         if m > minute.load(Ordering::Relaxed) {
             minute.store(m, Ordering::Relaxed);
@@ -256,11 +342,8 @@ pub async fn run(ctx: &Ctx, length: Duration) -> SoakReport {
         .await
         .map(|_| t1.elapsed());
     // No settling pause: the orderly closes below wait for whatever runs.
-    for p in procs {
-        p.close(Duration::from_secs(15)).await;
-    }
-    if let Some(n) = node {
-        n.close(Duration::from_secs(15)).await;
+    for m in procs {
+        m.proc.close(Duration::from_secs(15)).await;
     }
     proxied.close().await;
     let mut acc = bed.account().await;
@@ -295,7 +378,7 @@ async fn inject(
     kind: u32,
     bed: &mut Bed,
     side: &Client,
-    procs: &mut [Proc],
+    procs: &mut [Member],
     proxy: &FaultProxy,
     ctx: &Ctx,
     wopts: &serde_json::Value,
@@ -303,15 +386,24 @@ async fn inject(
     let pick = rand::thread_rng().gen_range(0..procs.len());
     match kind {
         0 => {
-            procs[pick].kill();
-            procs[pick] = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), wopts.clone()).await;
-            "SIGKILL worker"
+            let kind = procs[pick].kind;
+            procs[pick].proc.kill();
+            procs[pick].proc = kind.start(ctx, bed, wopts).await;
+            match kind {
+                Kind::Rust => "SIGKILL EchoMQ worker",
+                Kind::Node => "SIGKILL Node worker",
+                Kind::Python => "SIGKILL Python worker",
+            }
         }
         1 => {
-            procs[pick].signal("STOP");
+            procs[pick].proc.signal("STOP");
             tokio::time::sleep(Duration::from_secs(4)).await;
-            procs[pick].signal("CONT");
-            "SIGSTOP worker 4 s"
+            procs[pick].proc.signal("CONT");
+            match procs[pick].kind {
+                Kind::Rust => "SIGSTOP EchoMQ worker 4 s",
+                Kind::Node => "SIGSTOP Node worker 4 s",
+                Kind::Python => "SIGSTOP Python worker 4 s",
+            }
         }
         2 => {
             let _ = raw(

@@ -21,8 +21,8 @@ use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
 
-mod parity_support;
-use parity_support::{assert_window_budget, redis_peak, redis_starts, timed_worker, Ran};
+mod limits_support;
+use limits_support::{assert_window_budget, redis_peak, redis_starts, timed_worker, Ran};
 
 const Q: &str = "par";
 
