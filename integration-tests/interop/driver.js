@@ -167,6 +167,48 @@ async function main() {
         await workerConnection.quit();
         return seen;
       }
+      case 'work-until': {
+        // Real BullMQ Workers (args.count of them, default 1, named
+        // `${args.name}-${i}` when args.name is given) with Worker options
+        // args.opts (concurrency, limiter, …), each job sleeping args.sleepMs,
+        // until every id of args.ids was processed by them, at least args.jobs
+        // jobs were, and every id of args.finished is completed or failed (by
+        // anyone); or until args.deadlineMs passed. Answers {done, seen}: done
+        // tells whether the condition held, seen is [{id, start, end}].
+        const seen = [];
+        const conns = [];
+        const workers = [];
+        for (let i = 0; i < (args.count || 1); i++) {
+          const c = connect(url);
+          conns.push(c);
+          const name = args.name ? `${args.name}-${i}` : undefined;
+          workers.push(new Worker(queueName, async (job) => {
+            const start = Date.now();
+            if (args.sleepMs) await new Promise((r) => setTimeout(r, args.sleepMs));
+            seen.push({ id: job.id, start, end: Date.now() });
+          }, { connection: c, prefix: 'emq', concurrency: 1, name, ...(args.opts || {}) }));
+        }
+        const mine = args.ids || [];
+        const finished = args.finished || [];
+        const held = async () => {
+          if (seen.length < (args.jobs || 0)) return false;
+          if (!mine.every((id) => seen.some((s) => s.id === id))) return false;
+          for (const id of finished) {
+            const state = await queue.getJobState(id);
+            if (state !== 'completed' && state !== 'failed') return false;
+          }
+          return true;
+        };
+        const deadline = Date.now() + (args.deadlineMs || 30000);
+        let done = await held();
+        while (!done && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 20));
+          done = await held();
+        }
+        await Promise.all(workers.map((w) => w.close()));
+        conns.forEach((c) => c.disconnect());
+        return { done, seen };
+      }
       case 'get-scheduler':
         return (await queue.getJobScheduler(args.id)) || null;
       default:

@@ -2,8 +2,10 @@
 // Usage: node events.js <redis-url> <queue> <json-options>
 // Options: waitFor (a job id: also prints {"ev":"finished","value"} or
 // {"ev":"finished-error","reason"} from job.waitUntilFinished).
-// Prints {"ev":"ready"} once listening, then one line per event as Node
-// delivers it: {"ev":"event","name","args"}. Exits when stdin closes.
+// Reads from the stream's last entry at its start. Prints {"ev":"ready"}
+// once listening, then one line per event as Node delivers it:
+// {"ev":"event","name","args","id"} (id: the stream entry's). Exits when
+// stdin closes.
 'use strict';
 const need = require('./pkg');
 const { QueueEvents, Queue, Job } = need('bullmq');
@@ -13,16 +15,33 @@ const [url, queueName, rawOpts] = process.argv.slice(2);
 const opts = rawOpts ? JSON.parse(rawOpts) : {};
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 
-const qe = new QueueEvents(queueName, {
-  connection: new IORedis(url, { maxRetriesPerRequest: null }), prefix: 'emq',
-});
+let closeWith = null;
+const keyPrefix = `emq:${queueName}`;
 const names = ['added', 'waiting', 'active', 'progress', 'completed', 'failed', 'delayed',
   'retries-exhausted', 'stalled', 'drained', 'removed', 'paused', 'resumed', 'duplicated'];
-for (const name of names) qe.on(name, (args) => out({ ev: 'event', name, args }));
 
-qe.waitUntilReady().then(async () => {
-  // The first XREAD is issued right after ready; give it a moment to block.
-  await new Promise((r) => setTimeout(r, 200));
+async function start() {
+  // Read from the stream's last entry as it is now: every event written
+  // after `ready` is delivered, however long the first XREAD takes to block.
+  const probe = new IORedis(url, { maxRetriesPerRequest: null });
+  const last = await probe.xrevrange(`${keyPrefix}:events`, '+', '-', 'COUNT', 1);
+  probe.disconnect();
+  const qe = new QueueEvents(queueName, {
+    connection: new IORedis(url, { maxRetriesPerRequest: null }), prefix: 'emq',
+    lastEventId: last.length ? last[0][0] : '0-0',
+  });
+  // Node hands `drained` its id alone, every other event (args, id).
+  for (const name of names) {
+    qe.on(name, (a, b) => out(name === 'drained'
+      ? { ev: 'event', name, args: {}, id: a }
+      : { ev: 'event', name, args: a, id: b }));
+  }
+  await qe.waitUntilReady();
+  return qe;
+}
+
+start().then(async (qe) => {
+  closeWith = qe;
   out({ ev: 'ready' });
   if (opts.waitFor) {
     const queue = new Queue(queueName, { connection: new IORedis(url, { maxRetriesPerRequest: null }), prefix: 'emq' });
@@ -40,6 +59,6 @@ qe.waitUntilReady().then(async () => {
 
 process.stdin.resume();
 process.stdin.on('end', async () => {
-  await qe.close();
+  if (closeWith) await closeWith.close();
   process.exit(0);
 });

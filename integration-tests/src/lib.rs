@@ -19,6 +19,7 @@ pub mod netns;
 mod node_bullmq;
 mod python_bullmq;
 pub mod sentinel;
+pub mod timeline;
 pub mod tls;
 pub mod topology;
 
@@ -29,7 +30,7 @@ use echomq::{Connection, ConnectionConfig};
 use fred::prelude::{Builder, Client, ClientLike, Config};
 use launch::{Probe, ServerArgs};
 
-pub use node_bullmq::NodeBullmq;
+pub use node_bullmq::{NodeBullmq, NodeRun};
 pub use python_bullmq::{python_bullmq, python_driver, PYTHON_BULLMQ_VERSION};
 
 /// A `redis-server` child process, stopped (killed) when dropped.
@@ -179,6 +180,12 @@ pub async fn keys(client: &Client, pattern: &str) -> Vec<String> {
 /// (`npm ci` in `integration-tests/interop`).
 pub fn bullmq(command: &str, url: &str, queue: &str, args: serde_json::Value) -> serde_json::Value {
     NodeBullmq::V6_7.bullmq(command, url, queue, args)
+}
+
+/// Runs real BullMQ 6.7.0 Workers on `url`/`queue` with `driver.js
+/// work-until` until they did what `args` asks (see [`NodeBullmq::work_until`]).
+pub fn bullmq_work_until(url: &str, queue: &str, args: serde_json::Value) -> NodeRun {
+    NodeBullmq::V6_7.work_until(url, queue, args)
 }
 
 /// Runs `node interop/flows.js <command> <url> <queue> <args-json>` (BullMQ's

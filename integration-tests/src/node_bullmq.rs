@@ -84,6 +84,14 @@ impl NodeBullmq {
         self.run("driver.js", command, url, queue, args)
     }
 
+    /// Runs real BullMQ Workers with `driver.js work-until` (see there for
+    /// `args`: `ids`, `jobs`, `finished`, `deadlineMs`, `count`, `name`,
+    /// `opts`, `sleepMs`) until what they were asked to do is done or the
+    /// deadline passed.
+    pub fn work_until(self, url: &str, queue: &str, args: serde_json::Value) -> NodeRun {
+        NodeRun::from_json(&self.bullmq("work-until", url, queue, args))
+    }
+
     /// Runs a command of `interop/flows.js` with this release and returns its JSON output.
     pub fn flows(
         self,
@@ -128,6 +136,43 @@ impl NodeBullmq {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).expect("the interop script prints JSON")
+    }
+}
+
+/// What a `driver.js work-until` run answered.
+#[derive(Clone, Debug)]
+pub struct NodeRun {
+    /// The condition held before the deadline.
+    pub done: bool,
+    /// `(job id, start ms, end ms)` of every job its workers processed, in
+    /// order (Node's clock: for display; timing checks read Redis's).
+    pub seen: Vec<(String, u64, u64)>,
+}
+
+impl NodeRun {
+    /// Parses the JSON `work-until` prints.
+    pub fn from_json(v: &serde_json::Value) -> NodeRun {
+        let seen = v["seen"]
+            .as_array()
+            .unwrap_or_else(|| panic!("work-until answered {v}"))
+            .iter()
+            .map(|s| {
+                (
+                    s["id"].as_str().unwrap_or_default().to_owned(),
+                    s["start"].as_u64().unwrap_or(0),
+                    s["end"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        NodeRun {
+            done: v["done"] == serde_json::json!(true),
+            seen,
+        }
+    }
+
+    /// The ids processed, in order.
+    pub fn ids(&self) -> Vec<String> {
+        self.seen.iter().map(|s| s.0.clone()).collect()
     }
 }
 

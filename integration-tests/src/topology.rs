@@ -155,14 +155,21 @@ pub async fn four_actors(conn: &Connection, queue: &str) -> Lifecycle {
     };
     let elapsed = started.elapsed();
     assert!(failed.contains(&failing_id), "{failed:?}");
-    set.worker.stop(None);
-    set.lock_manager.stop(None);
-    if let Some(sc) = &set.stalled_checker {
-        sc.stop(None);
-    }
-    qe.stop(None);
-    sched.stop(None);
-    host.stop(None);
+    // Closed, not merely told to stop: once `close` answers the fetch loop
+    // has ended, so no job added after this function returns can be taken by
+    // this worker (a stop() returns before the actor has even seen it).
+    set.close(Duration::from_secs(5))
+        .await
+        .expect("the worker set closes");
+    let gone = Some(Duration::from_secs(5));
+    qe.stop_and_wait(None, gone)
+        .await
+        .expect("queue events stop");
+    sched
+        .stop_and_wait(None, gone)
+        .await
+        .expect("scheduler stops");
+    host.stop_and_wait(None, gone).await.expect("host stops");
     let completed_events = seen.lock().unwrap().clone();
     Lifecycle {
         completed,
@@ -205,6 +212,7 @@ impl Default for LoadOptions {
 pub struct Load {
     queue: Queue,
     host: ractor::ActorRef<()>,
+    set: echomq::WorkerSet,
     stop: Arc<std::sync::atomic::AtomicBool>,
     producer: tokio::task::JoinHandle<()>,
     acked: Arc<Mutex<Vec<String>>>,
@@ -277,7 +285,7 @@ impl Load {
             .lock_duration(opts.lock_duration)
             .stalled_interval(Duration::from_secs(1))
             .drain_delay(Duration::from_millis(300));
-        WorkerSetSpec::new(args)
+        let set = WorkerSetSpec::new(args)
             .spawn_linked(host.get_cell())
             .await
             .expect("worker set");
@@ -309,6 +317,7 @@ impl Load {
         Load {
             queue: q,
             host,
+            set,
             stop,
             producer,
             acked,
@@ -359,7 +368,7 @@ impl Load {
     }
 
     /// Stops the producer, waits until every acknowledged job is completed
-    /// or gone (at most 30 s), stops the worker tree and reports.
+    /// or gone (at most 30 s), closes the worker tree and reports.
     pub async fn finish(self) -> LoadReport {
         use std::sync::atomic::Ordering;
         self.stop.store(true, Ordering::Relaxed);
@@ -390,7 +399,16 @@ impl Load {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        self.host.stop(None);
+        // Closed before the report: nothing of this load runs beside what
+        // the test does next.
+        self.set
+            .close(Duration::from_secs(5))
+            .await
+            .expect("the load's worker set closes");
+        self.host
+            .stop_and_wait(None, Some(Duration::from_secs(5)))
+            .await
+            .expect("host stops");
         let processed_twice = self
             .processed
             .lock()

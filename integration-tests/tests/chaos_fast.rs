@@ -146,6 +146,8 @@ async fn a_worker_takes_jobs_again_after_a_blackhole() {
         .await
         .unwrap();
     proxy.set_mode(FaultMode::Blackhole);
+    // The fault's length: past the 1 s command timeout, so every pooled
+    // connection is found dead.
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.set_mode(FaultMode::Pass);
     for _ in 0..5 {

@@ -18,7 +18,7 @@ use echomq::{
     WorkerSetSpec,
 };
 use echomq_integration_tests::cluster::RedisCluster;
-use echomq_integration_tests::{bullmq, topology, NullSupervisor};
+use echomq_integration_tests::{bullmq, bullmq_work_until, topology, NullSupervisor};
 use ractor::Actor;
 use serde_json::json;
 
@@ -126,12 +126,13 @@ async fn queues_on_three_primaries_and_bullmq_node_on_one_cluster() {
             .is_some_and(|r| r.ends_with(":w:rust-on-cluster"))),
         "Node's getWorkers lists the EchoMQ worker: {workers}"
     );
-    set.worker.stop(None);
-    set.lock_manager.stop(None);
-    if let Some(sc) = &set.stalled_checker {
-        sc.stop(None);
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Closed, not merely told to stop: once `close` answers, the set's fetch
+    // loop has ended and no job added from here on can be taken by it (a
+    // stop() returns before the actor has even seen it, and a fetch already
+    // sent may still reach Redis after the jobs below).
+    set.close(Duration::from_secs(5))
+        .await
+        .expect("the worker set closes");
 
     // EchoMQ adds, BullMQ Node's worker (ioredis Cluster) takes them.
     let mut rust_ids = Vec::new();
@@ -142,16 +143,18 @@ async fn queues_on_three_primaries_and_bullmq_node_on_one_cluster() {
                 .unwrap(),
         );
     }
-    let seen = bullmq("work-for", &url, "{mix}", json!({ "ms": 2000 }));
-    let by_node: BTreeSet<String> = seen
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap().to_owned())
-        .collect();
-    for id in &rust_ids {
-        assert!(by_node.contains(id), "Node processed {id}: {seen}");
-    }
+    // Node's Worker is the only one left: it runs until it has taken them.
+    let run = bullmq_work_until(
+        &url,
+        "{mix}",
+        json!({ "ids": rust_ids, "deadlineMs": 60_000 }),
+    );
+    let by_node: BTreeSet<String> = run.ids().into_iter().collect();
+    let wanted: BTreeSet<String> = rust_ids.iter().cloned().collect();
+    assert!(
+        run.done && by_node == wanted,
+        "Node processed exactly {wanted:?}: {run:?}"
+    );
     wait_states(&q, &rust_ids, JobState::Completed, Duration::from_secs(5)).await;
 
     // A flow whose queues share a hash tag runs end to end on Rust workers,

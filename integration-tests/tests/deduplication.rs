@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use echomq::{Deduplication, Error, JobOptions, JobState, Queue};
-use echomq_integration_tests::{events, RedisServer};
+use echomq_integration_tests::{events, state, timeline, wait_until, RedisServer};
 use fred::prelude::*;
 use serde_json::{json, Value as Json};
 
@@ -91,47 +91,131 @@ async fn simple_mode_keeps_the_owner_until_the_key_is_freed() {
     assert_eq!(q.get_deduplication_job_id("D").await.unwrap(), None);
 }
 
+/// Redis's time (ms) of the first `event` of job `id` in queue `queue`'s
+/// stream (the last one when `last`).
+async fn event_at(c: &Client, queue: &str, event: &str, id: &str, last: bool) -> u64 {
+    let stamps = timeline::stamps(c, &format!("emq:{queue}:events")).await;
+    let hit = |s: &&timeline::Stamp| s.name == event && s.job_id == id;
+    let found = if last {
+        stamps.iter().rfind(hit)
+    } else {
+        stamps.iter().find(hit)
+    };
+    found
+        .unwrap_or_else(|| panic!("no {event} of {id}: {stamps:?}"))
+        .at_ms
+}
+
+/// Whether a second add falls inside the window depends on how fast the test
+/// runs; what must happen to it is decided on Redis's clock (the events'
+/// ids), and the case is tried again with a new id until one second add fell
+/// inside.
 #[tokio::test]
 async fn throttle_mode_expires_with_the_ttl() {
+    const TTL: u64 = 300;
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, "th").await.unwrap();
-    let opts = || dedup(Deduplication::new("T").ttl(300));
-
-    assert_eq!(q.add("a", &json!(1), opts()).await.unwrap(), "1");
-    let ttl: i64 = c.pttl("emq:th:de:T").await.unwrap();
-    assert!(ttl > 0 && ttl <= 300, "ttl {ttl}");
-    assert_eq!(q.add("a", &json!(2), opts()).await.unwrap(), "1");
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(q.add("a", &json!(3), opts()).await.unwrap(), "3");
-    assert_eq!(
-        deduplicated(&c, "th").await,
-        vec![("1".into(), "T".into(), "2".into())]
-    );
+    for n in 0..20 {
+        let d = format!("T{n}");
+        let opts = || dedup(Deduplication::new(&d).ttl(TTL));
+        let owner = q.add("a", &json!(1), opts()).await.unwrap();
+        let ttl: i64 = c.pttl(format!("emq:th:de:{d}")).await.unwrap();
+        assert!(ttl <= TTL as i64, "ttl {ttl}");
+        let added = event_at(&c, "th", "added", &owner, false).await;
+        let second = q.add("a", &json!(2), opts()).await.unwrap();
+        if second != owner {
+            let at = event_at(&c, "th", "added", &second, false).await;
+            assert!(
+                at + 1 >= added + TTL,
+                "an add {} ms into the {TTL} ms window was not deduplicated",
+                at - added
+            );
+            continue;
+        }
+        let at = event_at(&c, "th", "deduplicated", &owner, true).await;
+        // An entry's id is its XADD's millisecond, which may be one past the
+        // one the script's expiry check used.
+        assert!(
+            at <= added + TTL + 1,
+            "deduplicated {} ms after the owner's add, past its window",
+            at - added
+        );
+        let dropped: u64 = owner.parse::<u64>().unwrap() + 1;
+        assert!(deduplicated(&c, "th").await.contains(&(
+            owner.clone(),
+            d.clone(),
+            dropped.to_string()
+        )));
+        // The window ends with the key; the next add is a new job, and it
+        // came no earlier than the TTL after the owner's.
+        wait_until("the key expires", Duration::from_secs(5), async || {
+            !state::exists(&c, &format!("emq:th:de:{d}")).await
+        })
+        .await;
+        let third = q.add("a", &json!(3), opts()).await.unwrap();
+        assert_eq!(third, (dropped + 1).to_string());
+        let at = event_at(&c, "th", "added", &third, false).await;
+        assert!(
+            at + 1 >= added + TTL,
+            "the key expired {} ms early",
+            added + TTL - at
+        );
+        return;
+    }
+    panic!("no second add fell inside a {TTL} ms window in 20 tries");
 }
 
+/// As for throttling, Redis's clock decides what each add must do; the case
+/// is tried again with a new id until a chain of dropped adds outlived the
+/// first add's own window.
 #[tokio::test]
 async fn debounce_mode_restarts_the_window_on_every_dropped_add() {
+    const TTL: u64 = 400;
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, "db").await.unwrap();
-    let opts = || dedup(Deduplication::new("B").ttl(400).extend(true));
-
-    assert_eq!(q.add("a", &json!(1), opts()).await.unwrap(), "1");
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        assert_eq!(q.add("a", &json!(0), opts()).await.unwrap(), "1");
-        let ttl: i64 = c.pttl("emq:db:de:B").await.unwrap();
-        assert!(ttl > 300, "the window restarted: {ttl}");
+    'attempt: for n in 0..10 {
+        let d = format!("B{n}");
+        let opts = || dedup(Deduplication::new(&d).ttl(TTL).extend(true));
+        let owner = q.add("a", &json!(1), opts()).await.unwrap();
+        let first = event_at(&c, "db", "added", &owner, false).await;
+        let mut prev = first;
+        for _ in 0..3 {
+            // The cadence is the phenomenon: adds arriving while the window
+            // runs, each (when it is in time) restarting it.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let id = q.add("a", &json!(0), opts()).await.unwrap();
+            if id != owner {
+                let at = event_at(&c, "db", "added", &id, false).await;
+                assert!(
+                    at + 1 >= prev + TTL,
+                    "an add {} ms into a restarted window was not deduplicated",
+                    at - prev
+                );
+                continue 'attempt;
+            }
+            let at = event_at(&c, "db", "deduplicated", &owner, true).await;
+            assert!(at <= prev + TTL + 1, "deduplicated past the window");
+            let ttl: i64 = c.pttl(format!("emq:db:de:{d}")).await.unwrap();
+            assert!(ttl <= TTL as i64, "the window restarted: {ttl}");
+            prev = at;
+        }
+        // Still owned by the first add when dropping the last one, 750 ms or
+        // more after it on Redis's clock: past its own 400 ms window.
+        assert!(prev >= first + 750, "{} ms", prev - first);
+        let dropped: Vec<_> = deduplicated(&c, "db")
+            .await
+            .into_iter()
+            .filter(|e| e.1 == d)
+            .collect();
+        assert_eq!(dropped.len(), 3);
+        assert!(dropped.iter().all(|e| e.0 == owner));
+        return;
     }
-    // 750 ms after the first add, past its own 400 ms window: still owned.
-    assert_eq!(
-        q.get_deduplication_job_id("B").await.unwrap().as_deref(),
-        Some("1")
-    );
-    assert_eq!(deduplicated(&c, "db").await.len(), 3);
+    panic!("no chain of dropped adds stayed inside its windows in 10 tries");
 }
 
 #[tokio::test]

@@ -259,6 +259,7 @@ async fn delayed_jobs_start_on_time_on_a_busy_worker() {
         tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 q.add("work", &json!({}), JobOptions::new()).await.unwrap();
+                // The load's shape: an ordinary job every 15 ms.
                 tokio::time::sleep(Duration::from_millis(15)).await;
             }
         })
@@ -373,6 +374,7 @@ async fn backoff_retries_start_on_time() {
         )
         .await
         .unwrap();
+        // Spread the retries' due times apart.
         tokio::time::sleep(Duration::from_millis(41)).await;
     }
     wait_for("every third attempt", Duration::from_secs(15), || {
@@ -407,8 +409,9 @@ async fn backoff_retries_start_on_time() {
     check("backoff retries", &lates);
 }
 
-/// Starts of a scheduler's iterations: the slot in each id is its due time.
-async fn scheduler_starts(spec: SchedulerSpec, queue: &str, run_for: Duration) -> Vec<Start> {
+/// Starts of a scheduler's iterations, until `n` have started (within 30
+/// s): the slot in each id is its due time.
+async fn scheduler_starts(spec: SchedulerSpec, queue: &str, n: usize) -> Vec<Start> {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let q = Queue::new(&conn, queue).await.unwrap();
@@ -416,7 +419,10 @@ async fn scheduler_starts(spec: SchedulerSpec, queue: &str, run_for: Duration) -
     let w = start_worker(&q, recording(&starts, 1, Duration::ZERO), 4).await;
     let schedulers = JobSchedulers::new(&conn, queue).unwrap();
     schedulers.upsert(&spec).await.unwrap();
-    tokio::time::sleep(run_for).await;
+    wait_for("the iterations started", Duration::from_secs(30), || {
+        starts.lock().unwrap().len() >= n
+    })
+    .await;
     schedulers.remove(&spec.id).await.unwrap();
     w.close().await;
     let mut starts = starts.lock().unwrap().clone();
@@ -432,7 +438,7 @@ fn slot(id: &str) -> u64 {
 async fn every_scheduler_iterations_start_on_time_without_drift() {
     let _serial = SERIAL.lock().await;
     let every = SchedulerSpec::every("tick", Duration::from_millis(200));
-    let starts = scheduler_starts(every, "every", Duration::from_millis(2500)).await;
+    let starts = scheduler_starts(every, "every", 11).await;
     assert!(starts.len() >= 11, "{} iterations", starts.len());
     // The first iteration runs at once (it is not delayed); the rest are due
     // at their slots, 200 ms apart.
@@ -455,7 +461,7 @@ async fn every_scheduler_iterations_start_on_time_without_drift() {
 async fn cron_scheduler_iterations_start_on_time() {
     let _serial = SERIAL.lock().await;
     let cron = SchedulerSpec::cron("sec", "* * * * * *", None);
-    let starts = scheduler_starts(cron, "cron", Duration::from_millis(3600)).await;
+    let starts = scheduler_starts(cron, "cron", 3).await;
     assert!(starts.len() >= 3, "{} iterations", starts.len());
     let slots: Vec<u64> = starts.iter().map(|s| slot(&s.id)).collect();
     assert!(slots.windows(2).all(|w| w[1] - w[0] == 1000), "{slots:?}");
@@ -491,7 +497,7 @@ async fn a_skewed_host_clock_neither_starts_jobs_early_nor_late() {
     // behind schedule (and skip slots) when it produces the next iteration.
     echomq::clock::set_skew_ms(400);
     let every = SchedulerSpec::every("tick", Duration::from_millis(200));
-    let starts = scheduler_starts(every, "skew-every", Duration::from_millis(1500)).await;
+    let starts = scheduler_starts(every, "skew-every", 6).await;
     echomq::clock::set_skew_ms(0);
     assert!(starts.len() >= 6, "{} iterations", starts.len());
     let slots: Vec<u64> = starts.iter().map(|s| slot(&s.id)).collect();

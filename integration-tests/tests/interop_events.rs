@@ -11,7 +11,7 @@ use echomq::{
     Backoff, Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, WorkerArgs,
     WorkerMsg, WorkerSetSpec,
 };
-use echomq_integration_tests::{wait_until, NullSupervisor};
+use echomq_integration_tests::{timeline, wait_until, NullSupervisor};
 use echomq_integration_tests::{NodeBullmq, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
@@ -143,14 +143,27 @@ async fn echomq_queue_events_receives_what_a_node_worker_emits(js: NodeBullmq) {
 
     let mut got = Vec::new();
     let mut drained = 0;
-    // Everything is in the stream by now; a short idle gap ends the read.
-    while let Ok(Some(d)) = tokio::time::timeout(Duration::from_millis(800), sub.recv()).await {
+    // Everything is in the stream by now: read up to its last entry.
+    let last = timeline::stamps(&c, "emq:ev1:events")
+        .await
+        .pop()
+        .expect("events")
+        .id;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let d = tokio::time::timeout_at(deadline, sub.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no delivery up to {last}: {got:?}"))
+            .expect("the subscription lives");
         match d {
             Delivery::Event(e) => {
                 if e.kind == EventKind::Drained {
                     drained += 1;
                 }
                 got.extend(reduce_rust(&e.kind));
+                if e.id == last {
+                    break;
+                }
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -196,12 +209,35 @@ async fn node_queue_events_receives_what_an_echomq_worker_emits(js: NodeBullmq) 
         v["ev"] == "finished" || v["ev"] == "finished-error"
     });
     assert_eq!(finished, json!({"ev": "finished", "value": {"a": 1}}));
-    // Node's reader is at the end of the stream once the last completion
-    // arrived; give the tail (drained) a moment.
-    node.wait_line(Duration::from_secs(10), |v| {
-        v["ev"] == "event" && v["name"] == "completed" && v["args"]["jobId"] == "4"
-    });
-    std::thread::sleep(Duration::from_millis(500));
+    // Node has delivered everything once it delivered the stream's last entry
+    // of a kind it listens to.
+    let listened = [
+        "added",
+        "waiting",
+        "active",
+        "progress",
+        "completed",
+        "failed",
+        "delayed",
+        "retries-exhausted",
+        "stalled",
+        "drained",
+        "removed",
+        "paused",
+        "resumed",
+        "duplicated",
+    ];
+    let last = timeline::stamps(&c, "emq:ev2:events")
+        .await
+        .into_iter()
+        .rfind(|s| listened.contains(&s.name.as_str()))
+        .expect("events")
+        .id;
+    // (Lines read while waiting for `finished` count too.)
+    let delivered = |v: &Json| v["ev"] == "event" && v["id"] == json!(last);
+    if !node.drain().iter().any(delivered) {
+        node.wait_line(Duration::from_secs(15), delivered);
+    }
     let lines = node.drain().to_vec();
     let got = lines
         .iter()

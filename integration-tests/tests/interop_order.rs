@@ -26,9 +26,10 @@ fn now_ms() -> u64 {
 
 /// `(name, Node opts)` in adding order; names are taken in `ORDER`.
 fn jobs(t: u64) -> Vec<(&'static str, Json)> {
-    // The delayed jobs share one due millisecond, far enough ahead that the
-    // others are done first.
-    let d = json!({"delay": 1500, "timestamp": t});
+    // The delayed jobs share one due time far ahead: none can come due while
+    // the others are taken however slow the machine is; once those five
+    // were taken, `make_due` brings them to a due time close by.
+    let d = json!({"delay": PARKED_MS, "timestamp": t});
     vec![
         ("D1", d.clone()),
         ("A", json!({})),
@@ -43,7 +44,29 @@ fn jobs(t: u64) -> Vec<(&'static str, Json)> {
 
 const ORDER: [&str; 8] = ["L", "A", "B", "P1", "P5", "D1", "D2", "D3"];
 
-async fn assert_after(c: &Client, q: &str, t: u64) {
+/// The delay the delayed jobs are added with: longer than any test run.
+const PARKED_MS: u64 = 3_600_000;
+
+/// D1, D2, D3 by id (adding order).
+const DELAYED_IDS: [&str; 3] = ["1", "5", "8"];
+
+/// Called once the five other jobs were taken: changes the delay of D1, D2,
+/// D3 (in that order, so their due order stays theirs) to 1500 ms from now
+/// and answers each one's due time, read back from its `delayed` score.
+async fn make_due(queue: &Queue, c: &Client, q: &str) -> Vec<u64> {
+    let mut due = Vec::new();
+    for id in DELAYED_IDS {
+        queue
+            .change_delay(id, Duration::from_millis(1500))
+            .await
+            .unwrap();
+        let score: Option<f64> = c.zscore(format!("emq:{q}:delayed"), id).await.unwrap();
+        due.push(score.expect("still delayed") as u64 / 0x1000);
+    }
+    due
+}
+
+async fn assert_after(c: &Client, q: &str, due: &[u64]) {
     // prioritized emptied: its counter is gone (item 12).
     let pc: u64 = c.exists(format!("emq:{q}:pc")).await.unwrap();
     assert_eq!(pc, 0);
@@ -59,8 +82,7 @@ async fn assert_after(c: &Client, q: &str, t: u64) {
     // granularity (Redis checks blocking timeouts on its ~100 ms tick; 102-117
     // ms measured for an idle EchoMQ worker, 44-106 ms for a Node one) plus the
     // run of the jobs due with it.
-    let due = t + 1500;
-    for id in ["1", "5", "8"] {
+    for (id, &due) in DELAYED_IDS.iter().zip(due) {
         let p: String = c
             .hget(format!("emq:{q}:{id}"), "processedOn")
             .await
@@ -105,13 +127,18 @@ async fn an_echomq_worker_takes_node_jobs_in_bullmq_order() {
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();
-    wait_until("8 completed", Duration::from_secs(10), async || {
+    wait_until("5 taken", Duration::from_secs(30), async || {
+        seen.lock().unwrap().len() >= 5
+    })
+    .await;
+    let due = make_due(&queue, &c, "or1").await;
+    wait_until("8 completed", Duration::from_secs(30), async || {
         c.zcard::<u64, _>("emq:or1:completed").await.unwrap() == 8
     })
     .await;
     call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(1)).unwrap();
     assert_eq!(*seen.lock().unwrap(), ORDER);
-    assert_after(&c, "or1", t).await;
+    assert_after(&c, "or1", &due).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,17 +172,21 @@ async fn a_node_worker_takes_echomq_jobs_in_bullmq_order() {
         json!({"verbose": true, "skipStalledCheck": true}),
     );
     let mut order = Vec::new();
-    for _ in 0..8 {
-        let v = node.wait_line(Duration::from_secs(10), |v| v["ev"] == "start");
+    let mut due = Vec::new();
+    for i in 0..8 {
+        if i == 5 {
+            due = make_due(&queue, &c, "or2").await;
+        }
+        let v = node.wait_line(Duration::from_secs(30), |v| v["ev"] == "start");
         order.push(names[v["id"].as_str().unwrap()]);
     }
-    wait_until("8 completed", Duration::from_secs(10), async || {
+    wait_until("8 completed", Duration::from_secs(30), async || {
         c.zcard::<u64, _>("emq:or2:completed").await.unwrap() == 8
     })
     .await;
     node.finish();
     assert_eq!(order, ORDER);
-    assert_after(&c, "or2", t).await;
+    assert_after(&c, "or2", &due).await;
 }
 
 /// Item 45: a Node worker's scripts trim the stream to the maxLenEvents an

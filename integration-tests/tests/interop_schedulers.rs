@@ -9,22 +9,23 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{JobSchedulers, ProcessError, Queue, SchedulerSpec, WorkerArgs, WorkerMsg};
-use echomq_integration_tests::NullSupervisor;
+use echomq_integration_tests::{timeline, wait_until, NullSupervisor};
 use echomq_integration_tests::{NodeBullmq, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
 
-/// Runs a Rust worker on `queue` for `ms`; the ids it ran, with counts.
-async fn rust_worker_for(queue: &Queue, ms: u64) -> HashMap<String, u32> {
-    rust_worker_observing(queue, ms, None).await.0
+/// Runs a Rust worker on `queue` until it has run `n` jobs, then closes it
+/// (the jobs it holds finish); the ids it ran, with counts.
+async fn rust_worker_for(queue: &Queue, n: usize) -> HashMap<String, u32> {
+    rust_worker_observing(queue, n, None).await.0
 }
 
 /// What a Rust processor saw of its scheduler while it ran iteration `millis`.
 #[derive(Debug)]
 struct Seen {
     millis: u64,
-    /// The job hash of the iteration `step` later existed.
+    /// The job hash of the scheduler's next slot existed.
     successor_exists: bool,
     /// `{P}repeat` score of the scheduler.
     score: Option<f64>,
@@ -32,12 +33,12 @@ struct Seen {
     ic: Option<String>,
 }
 
-/// Like [`rust_worker_for`]; with `observer` = (client, step) every run also
+/// Like [`rust_worker_for`]; with an `observer` client every run also
 /// records, from inside the processor, the state of its successor.
 async fn rust_worker_observing(
     queue: &Queue,
-    ms: u64,
-    observer: Option<(Client, u64)>,
+    n: usize,
+    observer: Option<Client>,
 ) -> (HashMap<String, u32>, Vec<Seen>) {
     let runs: Arc<Mutex<HashMap<String, u32>>> = Default::default();
     let seen: Arc<Mutex<Vec<Seen>>> = Default::default();
@@ -45,7 +46,7 @@ async fn rust_worker_observing(
     let p = processor_fn(move |job: JobContext| {
         let (r, sn, observer, name) = (r.clone(), sn.clone(), observer.clone(), name.clone());
         async move {
-            if let Some((c, step)) = observer {
+            if let Some(c) = observer {
                 let (sched, millis) = job
                     .id()
                     .strip_prefix("repeat:")
@@ -53,10 +54,12 @@ async fn rust_worker_observing(
                     .rsplit_once(':')
                     .unwrap();
                 let millis: u64 = millis.parse().unwrap();
-                let successor = format!("emq:{name}:repeat:{sched}:{}", millis + step);
-                let exists: i64 = c.exists(&successor).await.unwrap();
+                // The scheduler's next slot, and the job hash of that slot.
                 let score: Option<f64> =
                     c.zscore(format!("emq:{name}:repeat"), sched).await.unwrap();
+                let successor =
+                    format!("emq:{name}:repeat:{sched}:{}", score.unwrap_or(0.0) as u64);
+                let exists: i64 = c.exists(&successor).await.unwrap();
                 let ic: Option<String> = c
                     .hget(format!("emq:{name}:repeat:{sched}"), "ic")
                     .await
@@ -78,18 +81,25 @@ async fn rust_worker_observing(
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(ms)).await;
+    wait_until(
+        "the Rust worker's runs",
+        Duration::from_secs(30),
+        async || runs.lock().unwrap().len() >= n,
+    )
+    .await;
     call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+    w.wait(Some(Duration::from_secs(10))).await.unwrap();
     let out = runs.lock().unwrap().clone();
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     (out, seen)
 }
 
-/// Compat item 58: a Rust worker creates iteration `T + step` (job hash,
+/// Compat item 58: a Rust worker creates the next iteration (job hash,
 /// `{P}repeat` score, `ic` + 1) before it runs — so before it finishes —
-/// iteration `T`. `chain` is every completed iteration's millis; iteration
-/// `chain[i]` is number `i + 1`, so its successor makes `ic` = `i + 2`.
-fn assert_successor_first(seen: &[Seen], chain: &[u64], step: u64) {
+/// iteration `T`. `chain` is every completed iteration's millis then the
+/// pending next one; iteration `chain[i]` is number `i + 1`, so its successor
+/// `chain[i + 1]` makes `ic` = `i + 2`.
+fn assert_successor_first(seen: &[Seen], chain: &[u64]) {
     assert!(!seen.is_empty(), "the Rust worker ran no iteration");
     for s in seen {
         let i = chain
@@ -101,21 +111,35 @@ fn assert_successor_first(seen: &[Seen], chain: &[u64], step: u64) {
             "iteration {} ran before its successor existed: {s:?}",
             s.millis
         );
-        assert_eq!(s.score, Some((s.millis + step) as f64), "{s:?}");
+        assert_eq!(s.score, Some(chain[i + 1] as f64), "{s:?}");
         assert_eq!(s.ic, Some((i + 2).to_string()), "{s:?}");
     }
 }
 
-/// Runs a Node worker on `queue` for `ms`; the ids it ran, with counts.
-fn node_worker_for(js: NodeBullmq, url: &str, queue: &str, ms: u64) -> HashMap<String, u32> {
-    let node = js.spawn("worker.js", url, queue, json!({"skipStalledCheck": true}));
-    std::thread::sleep(Duration::from_millis(ms));
+/// Runs a Node worker on `queue` until it has started `n` jobs, then closes
+/// it (the jobs it holds finish); the ids it ran, with counts.
+fn node_worker_for(js: NodeBullmq, url: &str, queue: &str, n: usize) -> HashMap<String, u32> {
+    let mut node = js.spawn(
+        "worker.js",
+        url,
+        queue,
+        json!({"skipStalledCheck": true, "verbose": true}),
+    );
+    let mut started = 0;
+    node.wait_line(Duration::from_secs(30), |v| {
+        started += usize::from(v["ev"] == "start");
+        started >= n
+    });
     let summary = node.finish().expect("node summary");
     serde_json::from_value(summary["runs"].clone()).unwrap()
 }
 
-/// The millis of every iteration completed, checked to form one chain
-/// `step` apart, each run once by exactly one side; returns the chain.
+/// The millis of every iteration completed, then of the pending next one,
+/// checked to form one chain `step` apart, each run once by exactly one
+/// side. A slot is skipped only where the clock says so: an iteration whose
+/// successor was computed (after its take) once the successor's slot had
+/// passed makes the next one at the first slot after that moment, as both
+/// sides do; any other gap is a fault.
 async fn assert_chain(
     c: &Client,
     queue: &str,
@@ -146,17 +170,18 @@ async fn assert_chain(
         })
         .collect();
     millis.sort();
-    for w in millis.windows(2) {
-        assert_eq!(w[1] - w[0], step, "gap or duplicate in {millis:?}");
-    }
     for id in &ids {
         let total: u32 = runs.iter().map(|r| r.get(id).copied().unwrap_or(0)).sum();
         assert_eq!(total, 1, "{id} ran {total} times");
     }
     let ran: usize = runs.iter().map(|r| r.len()).sum();
     assert_eq!(ran, ids.len(), "every run completed");
-    // The next iteration waits, one step after the last completed.
-    let next = format!("{prefix}{}", millis.last().unwrap() + step);
+    // The next iteration waits; the scheduler's score names it.
+    let next: f64 = c
+        .zscore(format!("emq:{queue}:repeat"), sched)
+        .await
+        .unwrap();
+    let next = next as u64;
     let pending: Vec<String> = c
         .zrange(
             format!("emq:{queue}:delayed"),
@@ -170,10 +195,45 @@ async fn assert_chain(
         .await
         .unwrap();
     let waiting: Vec<String> = c.lrange(format!("emq:{queue}:wait"), 0, -1).await.unwrap();
+    let next_id = format!("{prefix}{next}");
     assert!(
-        pending.contains(&next) || waiting.contains(&next),
-        "next iteration {next} missing: delayed {pending:?} wait {waiting:?}"
+        pending.contains(&next_id) || waiting.contains(&next_id),
+        "next iteration {next_id} missing: delayed {pending:?} wait {waiting:?}"
     );
+    millis.push(next);
+    let stamps = timeline::stamps(c, &format!("emq:{queue}:events")).await;
+    let taken_at = |m: u64| {
+        stamps
+            .iter()
+            .find(|s| s.name == "active" && s.job_id == format!("{prefix}{m}"))
+            .map(|s| s.at_ms)
+            .unwrap_or_else(|| panic!("no active event for {prefix}{m}"))
+    };
+    for w in millis.windows(2) {
+        let gap = w[1] - w[0];
+        if gap == step {
+            continue;
+        }
+        // The creator of `w[1]` stamped the moment it computed the slot in
+        // the job's `timestamp` (its `delay` counts from there): a skipped
+        // slot is right only if that moment was at or past the slot skipped
+        // and `w[1]` is the first slot after it. A cron or every slot is
+        // computed on the creator's clock (Node's, or Redis's for an EchoMQ
+        // worker), so this is the clock the check must use; the `active`
+        // event on Redis's clock is shown for the record.
+        let created: String = c
+            .hget(format!("emq:{queue}:{prefix}{}", w[1]), "timestamp")
+            .await
+            .unwrap();
+        let created: u64 = created.parse().unwrap();
+        let at = taken_at(w[0]);
+        assert!(
+            gap > step && gap % step == 0 && created + 1 >= w[0] + step && w[1] <= created + step,
+            "gap or duplicate in {millis:?}: {} taken at {at}, next {} computed at {created}",
+            w[0],
+            w[1]
+        );
+    }
     millis
 }
 
@@ -188,8 +248,8 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
         "se",
         json!({"id": "s1", "repeat": {"every": 1000}, "template": {"name": "tick"}}),
     );
-    let (rust, seen) = rust_worker_observing(&queue, 2600, Some((c.clone(), 1000))).await;
-    let node = node_worker_for(js, &redis.url(), "se", 1500);
+    let (rust, seen) = rust_worker_observing(&queue, 2, Some(c.clone())).await;
+    let node = node_worker_for(js, &redis.url(), "se", 1);
     assert!(
         rust.len() >= 2 && !node.is_empty(),
         "rust {rust:?} node {node:?}"
@@ -197,8 +257,12 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
     let chain = assert_chain(&c, "se", "s1", 1000, &[&rust, &node]).await;
     assert_eq!(first["id"], json!(format!("repeat:s1:{}", chain[0])));
     let ic: String = c.hget("emq:se:repeat:s1", "ic").await.unwrap();
-    assert_eq!(ic, (chain.len() + 1).to_string());
-    assert_successor_first(&seen, &chain, 1000);
+    assert_eq!(
+        ic,
+        chain.len().to_string(),
+        "one iteration count per iteration made"
+    );
+    assert_successor_first(&seen, &chain);
 }
 
 async fn node_cron_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
@@ -212,8 +276,8 @@ async fn node_cron_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
         "sc",
         json!({"id": "c1", "repeat": {"pattern": "* * * * * *", "tz": "UTC"}}),
     );
-    let rust = rust_worker_for(&queue, 2600).await;
-    let node = node_worker_for(js, &redis.url(), "sc", 1500);
+    let rust = rust_worker_for(&queue, 2).await;
+    let node = node_worker_for(js, &redis.url(), "sc", 1);
     assert!(
         rust.len() >= 2 && !node.is_empty(),
         "rust {rust:?} node {node:?}"
@@ -234,15 +298,15 @@ async fn echomq_every_scheduler_runs_on_node_then_rust_workers(js: NodeBullmq) {
         .await
         .unwrap()
         .expect("first iteration");
-    let node = node_worker_for(js, &redis.url(), "sr", 2600);
-    let (rust, seen) = rust_worker_observing(&queue, 1500, Some((c.clone(), 1000))).await;
+    let node = node_worker_for(js, &redis.url(), "sr", 2);
+    let (rust, seen) = rust_worker_observing(&queue, 1, Some(c.clone())).await;
     assert!(
         node.len() >= 2 && !rust.is_empty(),
         "rust {rust:?} node {node:?}"
     );
     let chain = assert_chain(&c, "sr", "s2", 1000, &[&rust, &node]).await;
     assert_eq!(first.job_id, format!("repeat:s2:{}", chain[0]));
-    assert_successor_first(&seen, &chain, 1000);
+    assert_successor_first(&seen, &chain);
     // Node reads the Rust-made scheduler as its own.
     let info = js.bullmq("get-scheduler", &redis.url(), "sr", json!({"id": "s2"}));
     assert_eq!(info["every"], json!(1000));

@@ -262,12 +262,20 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker(js: NodeBullmq) {
     .await;
     assert_eq!(field(&c, &key, "defa").await.as_deref(), Some(DEFA));
     assert_eq!(field(&c, &key, "stc").await.as_deref(), Some("2"));
-    let stalled = sweeper
+    // Node prints its `stalled` lines after its script answered, so the
+    // second may still be on its way when `stc` reads 2: wait for it.
+    let mut stalled = 0;
+    sweeper.wait_line(Duration::from_secs(15), |v| {
+        stalled += usize::from(v["ev"] == "stalled");
+        stalled == 2
+    });
+    // Every line so far, the two above included.
+    let all = sweeper
         .drain()
         .iter()
         .filter(|v| v["ev"] == "stalled")
         .count();
-    assert_eq!(stalled, 2, "Node's checker did both recoveries");
+    assert_eq!(all, 2, "Node's checker did both recoveries and no other");
     sweeper.finish();
 
     // A Rust worker without a checker of its own fails it on pick-up.

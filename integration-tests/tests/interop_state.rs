@@ -11,7 +11,7 @@ use echomq::worker::{processor_fn, JobContext};
 use echomq::{Backoff, JobOptions, JobState, KeepJobs, Queue, WorkerArgs, WorkerMsg};
 use echomq_integration_tests::keyspace::{snapshot as keyspace, Mask};
 use echomq_integration_tests::NullSupervisor;
-use echomq_integration_tests::{bullmq, RedisServer};
+use echomq_integration_tests::{bullmq, wait_until, RedisServer};
 use ractor::{call_t, Actor};
 use serde_json::{json, Map, Value as Json};
 
@@ -163,14 +163,47 @@ async fn work(q: &Queue) {
     let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
         .await
         .unwrap();
-    loop {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let c = q.counts().await.unwrap();
-        if c.waiting + c.active + c.prioritized == 0 {
-            break;
-        }
-    }
+    wait_until(
+        "nothing ready or running",
+        Duration::from_secs(30),
+        async || {
+            let c = q.counts().await.unwrap();
+            c.waiting + c.active + c.prioritized == 0
+        },
+    )
+    .await;
     call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+}
+
+/// Runs `stages` of ops one after the other on both sides and compares the
+/// results and the whole keyspace after every stage (what a later stage
+/// erases is proven where it stood); answers each stage's results and state.
+async fn same_states(stages: Vec<Vec<Json>>, mask: Mask) -> Vec<(Vec<Json>, Map<String, Json>)> {
+    let node_redis = RedisServer::start();
+    let node_client = node_redis.client().await;
+    let rust_redis = RedisServer::start();
+    let rust_client = rust_redis.client().await;
+    let conn = rust_redis.connect().await;
+    let q = Queue::new(&conn, Q).await.unwrap();
+    let mut out = Vec::new();
+    for (i, ops) in stages.into_iter().enumerate() {
+        let node_results = bullmq("ops", &node_redis.url(), Q, json!({ "ops": ops }));
+        let node_state = keyspace(&node_client, Q, mask).await;
+        let rust_results = run_rust(&q, &ops).await;
+        let rust_state = keyspace(&rust_client, Q, mask).await;
+        assert_eq!(
+            json!(rust_results),
+            node_results,
+            "stage {i}: results of {ops:?}"
+        );
+        echomq_integration_tests::keyspace::assert_same(
+            &format!("stage {i} ({ops:?})"),
+            &node_state,
+            &rust_state,
+        );
+        out.push((rust_results, rust_state));
+    }
+    out
 }
 
 /// Runs `ops` on both sides and compares results and keyspaces.
@@ -280,7 +313,7 @@ async fn admin_calls_leave_the_same_keyspace() {
         opts["timestamp"] = json!(t);
         json!(["add", name, {"k": name}, opts])
     };
-    let ops = vec![
+    let made = vec![
         add("a", json!({"keepLogs": 2})),
         add("b", json!({"delay": 60000})),
         add("c", json!({"delay": 60000, "priority": 3})),
@@ -296,16 +329,51 @@ async fn admin_calls_leave_the_same_keyspace() {
         json!(["log", "1", "two", 2]),
         json!(["log", "1", "three", 2]),
         json!(["update-data", "5", {"new": "dätä"}]),
+    ];
+    let paused = vec![
         json!(["pause"]),
         add("g", json!({})),
         json!(["resume"]),
         json!(["remove", "5"]),
-        json!(["drain", false]),
     ];
-    let (results, state) = same_state(ops, Mask::default()).await;
+    let drained = vec![json!(["drain", false])];
+    let stages = same_states(vec![made, paused, drained], Mask::default()).await;
+    let (results, state) = &stages[0];
     assert_eq!(results[8], json!("error"), "promote of a waiting job fails");
     assert_eq!(results[13], json!(2), "addLog answers the kept count");
-    // drain(false) deleted the waiting jobs with their logs, kept the delayed.
+    // Item 76: the two newest of three logs kept.
+    assert_eq!(state["1:logs"], json!(["list", ["two", "three"]]));
+    // Item 44: progress in the hash (JSON) and as an event.
+    assert_eq!(state["1"][1]["progress"], json!({"p": 50}));
+    let events = state["events"][1].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["event"] == "progress"
+            && e["jobId"] == "1"
+            && e["data"] == json!({"p": 50})),
+        "{events:?}"
+    );
+    // Item 70: priority 0 moves job 4 from prioritized to wait.
+    assert_eq!(state["4"][1]["priority"], json!("0"));
+    let wait = state["wait"][1].as_array().unwrap();
+    assert!(wait.contains(&json!("4")), "{wait:?}");
+    let prioritized: Vec<&Json> = state["prioritized"][1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p[0])
+        .collect();
+    assert_eq!(
+        prioritized,
+        [&json!("3")],
+        "only the promoted job 3 is prioritized"
+    );
+    // Items 50, 51, 71: paused and resumed, 5 removed, g added meanwhile.
+    let (_, state) = &stages[1];
+    assert!(state.get("5").is_none());
+    assert!(state["wait"][1].as_array().unwrap().contains(&json!("7")));
+    // Item 73: drain(false) deleted the waiting jobs with their logs, kept
+    // the delayed.
+    let (_, state) = &stages[2];
     assert!(state.get("1").is_none() && state.get("1:logs").is_none());
     assert_eq!(state["delayed"][1].as_array().unwrap().len(), 1);
 }

@@ -11,7 +11,7 @@ use fred::prelude::*;
 use serde_json::json;
 
 mod limits_support;
-use limits_support::{assert_window_budget, peak_overlap, timed_worker, Spans};
+use limits_support::{assert_window_budget, redis_peak, redis_starts, timed_worker, Ran};
 
 async fn add_n(q: &Queue, n: usize) {
     let jobs = (0..n)
@@ -142,26 +142,28 @@ async fn rate_limit_ttl_follows_the_limiter_key() {
 async fn rust_workers_honour_the_global_concurrency() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
+    let c = redis.client().await;
     let q = Queue::new(&conn, "gc").await.unwrap();
     q.set_global_concurrency(2).await.unwrap();
     add_n(&q, 10).await;
-    let spans: Spans = Default::default();
+    let ran: Ran = Default::default();
     let opts = || {
         WorkerOptions::default()
             .concurrency(4)
             .drain_delay(Duration::from_millis(200))
     };
-    let a = timed_worker(&q, opts(), 100, spans.clone()).await;
-    let b = timed_worker(&q, opts(), 100, spans.clone()).await;
+    let a = timed_worker(&q, opts(), 100, ran.clone()).await;
+    let b = timed_worker(&q, opts(), 100, ran.clone()).await;
     wait_until("10 jobs", Duration::from_secs(20), async || {
-        spans.lock().unwrap().len() == 10
+        q.counts().await.unwrap().completed == 10
     })
     .await;
-    let peak = peak_overlap(&spans.lock().unwrap());
+    a.close().await;
+    b.close().await;
+    // Jobs in `active` at once, by the events stream (Redis's order).
+    let peak = redis_peak(&c, &q).await;
     assert!(peak <= 2, "peak {peak} over the global concurrency of 2");
     assert_eq!(peak, 2, "two slots were in use");
-    a.worker.stop(None);
-    b.worker.stop(None);
 }
 
 #[tokio::test]
@@ -183,17 +185,18 @@ async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
             opts = opts.limiter(limit);
         }
         add_n(&q, 10).await;
-        let spans: Spans = Default::default();
-        let a = timed_worker(&q, opts.clone(), 5, spans.clone()).await;
-        let b = timed_worker(&q, opts, 5, spans.clone()).await;
+        let ran: Ran = Default::default();
+        let a = timed_worker(&q, opts.clone(), 5, ran.clone()).await;
+        let b = timed_worker(&q, opts, 5, ran.clone()).await;
         wait_until("10 jobs", Duration::from_secs(30), async || {
-            spans.lock().unwrap().len() == 10
+            q.counts().await.unwrap().completed == 10
         })
         .await;
-        let mut starts: Vec<u64> = spans.lock().unwrap().iter().map(|s| s.0).collect();
-        starts.sort();
+        a.close().await;
+        b.close().await;
+        let c = redis.client().await;
+        let starts = redis_starts(&c, &q).await;
+        assert_eq!(starts.len(), 10, "each job taken once");
         assert_window_budget(&starts, limit, &format!("global={global}"));
-        a.worker.stop(None);
-        b.worker.stop(None);
     }
 }

@@ -6,7 +6,7 @@ use echomq::protocol::EventKind;
 use echomq::{
     Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
 };
-use echomq_integration_tests::RedisServer;
+use echomq_integration_tests::{timeline, wait_until, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::json;
@@ -155,23 +155,41 @@ async fn a_slow_subscriber_is_told_it_lagged() {
     for _ in 0..50 {
         q.add("x", &json!({}), JobOptions::new()).await.unwrap(); // 100 events
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The actor has read (and offered) all 100 once its cursor is the
+    // stream's last entry; the subscriber has not read one yet.
+    let c = redis.client().await;
+    let last = timeline::stamps(&c, &q.keys().events())
+        .await
+        .pop()
+        .expect("events")
+        .id;
+    wait_until(
+        "the actor read the stream",
+        Duration::from_secs(10),
+        async || call_t!(qe, QueueEventsMsg::GetLastId, 2000).unwrap() == last,
+    )
+    .await;
     let mut events = 0u64;
     let mut lagged = 0u64;
-    while let Ok(Some(d)) = tokio::time::timeout(Duration::from_millis(500), sub.recv()).await {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while events < 4 || lagged == 0 {
+        let d = tokio::time::timeout_at(deadline, sub.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{events} events, {lagged} lagged by the deadline"))
+            .expect("the subscription lives");
         match d {
             Delivery::Event(_) => events += 1,
             Delivery::Lagged(n) => lagged += n,
             Delivery::Gap { .. } => panic!("no gap here"),
         }
-        if events + lagged >= 100 {
-            break;
-        }
-        // Give the actor a chance to deliver the Lagged notice once we made room.
+        // The Lagged notice is delivered once there is room again and the
+        // actor has something more to deliver.
         q.update_progress("1", &json!(events)).await.unwrap();
     }
-    assert_eq!(events.min(4), 4);
-    assert!(lagged > 0, "a 4-slot subscriber of 100+ events must lag");
+    assert!(
+        events >= 4 && lagged > 0,
+        "a 4-slot subscriber of 100+ events must lag"
+    );
     qe.cast(QueueEventsMsg::Close).unwrap();
 }
 

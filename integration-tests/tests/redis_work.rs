@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
 use echomq::{KeepJobs, NewJob, Queue, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};
-use echomq_integration_tests::{state, NullSupervisor, RedisServer};
+use echomq_integration_tests::{state, wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
@@ -68,7 +68,9 @@ async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
         q.clone(),
         processor_fn(|_job: JobContext| async { Ok::<_, ProcessError>(Json::Null) }),
     );
-    args.options = WorkerOptions::default().concurrency(1);
+    args.options = WorkerOptions::default()
+        .concurrency(1)
+        .drain_delay(Duration::from_secs(10));
     args.options.remove_on_complete = (!keep).then_some(KeepJobs::Remove(true));
     args.events = Some(tx);
     let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
@@ -82,8 +84,19 @@ async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
             done += 1;
         }
     }
-    // The drained ending (and the blocking read after it) happens once per run.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The drained ending happens once per run: counted once the worker sits
+    // in its blocking read after it (which lasts the drain delay, 10 s, far
+    // longer than this wait).
+    wait_until(
+        "the worker blocks on the marker",
+        Duration::from_secs(8),
+        async || {
+            let list: String = state::cmd(&c, "CLIENT", vec!["LIST".into()]).await;
+            list.lines()
+                .any(|l| l.contains("cmd=bzpopmin") && l.contains(" flags=b "))
+        },
+    )
+    .await;
     let counts = command_counts(&c).await;
     let _ = call_t!(worker, WorkerMsg::Close, 10_000, Duration::from_secs(2));
     host.stop(None);
@@ -94,7 +107,7 @@ fn total(counts: &BTreeMap<String, u64>) -> u64 {
     counts
         .iter()
         // The harness's own reads.
-        .filter(|(name, _)| !matches!(name.as_str(), "info" | "config|resetstat"))
+        .filter(|(name, _)| !matches!(name.as_str(), "info" | "config|resetstat" | "client|list"))
         .map(|(_, calls)| *calls)
         .sum()
 }

@@ -19,7 +19,7 @@ use echomq::{
     Connection, ConnectionConfig, JobOptions, JobState, Queue, WorkerArgs, WorkerSetSpec,
 };
 use echomq_integration_tests::sentinel::SentinelSet;
-use echomq_integration_tests::{bullmq, topology, NullSupervisor};
+use echomq_integration_tests::{bullmq, bullmq_work_until, topology, NullSupervisor};
 use ractor::Actor;
 use serde_json::json;
 
@@ -99,13 +99,16 @@ async fn node_and_rust_share_a_queue(conn: &Connection, url: &str) {
     .await
     .unwrap();
     wait_completed(&q, &node_ids).await;
-    set.worker.stop(None);
-    set.lock_manager.stop(None);
-    if let Some(sc) = &set.stalled_checker {
-        sc.stop(None);
-    }
-    host.stop(None);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Closed, not merely told to stop: once `close` answers, the set's fetch
+    // loop has ended and no job added from here on can be taken by it (a
+    // stop() returns before the actor has even seen it, and a fetch already
+    // sent may still reach Redis after the jobs below).
+    set.close(Duration::from_secs(5))
+        .await
+        .expect("the worker set closes");
+    host.stop_and_wait(None, Some(Duration::from_secs(5)))
+        .await
+        .expect("host stops");
 
     let mut rust_ids = Vec::new();
     for i in 0..3 {
@@ -115,16 +118,14 @@ async fn node_and_rust_share_a_queue(conn: &Connection, url: &str) {
                 .unwrap(),
         );
     }
-    let seen = bullmq("work-for", url, queue, json!({ "ms": 2000 }));
-    let by_node: BTreeSet<String> = seen
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap().to_owned())
-        .collect();
-    for id in &rust_ids {
-        assert!(by_node.contains(id), "Node processed {id}: {seen}");
-    }
+    // Node's Worker is the only one left: it runs until it has taken them.
+    let run = bullmq_work_until(url, queue, json!({ "ids": rust_ids, "deadlineMs": 60_000 }));
+    let by_node: BTreeSet<String> = run.ids().into_iter().collect();
+    let wanted: BTreeSet<String> = rust_ids.iter().cloned().collect();
+    assert!(
+        run.done && by_node == wanted,
+        "Node processed exactly {wanted:?}: {run:?}"
+    );
     wait_completed(&q, &rust_ids).await;
 }
 

@@ -85,6 +85,7 @@ async fn a_worker_started_3s_before_redis_takes_jobs_once_it_is_up() {
         Connection::connect_with_retry(ConnectionConfig::with_url(url), &RetryPolicy::default())
             .await
     });
+    // The phenomenon: Redis is absent for 3 s after the worker started.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!connecting.is_finished(), "still waiting for Redis");
     redis.start();
@@ -266,6 +267,7 @@ async fn outage(outage: Duration) {
         }
         let (live, body) = get(addr, "/livez").await;
         assert_eq!(live, 200, "the tree stays alive through the outage: {body}");
+        // Probes through the outage, whose length is the phenomenon.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let readyz_down = readyz_down.expect("/readyz answered 503 during the outage");

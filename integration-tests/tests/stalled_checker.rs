@@ -8,7 +8,7 @@ use echomq::protocol::call::lifecycle::ExtendLock;
 use echomq::{
     Connection, JobOptions, Queue, StalledChecker, StalledCheckerArgs, StalledCheckerMsg,
 };
-use echomq_integration_tests::{events, simulated, RedisServer};
+use echomq_integration_tests::{events, simulated, timeline, wait_until, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::json;
@@ -67,7 +67,14 @@ async fn a_dead_workers_job_is_recovered_after_two_sweeps() {
     let mut a = args(&conn, "s", Some(recovered.clone()));
     a.interval = Duration::from_secs(3600); // drive it by hand
     let (actor, handle) = Actor::spawn(None, StalledChecker, a).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await; // the first sweep runs at start: it marks
+    // The first sweep runs at start: it marks.
+    wait_until("the first sweep", Duration::from_secs(10), async || {
+        call_t!(actor, StalledCheckerMsg::GetStats, 1000)
+            .unwrap()
+            .sweeps
+            >= 1
+    })
+    .await;
     assert!(c
         .sismember::<bool, _, _>(q.keys().stalled(), &id)
         .await
@@ -155,22 +162,33 @@ async fn a_renewed_lock_is_never_recovered() {
     let c = redis.client().await;
     let q = Queue::new(&conn, "s3").await.unwrap();
     q.add("j", &json!({}), JobOptions::new()).await.unwrap();
-    let id = take(&conn, &q, "alive", 300).await.unwrap();
+    const LOCK_MS: u64 = 1000;
+    let taken_at = timeline::now_ms(&c).await;
+    let id = take(&conn, &q, "alive", LOCK_MS).await.unwrap();
     let (actor, _h) = Actor::spawn(None, StalledChecker, args(&conn, "s3", None))
         .await
         .unwrap();
-    // Renew the short lock for 2 s (20 sweeps) with extendLock, as a live worker would.
-    for _ in 0..20 {
+    // A live worker renews the lock every 100 ms (that cadence is the
+    // behaviour under test, far inside the lock's 1 s), for 2.5 lock
+    // durations on Redis's clock and at least 10 sweeps: a lock not renewed
+    // would have been recovered by then.
+    loop {
         let renewed = conn
             .call(&ExtendLock {
                 keys: q.keys(),
                 id: &id,
                 token: "alive",
-                duration: Duration::from_millis(300),
+                duration: Duration::from_millis(LOCK_MS),
             })
             .await
             .unwrap();
-        assert!(renewed);
+        assert!(renewed, "the lock lapsed between two renewals");
+        let sweeps = call_t!(actor, StalledCheckerMsg::GetStats, 1000)
+            .unwrap()
+            .sweeps;
+        if sweeps >= 10 && timeline::now_ms(&c).await >= taken_at + 5 * LOCK_MS / 2 {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let stats = call_t!(actor, StalledCheckerMsg::GetStats, 1000).unwrap();
@@ -212,7 +230,26 @@ async fn fifty_racing_checkers_move_each_job_exactly_once() {
         assert!(tokio::time::Instant::now() < deadline, "not all recovered");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await; // let further sweeps run
+    // Every checker sweeps twice more with nothing left to recover: no job
+    // may be recovered a second time.
+    let swept = |a: &ractor::ActorRef<StalledCheckerMsg>| {
+        let a = a.clone();
+        async move {
+            call_t!(a, StalledCheckerMsg::GetStats, 1000)
+                .unwrap()
+                .sweeps
+        }
+    };
+    let mut after = Vec::new();
+    for a in &actors {
+        after.push(swept(a).await + 2);
+    }
+    for (a, want) in actors.iter().zip(after) {
+        wait_until("two more sweeps", Duration::from_secs(10), async || {
+            swept(a).await >= want
+        })
+        .await;
+    }
     let mut got = recovered.lock().unwrap().clone();
     got.sort();
     let mut want = ids.clone();
@@ -308,6 +345,8 @@ async fn stopping_and_restarting_mid_run_loses_nothing() {
         let (a, h) = Actor::spawn(None, StalledChecker, args(&conn, "restart", None))
             .await
             .unwrap();
+        // The fault: a kill at an arbitrary moment of its run (its first
+        // sweep at start, the next 100 ms later), not a synchronisation.
         tokio::time::sleep(Duration::from_millis(70)).await;
         a.kill();
         let _ = h.await;

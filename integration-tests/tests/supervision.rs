@@ -150,8 +150,17 @@ async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
         ("job_scheduler", true),
     ];
     let injected = AtomicU32::new(0);
+    let mut done_before = 0;
     for (who, kill) in &faults {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Jobs flow between two faults: a few more completed since the last
+        // one (or all of them already).
+        let q2 = q.clone();
+        wait_until("jobs flowing", Duration::from_secs(10), async || {
+            let done = q2.counts().await.unwrap().completed;
+            done >= done_before + 5 || done == 1000
+        })
+        .await;
+        done_before = q.counts().await.unwrap().completed;
         let (set, qe, sched) = refs(&host, &children).await;
         match (*who, *kill) {
             ("job_scheduler", false) => sched.cast(JobSchedulerMsg::Crash).unwrap(),
@@ -344,7 +353,9 @@ async fn a_cleanly_closed_set_is_not_restarted() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Each member told the host it stopped before its status turned Stopped,
+    // and ractor hands an actor its supervision events before its messages:
+    // this GetStatus is answered after the host decided about every stop.
     assert_eq!(restarts(&host).await, 0, "a clean close is not a crash");
     assert_eq!(get(direct).await.worker.get_id(), a.worker.get_id());
     assert_eq!(get(ordered).await.worker.get_id(), b.worker.get_id());

@@ -12,7 +12,7 @@ use echomq::connection::TlsOptions;
 use echomq::{Connection, ConnectionConfig, JobOptions, JobState, Queue};
 use echomq_integration_tests::cluster::RedisCluster;
 use echomq_integration_tests::tls::{Certs, TlsRedisServer};
-use echomq_integration_tests::{topology, RedisServer};
+use echomq_integration_tests::{topology, NodeRun, RedisServer};
 use fred::prelude::ServerInterface;
 use serde_json::json;
 
@@ -199,19 +199,16 @@ async fn bullmq_node_and_echomq_share_a_queue_over_tls() {
         .add("e", &json!({ "from": "rust" }), JobOptions::new())
         .await
         .unwrap();
-    // Node's start and TLS handshake can take seconds on a loaded machine:
-    // the worker runs in rounds until it has taken the job (or 30 s pass).
-    let mut seen = Vec::new();
-    for _ in 0..6 {
-        let round = node("work-for", json!({ "ms": 5000 }));
-        seen.extend(round.as_array().cloned().unwrap_or_default());
-        if seen.iter().any(|s| s["id"] == json!(id)) {
-            break;
-        }
-    }
+    // four_actors closed its worker set: Node's Worker is the only one left.
+    // It runs until it has taken the job (Node's start and TLS handshake can
+    // take seconds on a loaded machine), within one deadline.
+    let run = NodeRun::from_json(&node(
+        "work-until",
+        json!({ "ids": [id], "deadlineMs": 60_000 }),
+    ));
     assert!(
-        seen.iter().any(|s| s["id"] == json!(id)),
-        "Node processed {id}: {seen:?}"
+        run.done && run.ids() == [id.clone()],
+        "Node processed {id} (and nothing else): {run:?}"
     );
     assert_eq!(q.get_state(&id).await.unwrap(), JobState::Completed);
     conn.close().await;

@@ -15,7 +15,7 @@ use echomq::{
     WorkerMsg, WorkerOptions,
 };
 use echomq_integration_tests::NullSupervisor;
-use echomq_integration_tests::{events, RedisServer};
+use echomq_integration_tests::{events, timeline, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
@@ -490,8 +490,12 @@ async fn pause_and_resume() {
     w.worker.cast(WorkerMsg::Pause).unwrap();
     assert!(status(&w.worker).await.paused);
     add_many(&q, 20, JobOptions::new()).await;
+    // The observation window is the claim: for 1.2 s a paused worker takes
+    // nothing (with 20 jobs waiting, one take would show at once).
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(zcard(&c, "emq:pr:completed").await, 0);
+    let active: u64 = c.llen("emq:pr:active").await.unwrap();
+    assert_eq!(active, 0, "a paused worker took a job");
     w.worker.cast(WorkerMsg::Resume).unwrap();
     wait_for("all completed", Duration::from_secs(5), async || {
         zcard(&c, "emq:pr:completed").await == 20
@@ -521,7 +525,12 @@ async fn set_concurrency_up_and_down_under_load() {
         }
     });
     let w = start(&q, p, opts(2)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for(
+        "10 done at concurrency 2",
+        Duration::from_secs(10),
+        async || zcard(&c, "emq:sc:completed").await >= 10,
+    )
+    .await;
     assert!(peak.load(Ordering::SeqCst) <= 2);
     w.worker.cast(WorkerMsg::SetConcurrency(12)).unwrap();
     wait_for("12 in flight", Duration::from_secs(3), async || {
@@ -530,10 +539,20 @@ async fn set_concurrency_up_and_down_under_load() {
     .await;
     assert!(peak.load(Ordering::SeqCst) <= 12);
     w.worker.cast(WorkerMsg::SetConcurrency(1)).unwrap();
-    // Extra slots end with their current job (30 ms), then one stays.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Extra slots end with their current job (30 ms), then one stays: from
+    // then on, 10 more jobs run one at a time.
+    wait_for("one in flight", Duration::from_secs(3), async || {
+        in_flight.load(Ordering::SeqCst) <= 1
+    })
+    .await;
     peak.store(0, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let done = zcard(&c, "emq:sc:completed").await;
+    wait_for(
+        "10 more at concurrency 1",
+        Duration::from_secs(10),
+        async || zcard(&c, "emq:sc:completed").await >= done + 10,
+    )
+    .await;
     assert_eq!(peak.load(Ordering::SeqCst), 1);
     assert_eq!(status(&w.worker).await.concurrency, 1);
     assert!(zcard(&c, "emq:sc:completed").await < 400);
@@ -608,9 +627,11 @@ async fn close_waits_for_running_jobs_then_moves_the_rest_back_none_lost() {
     assert!(echomq_integration_tests::keys(&c, "emq:cl:*:lock")
         .await
         .is_empty());
-    // The worker stopped itself.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(w.worker.get_status() == ractor::ActorStatus::Stopped);
+    // The worker stops itself after answering.
+    w.worker
+        .wait(Some(Duration::from_secs(5)))
+        .await
+        .expect("the closed worker stops itself");
 }
 
 #[tokio::test]
@@ -628,19 +649,142 @@ async fn job_added_while_the_worker_blocks_is_taken_at_once() {
     });
     let mut o = opts(1);
     o.drain_delay = Duration::from_secs(10);
+    o.name = Some("blk".into());
     let w = start(&q, p, o).await;
-    // Let it find the queue empty and block on the marker.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Until it found the queue empty and blocks on the marker.
+    let c = redis.client().await;
+    wait_for(
+        "blocked on the marker",
+        Duration::from_secs(5),
+        async || {
+            client_list(&c).await.lines().any(|l| {
+                l.contains(":w:blk ") && l.contains("cmd=bzpopmin") && l.contains(" flags=b ")
+            })
+        },
+    )
+    .await;
     let added = Instant::now();
-    q.add("x", &json!({}), JobOptions::new()).await.unwrap();
-    let ran = tokio::time::timeout(Duration::from_secs(3), rx.recv())
+    let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    let ran = tokio::time::timeout(Duration::from_secs(8), rx.recv())
         .await
         .unwrap()
         .unwrap();
-    let latency = ran - added;
-    eprintln!("marker wake-up latency: {latency:?}");
-    assert!(latency < Duration::from_millis(500));
+    eprintln!("marker wake-up latency: {:?}", ran - added);
+    // At once means by the marker, not at the end of the 10 s read: on
+    // Redis's clock, from the add to the take, under half of it (a loaded
+    // machine may take a while to wake; only the read's timeout would take 10 s).
+    let stamps = timeline::stamps(&c, "emq:wk:events").await;
+    let at = |name: &str| {
+        stamps
+            .iter()
+            .find(|s| s.name == name && s.job_id == id)
+            .unwrap_or_else(|| panic!("no {name} event: {stamps:?}"))
+            .at_ms
+    };
+    let latency = at("active") - at("added");
+    assert!(latency < 5000, "taken {latency} ms after its add");
     close(&w.worker, Duration::from_secs(1)).await;
+}
+
+/// A stop does not wait for the fetch loop, so a moveToActive already on its
+/// way can reach Redis after the Worker stopped: here a `CLIENT PAUSE WRITE`
+/// (what a failover does) holds it at the server while the Worker stops. The
+/// job that call takes must not run under the stopped worker: it goes back
+/// to `wait`, for another worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_taken_after_the_worker_stopped_goes_back_to_wait() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "late").await.unwrap();
+    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+    let r = ran.clone();
+    let p = processor_fn(move |job: JobContext| {
+        let r = r.clone();
+        async move {
+            r.lock().unwrap().push(job.id().to_owned());
+            Ok::<_, ProcessError>(Json::Null)
+        }
+    });
+    let mut o = opts(1);
+    o.drain_delay = Duration::from_secs(10);
+    let w = start(&q, p, o).await;
+    let blocked_on = |cmd: &'static str| {
+        let c = c.clone();
+        async move {
+            client_list(&c)
+                .await
+                .lines()
+                .any(|l| l.contains(&format!(" cmd={cmd} ")) && l.contains(" flags=b "))
+        }
+    };
+    wait_for(
+        "blocked on the marker",
+        Duration::from_secs(5),
+        async || blocked_on("bzpopmin").await,
+    )
+    .await;
+    // The job falls due in 300 ms; the worker's due timer then calls
+    // moveToActive, which the pause holds at the server.
+    let id = q
+        .add(
+            "late",
+            &json!({}),
+            JobOptions::new().delay(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    let pause = |args: Vec<&'static str>| {
+        let c = c.clone();
+        async move {
+            let _: Value = c
+                .custom(
+                    fred::types::CustomCommand::new_static(
+                        "CLIENT",
+                        fred::types::ClusterHash::FirstKey,
+                        false,
+                    ),
+                    args,
+                )
+                .await
+                .unwrap();
+        }
+    };
+    pause(vec!["PAUSE", "30000", "WRITE"]).await;
+    wait_for(
+        "the due fetch held by the pause",
+        Duration::from_secs(10),
+        async || blocked_on("evalsha").await,
+    )
+    .await;
+    w.worker.stop(None);
+    w.worker.wait(Some(Duration::from_secs(5))).await.unwrap();
+    pause(vec!["UNPAUSE"]).await;
+    // The late call took the job; it is handed back (moveJobFromActiveToWait:
+    // `waiting` after `active`, no attempt counted, no lock left).
+    wait_for(
+        "the job handed back or run",
+        Duration::from_secs(10),
+        async || {
+            let stamps = timeline::stamps(&c, "emq:late:events").await;
+            let back = stamps
+                .iter()
+                .any(|s| s.name == "waiting" && s.job_id == id && s.prev == "active");
+            let run = !ran.lock().unwrap().is_empty();
+            run || (back && q.get_state(&id).await.unwrap() == echomq::JobState::Waiting)
+        },
+    )
+    .await;
+    let ran_by_stopped = ran.lock().unwrap().clone();
+    let evs = events(&c, "emq:late:events").await;
+    assert!(
+        ran_by_stopped.is_empty(),
+        "the stopped worker ran {ran_by_stopped:?}: {evs:?}"
+    );
+    let lock: Option<String> = c.get(format!("emq:late:{id}:lock")).await.unwrap();
+    assert_eq!(lock, None);
+    let atm: Option<String> = c.hget(format!("emq:late:{id}"), "atm").await.unwrap();
+    assert_eq!(atm, None, "no attempt counted");
 }
 
 async fn client_list(c: &Client) -> String {
@@ -696,22 +840,23 @@ async fn killed_blocking_connection_does_not_leave_a_deaf_worker() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // It blocks again on a fresh, named connection, and a job added then is
+    // taken.
+    wait_for("renamed connection", Duration::from_secs(5), async || {
+        client_list(&c).await.lines().any(|l| {
+            l.contains(&format!("name={name} "))
+                && !l.contains(&format!("id={id} "))
+                && l.contains("cmd=bzpopmin")
+        })
+    })
+    .await;
     q.add("x", &json!({}), JobOptions::new()).await.unwrap();
     let c2 = c.clone();
     wait_for(
         "job processed after the kill",
-        Duration::from_secs(4),
+        Duration::from_secs(5),
         async || zcard(&c2, "emq:kill:completed").await == 1,
     )
-    .await;
-    // And it blocks again on a fresh, named connection.
-    wait_for("renamed connection", Duration::from_secs(3), async || {
-        client_list(&c)
-            .await
-            .lines()
-            .any(|l| l.contains(&format!("name={name} ")) && !l.contains(&format!("id={id} ")))
-    })
     .await;
     close(&w.worker, Duration::from_secs(1)).await;
 }

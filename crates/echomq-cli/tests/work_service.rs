@@ -85,6 +85,7 @@ async fn started_3s_before_redis_it_waits_then_works() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The phenomenon: Redis is absent for 3 s after the worker started.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         child.try_wait().unwrap().is_none(),

@@ -24,6 +24,15 @@ pub fn signal(pid: u32, signal: &str) {
         .status();
 }
 
+/// Whether process `pid` is stopped by a signal (state `T` in
+/// `/proc/<pid>/stat`); `None` when it cannot be read (gone, or no procfs).
+pub fn is_stopped(pid: u32) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses.
+    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    Some(state == "T" || state == "t")
+}
+
 /// Options of an in-process worker set.
 #[derive(Clone, Debug)]
 pub struct SetOptions {
@@ -80,6 +89,13 @@ impl InProc {
             .await
             .expect("worker set");
         InProc { host, set }
+    }
+
+    /// How many jobs the worker holds now.
+    pub async fn held(&self) -> usize {
+        call_t!(self.set.worker, WorkerMsg::GetStatus, 5000)
+            .map(|s| s.active_jobs.len())
+            .unwrap_or(0)
     }
 
     /// Closes the worker (5 s deadline) and stops the set.
@@ -251,15 +267,52 @@ impl Proc {
 
     /// SIGKILL and reap.
     pub fn kill(&mut self) {
-        self.signal("CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.sigkill();
     }
 
-    /// Closes stdin (an orderly close) and waits up to `limit` for the exit.
-    pub async fn close(mut self, limit: Duration) {
+    /// SIGKILL and reap; true when this killed it (it was running and died
+    /// of the signal), false when it had exited already: the fault did not
+    /// happen.
+    pub fn sigkill(&mut self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.signal("CONT");
+        if self.exited() {
+            return false;
+        }
+        let _ = self.child.kill();
+        matches!(self.child.wait(), Ok(st) if st.signal() == Some(9))
+    }
+
+    /// SIGSTOP, then waits (up to 2 s) until the kernel reports it stopped;
+    /// false when it never did.
+    pub fn freeze(&self) -> bool {
+        self.signal("STOP");
+        self.wait_stopped(true)
+    }
+
+    /// SIGCONT, then waits (up to 2 s) until it runs again.
+    pub fn thaw(&self) -> bool {
+        self.signal("CONT");
+        self.wait_stopped(false)
+    }
+
+    fn wait_stopped(&self, stopped: bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while is_stopped(self.pid()) != Some(stopped) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Closes stdin (an orderly close: the process lets its running jobs
+    /// finish, then exits) and waits up to `limit` for the exit; whether it
+    /// exited.
+    pub async fn close(mut self, limit: Duration) -> bool {
         drop(self.child.stdin.take());
-        self.wait_exit(limit).await;
+        self.wait_exit(limit).await
     }
 
     /// Waits up to `limit` for the process to exit; true when it did.

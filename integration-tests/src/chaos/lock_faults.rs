@@ -100,7 +100,7 @@ pub async fn f12(_ctx: Ctx) -> Row {
         .set(
             &key,
             "foreign-token",
-            Some(Expiration::PX(3000)),
+            Some(Expiration::PX(5000)),
             None,
             false,
         )
@@ -108,9 +108,18 @@ pub async fn f12(_ctx: Ctx) -> Row {
         .ok()
         .flatten();
     let t0 = Instant::now();
+    // The observation window is the claim: past a whole lock duration (2 s)
+    // the foreign lock still stands, and nothing stalls meanwhile.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let mid = bed.account().await;
     let state = bed.queue.get_state("victim").await.ok();
+    // Read after the checks: the foreign lock lived through them.
+    let left: i64 = bed.client.pttl(&key).await.unwrap_or(-2);
+    expect(
+        &mut f,
+        left > 0,
+        format!("the foreign lock was gone before the checks (PTTL {left})"),
+    );
     expect(
         &mut f,
         mid.stalled_events == 0,
@@ -138,7 +147,7 @@ pub async fn f12(_ctx: Ctx) -> Row {
     );
     f.extend(acc.broken());
     bed.row_from(
-        "lock overwritten with a foreign token (PX 3 s): no stall while held, one completion after",
+        "lock overwritten with a foreign token (PX 5 s): no stall while held, one completion after",
         &acc,
         drained,
         f,
@@ -206,8 +215,13 @@ pub async fn f14(ctx: Ctx) -> Row {
         "pinned job never started",
     );
     let key = bed.queue.keys().lock("pinned");
-    let _: bool = bed.client.persist(&key).await.unwrap_or(false);
-    a.kill();
+    let pinned: bool = bed.client.persist(&key).await.unwrap_or(false);
+    expect(&mut f, pinned, "the lock was not there to PERSIST");
+    expect(
+        &mut f,
+        a.sigkill(),
+        "the worker process was not killed by the SIGKILL",
+    );
     let w = InProc::start(
         &bed.queue,
         SetOptions {
@@ -217,7 +231,16 @@ pub async fn f14(ctx: Ctx) -> Row {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Until the new set's StalledChecker has swept 6 times (past the old
+    // lock's duration): had the lock expired, it would have been recovered.
+    let checker = w.set.stalled_checker.clone().expect("a stalled checker");
+    let sweeps = || async {
+        ractor::call_t!(checker, echomq::StalledCheckerMsg::GetStats, 5000)
+            .map(|s| s.sweeps)
+            .unwrap_or(0)
+    };
+    let swept = poll(Duration::from_secs(20), || async { sweeps().await >= 6 }).await;
+    expect(&mut f, swept, "the StalledChecker did not sweep");
     let during = bed.account().await;
     let detected = during.audit_all.iter().any(|v| v.starts_with("A6b"));
     let still_active = bed.queue.get_state("pinned").await.ok() == Some(echomq::JobState::Active);
@@ -274,13 +297,36 @@ pub async fn f15(ctx: Ctx) -> Row {
             JobOptions::new().delay(delay),
         )
         .await;
+        // The adds' spacing is the load's shape (due times 100 ms apart).
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Until the scheduler ran 6 iterations (3 s of its schedule).
+    let ran = poll(Duration::from_secs(30), || async {
+        let done: Vec<String> = bed
+            .client
+            .zrange(
+                bed.queue.keys().completed(),
+                0,
+                -1,
+                None,
+                false,
+                None,
+                false,
+            )
+            .await
+            .unwrap_or_default();
+        done.iter().filter(|id| id.starts_with("repeat:")).count() >= 6
+    })
+    .await;
+    expect(
+        &mut f,
+        ran,
+        "the scheduler did not run 6 iterations within 30 s",
+    );
     let _ = scheds.remove("tick").await;
     let drained = bed.drained(Duration::from_secs(60)).await;
-    // Let a pending iteration of the removed scheduler run or stay: settle.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // An iteration of the removed scheduler may be running: the orderly
+    // closes wait for it.
     for p in procs {
         p.close(Duration::from_secs(10)).await;
     }

@@ -408,6 +408,24 @@ impl Bed {
         .then(|| t0.elapsed())
     }
 
+    /// Like [`Bed::drained`], for a scenario whose fault may lose acked
+    /// adds: waits until every acknowledged id still in Redis is completed
+    /// or failed (the lost ones are the accounting's to judge).
+    pub async fn drained_or_lost(&self, limit: Duration) -> Option<Duration> {
+        let t0 = Instant::now();
+        poll(limit, || async {
+            let at = accounting::locate(&self.client, &self.queue).await;
+            self.ledger.acked_ids().iter().all(|id| {
+                matches!(
+                    at.get(id).map(|s| s.as_slice()),
+                    None | Some(["completed"]) | Some(["failed"])
+                )
+            })
+        })
+        .await
+        .then(|| t0.elapsed())
+    }
+
     async fn acked_all_finished(&self) -> bool {
         let at = accounting::locate(&self.client, &self.queue).await;
         self.ledger.acked_ids().iter().all(|id| {

@@ -118,6 +118,7 @@ pub async fn f40(_ctx: Ctx) -> Row {
         base: Duration::from_millis(200),
         jitter: Duration::from_millis(100),
     });
+    // The faults' lengths: 3 s of latency, then a 10 s blackhole.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = proxy.accepted();
     proxy.set_mode(FaultMode::Blackhole);
@@ -169,6 +170,7 @@ pub async fn f40b(_ctx: Ctx) -> Row {
     proxy.set_mode(FaultMode::Bandwidth {
         bytes_per_sec: 20_000,
     });
+    // The faults' lengths and spacing, as the row names them.
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.set_mode(FaultMode::Pass);
     for _ in 0..3 {

@@ -244,7 +244,7 @@ pub async fn f29(_ctx: Ctx) -> Row {
     );
     let s = JobSchedulers::new(&bed.conn, &bed.name()).expect("schedulers");
     let _ = s.remove("race").await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Closing waits for the iterations running: nothing runs after this.
     for w in sets {
         w.close().await;
     }
@@ -286,14 +286,12 @@ pub async fn f30(ctx: Ctx) -> Row {
         .await
         .and_then(|v| v["id"].as_str().map(str::to_owned));
     expect(&mut f, victim.is_some(), "no iteration started");
-    a.kill();
+    expect(
+        &mut f,
+        a.sigkill(),
+        "the worker process was not killed by the SIGKILL",
+    );
     let b = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o).await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let _ = s.remove("tick").await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    b.close(Duration::from_secs(10)).await;
-    let mut acc = bed.account().await;
-    acc.audit_hard.retain(|v| !v.starts_with("A12"));
     let victim = victim.unwrap_or_default();
     let slot = |id: &str| {
         id.rsplit(':')
@@ -301,6 +299,37 @@ pub async fn f30(ctx: Ctx) -> Row {
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(0)
     };
+    // The schedule goes on: until the victim is finished (recovered and
+    // run again) and two later iterations completed.
+    let went_on = super::poll(Duration::from_secs(30), || async {
+        let done: Vec<String> = bed
+            .client
+            .zrange(
+                bed.queue.keys().completed(),
+                0,
+                -1,
+                None,
+                false,
+                None,
+                false,
+            )
+            .await
+            .unwrap_or_default();
+        let failed: Vec<String> = bed
+            .client
+            .zrange(bed.queue.keys().failed(), 0, -1, None, false, None, false)
+            .await
+            .unwrap_or_default();
+        let later = done.iter().filter(|id| slot(id) > slot(&victim)).count();
+        later >= 2 && (done.contains(&victim) || failed.contains(&victim))
+    })
+    .await;
+    expect(&mut f, went_on, "the schedule did not go on within 30 s");
+    let _ = s.remove("tick").await;
+    // Its orderly close waits for the iteration it runs.
+    b.close(Duration::from_secs(10)).await;
+    let mut acc = bed.account().await;
+    acc.audit_hard.retain(|v| !v.starts_with("A12"));
     let later = acc
         .completions
         .keys()

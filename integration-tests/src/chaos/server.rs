@@ -99,6 +99,35 @@ impl ChaosRedis {
             super::fleet::signal(pid, signal);
         }
     }
+
+    /// SIGSTOP, then waits (up to 2 s) until the kernel reports the server
+    /// stopped; false when it never did: the fault did not happen.
+    pub fn freeze(&self) -> bool {
+        self.signal("STOP");
+        self.wait_state(true)
+    }
+
+    /// SIGCONT, then waits (up to 2 s) until the server runs again.
+    pub fn thaw(&self) -> bool {
+        self.signal("CONT");
+        self.wait_state(false)
+    }
+
+    fn wait_state(&self, stopped: bool) -> bool {
+        let Some(pid) = self.pid() else {
+            return false;
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            if super::fleet::is_stopped(pid) == Some(stopped) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 impl Drop for ChaosRedis {

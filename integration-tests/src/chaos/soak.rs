@@ -341,7 +341,7 @@ pub async fn run(ctx: &Ctx, length: Duration) -> SoakReport {
         .drained(Duration::from_secs(180))
         .await
         .map(|_| t1.elapsed());
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // No settling pause: the orderly closes below wait for whatever runs.
     for m in procs {
         m.proc.close(Duration::from_secs(15)).await;
     }

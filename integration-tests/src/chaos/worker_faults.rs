@@ -56,7 +56,8 @@ async fn stc(bed: &Bed, id: &str) -> u64 {
 /// process and a BullMQ Node worker (the mixed fleet) recover them.
 pub async fn f01(ctx: Ctx) -> Row {
     let bed = Bed::new("F01", Persistence::None, &[]).await;
-    bed.add_n(24, |_| sleep_job(800)).await;
+    // Jobs long enough (3 s) that the four A took still run when it dies.
+    bed.add_n(24, |_| sleep_job(3000)).await;
     let mut a = Proc::rust(
         &ctx.worker_bin,
         &bed.url(),
@@ -64,9 +65,28 @@ pub async fn f01(ctx: Ctx) -> Row {
         wopts(4, 2000, 500),
     )
     .await;
-    let held = wait_started(&mut a, 4, Duration::from_secs(30)).await;
-    a.kill();
+    let mut held = wait_started(&mut a, 4, Duration::from_secs(30)).await;
+    let killed = a.sigkill();
     let t0 = Instant::now();
+    // A was the only worker: what is active now is exactly what it held.
+    let mut active: Vec<String> = bed
+        .client
+        .lrange(bed.queue.keys().active(), 0, -1)
+        .await
+        .unwrap_or_default();
+    active.sort();
+    held.sort();
+    let mut f = Vec::new();
+    expect(
+        &mut f,
+        killed,
+        "the worker process was not killed by the SIGKILL",
+    );
+    expect(
+        &mut f,
+        held.len() == 4 && active == held,
+        format!("killed holding {active:?}, it had started {held:?}: not 4 running jobs"),
+    );
     let b = Proc::rust(
         &ctx.worker_bin,
         &bed.url(),
@@ -87,7 +107,6 @@ pub async fn f01(ctx: Ctx) -> Row {
     if let Some(n) = node {
         n.close(Duration::from_secs(10)).await;
     }
-    let mut f = Vec::new();
     expect(&mut f, drained.is_some(), "not drained within 60 s");
     for id in &held {
         let n = stc(&bed, id).await;
@@ -130,12 +149,12 @@ pub async fn f02(ctx: Ctx) -> Row {
     }
     let mut kills = 0;
     for _ in 0..4 {
+        // The faults' cadence.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let mut idx: Vec<usize> = (0..procs.len()).collect();
         idx.shuffle(&mut rand::thread_rng());
         for &i in idx.iter().take(2) {
-            procs[i].kill();
-            kills += 1;
+            kills += usize::from(procs[i].sigkill());
             procs[i] = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await;
         }
     }
@@ -144,6 +163,11 @@ pub async fn f02(ctx: Ctx) -> Row {
         p.close(Duration::from_secs(10)).await;
     }
     let mut f = Vec::new();
+    expect(
+        &mut f,
+        kills == 8,
+        format!("{kills} of 8 SIGKILLs hit a running process"),
+    );
     expect(&mut f, drained.is_some(), "not drained within 90 s");
     let acc = bed.account().await;
     f.extend(acc.broken());
@@ -167,10 +191,12 @@ pub async fn f03(ctx: Ctx) -> Row {
         Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await,
         Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await,
     ];
+    let mut kills = 0;
     for k in 0..6 {
+        // The faults' cadence: kills land at arbitrary points of the jobs.
         tokio::time::sleep(Duration::from_millis(400)).await;
         let i = k % 2;
-        procs[i].kill();
+        kills += usize::from(procs[i].sigkill());
         procs[i] = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await;
     }
     let drained = bed.drained(Duration::from_secs(60)).await;
@@ -178,6 +204,11 @@ pub async fn f03(ctx: Ctx) -> Row {
         p.close(Duration::from_secs(10)).await;
     }
     let mut f = Vec::new();
+    expect(
+        &mut f,
+        kills == 6,
+        format!("{kills} of 6 SIGKILLs hit a running process"),
+    );
     expect(&mut f, drained.is_some(), "not drained within 60 s");
     // No lock may remain for a finished job.
     let locks = crate::keys(
@@ -207,16 +238,30 @@ pub async fn f04(ctx: Ctx) -> Row {
     let o = wopts(2, 1000, 300);
     let mut a = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await;
     let held = wait_started(&mut a, 2, Duration::from_secs(30)).await;
-    a.signal("STOP");
-    let b = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    a.signal("CONT");
-    let drained = bed.drained(Duration::from_secs(60)).await;
-    // A wakes up and tries to finish what it no longer owns.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    a.close(Duration::from_secs(10)).await;
-    b.close(Duration::from_secs(10)).await;
     let mut f = Vec::new();
+    expect(
+        &mut f,
+        a.freeze(),
+        "the worker process did not stop on SIGSTOP",
+    );
+    let b = Proc::rust(&ctx.worker_bin, &bed.url(), &bed.name(), o.clone()).await;
+    // The fault's length: 4 lock durations.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    expect(
+        &mut f,
+        a.thaw(),
+        "the worker process did not resume on SIGCONT",
+    );
+    let drained = bed.drained(Duration::from_secs(60)).await;
+    // A wakes up and tries to finish what it no longer owns: its orderly
+    // close waits for those jobs, so once it exited its late finishes were
+    // all sent (and refused).
+    expect(
+        &mut f,
+        a.close(Duration::from_secs(15)).await,
+        "the zombie did not exit after its close",
+    );
+    b.close(Duration::from_secs(10)).await;
     expect(&mut f, drained.is_some(), "not drained within 60 s");
     let acc = bed.account().await;
     expect(
@@ -249,14 +294,23 @@ pub async fn f05(ctx: Ctx) -> Row {
         wopts(4, 5000, 500),
     )
     .await;
-    wait_started(&mut a, 4, Duration::from_secs(30)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    a.signal("STOP");
+    let started = wait_started(&mut a, 4, Duration::from_secs(30)).await;
+    let mut f = Vec::new();
+    expect(&mut f, started.len() == 4, format!("{started:?} started"));
+    expect(
+        &mut f,
+        a.freeze(),
+        "the worker process did not stop on SIGSTOP",
+    );
+    // The fault's length: 0.3 × lockDuration.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    a.signal("CONT");
+    expect(
+        &mut f,
+        a.thaw(),
+        "the worker process did not resume on SIGCONT",
+    );
     let drained = bed.drained(Duration::from_secs(60)).await;
     a.close(Duration::from_secs(10)).await;
-    let mut f = Vec::new();
     expect(&mut f, drained.is_some(), "not drained within 60 s");
     let acc = bed.account().await;
     expect(
@@ -298,6 +352,8 @@ pub async fn f06(_ctx: Ctx) -> Row {
     for _ in 0..3 {
         idle.push(InProc::start(&bed.queue, o.clone()).await);
     }
+    // The observation is the claim: the token read after more than one lock
+    // duration and again 3.5 s later, while the 6 s job runs, is the same.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let early: Option<String> = bed.client.get(&lock_key).await.ok().flatten();
     tokio::time::sleep(Duration::from_millis(3500)).await;
@@ -367,8 +423,13 @@ pub async fn f07(ctx: Ctx) -> Row {
         .drained(Duration::from_secs(60))
         .await
         .map(|_| t0.elapsed());
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    a.close(Duration::from_secs(10)).await;
+    // A's blocked processor returns and A tries to finish the job it lost;
+    // its orderly close waits for that.
+    expect(
+        &mut f,
+        a.close(Duration::from_secs(15)).await,
+        "the starved worker did not exit after its close",
+    );
     b.close().await;
     expect(&mut f, drained.is_some(), "not drained within 60 s");
     let acc = bed.account().await;

@@ -1,51 +1,43 @@
-//! Timing checks shared by the parity tests: overlap of job spans (global
-//! concurrency) and starts per rate-limit window.
+//! Timing checks shared by the parity tests, on Redis's clock (the events
+//! stream's ids): overlap of jobs' stays in `active` (global concurrency)
+//! and starts per rate-limit window; and a Rust worker that records what it
+//! ran.
 
 use echomq::RateLimit;
 
-/// Most spans overlapping at one instant.
-pub fn peak_overlap(spans: &[(u64, u64)]) -> usize {
-    let mut edges: Vec<(u64, i32)> = spans
-        .iter()
-        .flat_map(|(s, e)| [(*s, 1), (*e, -1)])
+/// Starts of every job of queue `q` (its `active` events) on Redis's clock,
+/// sorted: what a rate limit is checked on, whoever took the jobs.
+pub async fn redis_starts(c: &fred::prelude::Client, q: &echomq::Queue) -> Vec<u64> {
+    let mut starts: Vec<u64> = echomq_integration_tests::timeline::starts(c, &q.keys().events())
+        .await
+        .into_iter()
+        .map(|(_, ms)| ms)
         .collect();
-    // An end before a start at the same ms: back-to-back is not overlap.
-    edges.sort();
-    let (mut now, mut peak) = (0i32, 0i32);
-    for (_, d) in edges {
-        now += d;
-        peak = peak.max(now);
-    }
-    peak as usize
+    starts.sort_unstable();
+    starts
 }
 
-/// At most `max` starts per fixed window: any `2·max + 1` consecutive starts
-/// span at least one full window, and `n` starts need `ceil(n/max) − 1` windows.
+/// The most jobs of `q` in `active` at once, by the events stream: what a
+/// global concurrency is checked on.
+pub async fn redis_peak(c: &fred::prelude::Client, q: &echomq::Queue) -> usize {
+    echomq_integration_tests::timeline::peak_active(c, &q.keys().events()).await
+}
+
+/// Panics unless the starts keep `limit` (see
+/// [`echomq_integration_tests::timeline::assert_rate_limited`]).
 pub fn assert_window_budget(starts: &[u64], limit: RateLimit, what: &str) {
-    let d = limit.duration_ms();
-    let m = limit.max as usize;
-    // 30 ms of slack for timer and clock granularity.
-    for w in starts.windows(2 * m + 1) {
-        assert!(
-            w[2 * m] - w[0] + 30 >= d,
-            "{what}: {} starts within {} ms: {starts:?}",
-            2 * m + 1,
-            w[2 * m] - w[0]
-        );
-    }
-    let need = (starts.len().div_ceil(m) as u64 - 1) * d;
-    let took = starts.last().unwrap() - starts[0];
-    assert!(
-        took + 50 >= need,
-        "{what}: {} starts in {took} ms, the limit needs {need} ms: {starts:?}",
-        starts.len()
+    echomq_integration_tests::timeline::assert_rate_limited(
+        starts,
+        limit.max as usize,
+        limit.duration_ms(),
+        what,
     );
 }
 
-/// (start ms, end ms) of every job a worker ran.
-pub type Spans = std::sync::Arc<std::sync::Mutex<Vec<(u64, u64)>>>;
+/// The ids of the jobs a worker ran, in the order its processor was entered.
+pub type Ran = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
-/// A Rust worker whose jobs sleep `sleep_ms` and record their span.
+/// A Rust worker whose jobs sleep `sleep_ms` and record their id.
 pub struct Running {
     pub worker: ractor::ActorRef<echomq::WorkerMsg>,
     _lm: ractor::ActorRef<echomq::LockManagerMsg>,
@@ -57,18 +49,17 @@ pub async fn timed_worker(
     q: &echomq::Queue,
     options: echomq::WorkerOptions,
     sleep_ms: u64,
-    spans: Spans,
+    ran: Ran,
 ) -> Running {
     use ractor::Actor;
     let (host, _) = Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
         .await
         .unwrap();
-    let processor = echomq::processor_fn(move |_job: echomq::JobContext| {
-        let spans = spans.clone();
+    let processor = echomq::processor_fn(move |job: echomq::JobContext| {
+        let ran = ran.clone();
         async move {
-            let t0 = echomq::clock::now_ms();
+            ran.lock().unwrap().push(job.id().to_owned());
             tokio::time::sleep(std::time::Duration::from_millis(sleep_ms)).await;
-            spans.lock().unwrap().push((t0, echomq::clock::now_ms()));
             Ok::<_, echomq::ProcessError>(serde_json::json!(null))
         }
     });
@@ -81,5 +72,23 @@ pub async fn timed_worker(
         worker,
         _lm: lm,
         _host: host,
+    }
+}
+
+impl Running {
+    /// Closes the worker and waits until it is gone: from then on it takes
+    /// no job (its fetch loop has ended; a `stop` would return before that).
+    pub async fn close(self) {
+        ractor::call_t!(
+            self.worker,
+            echomq::WorkerMsg::Close,
+            15_000,
+            std::time::Duration::from_secs(5)
+        )
+        .expect("the worker closes");
+        self.worker
+            .wait(Some(std::time::Duration::from_secs(10)))
+            .await
+            .expect("the closed worker stops");
     }
 }

@@ -280,6 +280,14 @@ impl Fetcher {
                 .instrument(tracing::debug_span!("fetch_batch"))
                 .await;
             if !jobs.is_empty() {
+                if !core.alive() {
+                    // As for a single job below: a batch taken after the
+                    // actor stopped goes back to `wait`.
+                    for job in jobs {
+                        hand_back(job).await;
+                    }
+                    return Next::Exit;
+                }
                 core.hints().wake();
                 tokio::spawn(super::batch::run(core.clone(), permit, jobs));
             }
@@ -295,6 +303,14 @@ impl Fetcher {
                     core.hints().wake();
                 }
                 if let Some(job) = ActiveJob::take(core, reply, token) {
+                    if !core.alive() {
+                        // The actor stopped while this call was on its way
+                        // (a stop does not wait for the fetch loop): no
+                        // actor would hear of the job, so it goes back to
+                        // `wait` rather than run under a stopped worker.
+                        hand_back(job).await;
+                        return Next::Exit;
+                    }
                     tokio::spawn(run::run_slot(core.clone(), permit, job));
                 }
                 Next::Again
@@ -303,6 +319,20 @@ impl Fetcher {
                 warn!(error = %e, "moveToActive failed");
                 self.back_off(permit, Duration::from_millis(500)).await
             }
+        }
+    }
+}
+
+/// Puts a job taken after the worker stopped back at the head of `wait`
+/// (moveJobFromActiveToWait, fenced by its token); when that fails the job
+/// is left to the stalled checker.
+async fn hand_back(job: ActiveJob) {
+    let id = job.id().to_owned();
+    match job.move_to_wait().await {
+        Ok(_) => debug!(job_id = %id, "taken after the worker stopped: handed back to wait"),
+        Err(f) => {
+            warn!(job_id = %id, error = %f.error, "taken after the worker stopped and not handed back; left to the stalled checker");
+            f.job.abandon();
         }
     }
 }
