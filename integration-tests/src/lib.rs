@@ -17,6 +17,7 @@ pub mod keyspace;
 pub mod launch;
 mod node_bullmq;
 mod python_bullmq;
+pub mod scale;
 pub mod sentinel;
 pub mod tls;
 pub mod topology;

@@ -494,7 +494,12 @@ impl FlowProducer {
             );
             trx.custom::<(), _>(eval.clone(), args).await?;
         }
-        let mut replies: Vec<FredValue> = trx.exec(true).await?;
+        // Once EXEC is sent the whole flow is either stored or not: a lost
+        // reply leaves that unknown.
+        let mut replies: Vec<FredValue> = trx
+            .exec(true)
+            .await
+            .map_err(|e| Error::after_send(e, "MULTI/EXEC of a flow", true))?;
         if replies.len() != calls.len() + releases.len() {
             return Err(Error::protocol(
                 "addFlow",
