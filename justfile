@@ -50,6 +50,13 @@ bench-scale: _ensure-redis _ensure-node-packages
     cargo build --release -q -p echomq-cli
     cargo run --release -q -p echomq-integration-tests --bin bench_scale
 
+# Fuzz the decoders of foreign data for SECONDS per target (libFuzzer on the
+# stable toolchain, fuzz/run.sh; docs/decisions.md §11); TARGETS picks some
+# (job_hash job_opts event reply scheduler relay_names names cron url).
+# Not part of `just test`: the same targets run as property tests there.
+fuzz SECONDS="60" *TARGETS:
+    fuzz/run.sh {{SECONDS}} {{TARGETS}}
+
 # Formatting and lints, as CI checks them.
 lint:
     cargo fmt --all -- --check

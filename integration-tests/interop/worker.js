@@ -40,7 +40,10 @@ worker.on('stalled', (id) => out({ ev: 'stalled', id }));
 worker.on('failed', (job, err) => {
   if (opts.verbose && job) out({ ev: 'failed', id: job.id, reason: err.message });
 });
-worker.on('error', (err) => process.stderr.write(`worker error: ${err}\n`));
+worker.on('error', (err) => {
+  process.stderr.write(`worker error: ${err}\n`);
+  out({ ev: 'error', message: String((err && err.message) || err) });
+});
 
 let sweeping = null;
 worker.waitUntilReady().then(async () => {

@@ -15,6 +15,7 @@ pub mod fault_proxy;
 mod json_lines;
 pub mod keyspace;
 pub mod launch;
+pub mod netns;
 mod node_bullmq;
 mod python_bullmq;
 pub mod scale;

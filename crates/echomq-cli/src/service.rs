@@ -270,7 +270,13 @@ pub fn resolve(
 fn read_file(path: &Path) -> Result<FileConfig, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("config file {}: {e}", path.display()))?;
-    toml::from_str(&text).map_err(|e| {
+    parse_file(&text, path)
+}
+
+/// The file's text as settings, or one error line naming the file (and the
+/// line, when the parser gives a position).
+fn parse_file(text: &str, path: &Path) -> Result<FileConfig, String> {
+    toml::from_str(text).map_err(|e| {
         let first = e.message().lines().next().unwrap_or_default().to_owned();
         match e.span() {
             Some(span) => {
@@ -594,5 +600,109 @@ mod tests {
             (a.quiet, a.log_format),
             (Some(false), Some(LogFormat::Json))
         );
+    }
+
+    /// Pieces of TOML, right and wrong: the file's keys, values of every
+    /// kind, tables, and characters of several bytes around them.
+    fn toml_piece() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let key = prop::sample::select(vec![
+            "url",
+            "prefix",
+            "queue",
+            "concurrency",
+            "lock_duration",
+            "quiet",
+            "health_addr",
+            "log_format",
+            "metrics",
+            "concurency",
+            "é",
+            "[x]",
+            "[[a]]",
+            "a.b",
+            "\"k\"",
+        ]);
+        let value = prop_oneof![
+            Just("\"redis://h:1\"".to_owned()),
+            Just("18446744073709551616".to_owned()),
+            Just("-1".to_owned()),
+            Just("1e400".to_owned()),
+            Just("true".to_owned()),
+            Just("[1, \"a\"]".to_owned()),
+            Just("{ a = 1 }".to_owned()),
+            Just("\"\"\"\n€\"\"\"".to_owned()),
+            Just("'€😀'".to_owned()),
+            Just("\"127.0.0.1:99999\"".to_owned()),
+            "[\\PC]{0,6}",
+        ];
+        let sep = prop::sample::select(vec![" = ", "=", " ", "\n", "\r\n", "€", "😀", "#", "\""]);
+        (
+            key,
+            sep,
+            value,
+            prop::sample::select(vec!["\n", "", "\r", " # c\n"]),
+        )
+            .prop_map(|(k, s, v, end)| format!("{k}{s}{v}{end}"))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 400, ..Default::default() })]
+
+        /// Any file text: settings, or one error line naming the file.
+        #[test]
+        fn any_config_text_is_settings_or_one_error_line(
+            pieces in proptest::collection::vec(toml_piece(), 0..8),
+            raw in "[\\PC\n]{0,24}",
+        ) {
+            let path = Path::new("echomq.toml");
+            for text in [pieces.concat(), raw] {
+                if let Err(e) = parse_file(&text, path) {
+                    proptest::prop_assert!(e.starts_with("config file echomq.toml"), "{}", e);
+                    proptest::prop_assert!(!e.contains('\n'), "{}", e);
+                }
+            }
+        }
+
+        /// Settings written to a file read back as written.
+        #[test]
+        fn config_file_round_trip(
+            queue in "[\\PC]{1,12}",
+            url in proptest::option::of("[\\PC]{0,12}"),
+            numbers in (0..=i64::MAX as u64, 0..=i64::MAX as u64, 0usize..=i64::MAX as usize),
+            quiet in proptest::option::of(proptest::bool::ANY),
+            json in proptest::bool::ANY,
+            addr in proptest::option::of((proptest::num::u8::ANY, proptest::num::u16::ANY)),
+        ) {
+            let quote = |s: &str| serde_json::to_string(s).unwrap();
+            let mut text = format!(
+                "queue = {}\nlock_duration = {}\nmax_jobs = {}\nconcurrency = {}\nlog_format = {}\n",
+                quote(&queue),
+                numbers.0,
+                numbers.1,
+                numbers.2,
+                if json { "\"json\"" } else { "\"text\"" },
+            );
+            if let Some(u) = &url {
+                text.push_str(&format!("url = {}\n", quote(u)));
+            }
+            if let Some(q) = quiet {
+                text.push_str(&format!("quiet = {q}\n"));
+            }
+            let addr = addr.map(|(a, port)| SocketAddr::from(([127, 0, 0, a], port)));
+            if let Some(a) = addr {
+                text.push_str(&format!("health_addr = \"{a}\"\n"));
+            }
+            let f = parse_file(&text, Path::new("c.toml")).unwrap();
+            proptest::prop_assert_eq!(f.queue, Some(queue));
+            proptest::prop_assert_eq!(f.url, url);
+            proptest::prop_assert_eq!(f.lock_duration, Some(numbers.0));
+            proptest::prop_assert_eq!(f.max_jobs, Some(numbers.1));
+            proptest::prop_assert_eq!(f.concurrency, Some(numbers.2));
+            proptest::prop_assert_eq!(f.quiet, quiet);
+            proptest::prop_assert_eq!(f.health_addr, addr);
+            let format = if json { LogFormat::Json } else { LogFormat::Text };
+            proptest::prop_assert_eq!(f.log_format, Some(format));
+        }
     }
 }

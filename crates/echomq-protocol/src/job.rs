@@ -240,6 +240,26 @@ fn slot(name: &str) -> Option<usize> {
     })
 }
 
+/// A field whose value must be its exact text, as [`READ`] spells it, with
+/// its place in [`READ`]: the fields read strictly, and the texts that name
+/// keys (the parent's, the scheduler's, the deduplication key's). The
+/// others are read as lossy text from bytes that are not UTF-8, as Node's
+/// client reads them: the lenient JSON fields then read as text that is not
+/// JSON does, and messages and names shown stay readable.
+pub(crate) fn exact_text_field(name: &str) -> Option<(usize, &'static str)> {
+    let i = slot(name)?;
+    let lossy = [
+        field::RETURN_VALUE,
+        field::FAILED_REASON,
+        field::STACKTRACE,
+        field::DEFERRED_FAILURE,
+        field::PROCESSED_BY,
+        field::PROGRESS,
+        field::PARENT,
+    ];
+    (!lossy.contains(&READ[i])).then_some((i, READ[i]))
+}
+
 /// A job hash being decoded: each read takes its field out of its slot.
 struct HashReader<'i, 'a> {
     id: &'i str,

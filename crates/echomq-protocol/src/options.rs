@@ -328,6 +328,10 @@ pub struct JobOptions {
     /// On final failure, drop the dependency from the parent
     /// (`removeDependencyOnFailure`, stored as `rdof`).
     pub remove_dependency_on_failure: bool,
+    /// EchoMQ's job timeout, ms (public `timeout`, stored as `emqTimeout`):
+    /// an EchoMQ worker cancels the processor past it and fails the attempt.
+    /// BullMQ Node carries the key through untouched and ignores it.
+    pub timeout: Option<u64>,
     /// Stored options this crate does not interpret, carried through unchanged
     /// (flows, deduplication, repeat settings, newer BullMQ options).
     pub extra: Map<String, Value>,
@@ -342,6 +346,14 @@ impl JobOptions {
     /// Sets `delay` from a duration.
     pub fn delay(mut self, delay: std::time::Duration) -> Self {
         self.delay = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+        self
+    }
+
+    /// Sets the job timeout (EchoMQ's `timeout`, stored as `emqTimeout`):
+    /// an EchoMQ worker cancels the processor past it and fails the attempt
+    /// with a timeout reason, retried per `attempts` and `backoff`.
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         self
     }
 
@@ -470,6 +482,9 @@ impl JobOptions {
                 return opt("delay", format!("must not be negative (got {d})"));
             }
         }
+        if self.timeout == Some(0) {
+            return opt("timeout", "must be at least 1 ms".into());
+        }
         if let Some(p) = self.priority {
             if !(0..=MAX_PRIORITY).contains(&p) {
                 return opt(
@@ -552,6 +567,9 @@ impl JobOptions {
         if let Some(d) = &self.deduplication {
             m.insert("de".into(), d.to_value());
         }
+        if let Some(t) = self.timeout {
+            m.insert(TIMEOUT_KEY.into(), Value::from(t));
+        }
         // After the others, in the order BullMQ's flow producer leaves them.
         for flag in self.failure_flags() {
             m.insert(flag.into(), Value::Bool(true));
@@ -585,6 +603,7 @@ impl JobOptions {
                 "timestamp" => o.timestamp = v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)),
                 "stackTraceLimit" => o.stack_trace_limit = v.as_u64(),
                 "sizeLimit" => o.size_limit = v.as_u64(),
+                TIMEOUT_KEY if v.as_u64().is_some() => o.timeout = v.as_u64(),
                 "fpof" | "failParentOnFailure" => {
                     o.fail_parent_on_failure = v == &Value::Bool(true)
                 }
@@ -653,6 +672,9 @@ impl JobOptions {
                     option: "repeat",
                     reason: "not an option of an added job; use a job scheduler".into(),
                 });
+            } else if name == "timeout" {
+                // EchoMQ's own option, under a key of its own when stored.
+                stored.insert(TIMEOUT_KEY.into(), v.clone());
             } else if let Some((short, _)) = SHORT_NAMES
                 .iter()
                 .find(|(_, long)| *long == name && PUBLIC_NAMES.contains(long))
@@ -678,9 +700,16 @@ impl JobOptions {
                 m.insert((*long).into(), v);
             }
         }
+        if let Some(t) = m.remove(TIMEOUT_KEY) {
+            m.insert("timeout".into(), t);
+        }
         m
     }
 }
+
+/// Where the job timeout (EchoMQ's `timeout` option) is stored in `opts`: a
+/// key of EchoMQ's own, which BullMQ Node keeps and ignores.
+pub const TIMEOUT_KEY: &str = "emqTimeout";
 
 /// The option names of BullMQ 6.7.0's `JobsOptions`, as
 /// [`JobOptions::from_public`] accepts them.

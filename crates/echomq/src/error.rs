@@ -168,7 +168,10 @@ impl Error {
     /// and the CLI's exit code all ask it.
     ///
     /// The connection side is fred's IO, timeout, cancellation, back-pressure,
-    /// cluster, TLS and Sentinel errors, and a refused or unresolvable address.
+    /// cluster, TLS and Sentinel errors, a refused or unresolvable address, and
+    /// fred's "too many failed write attempts" (the connection went down with
+    /// the command written or queued: the pool allows one attempt, so fred
+    /// does not replay it; like a timeout, it may or may not have run).
     /// The server states are Redis's transient refusals: `LOADING` (a
     /// restarted server reading its AOF/RDB), `BUSY` (a script runs too long),
     /// `MASTERDOWN` and `READONLY` (a failover in progress), `TRYAGAIN` and
@@ -213,6 +216,7 @@ impl Error {
             "failed to lookup address",
             "name or service not known",
             "temporary failure in name resolution",
+            "too many failed write attempts",
         ]
         .iter()
         .any(|s| lower.contains(s))
@@ -257,6 +261,13 @@ mod tests {
         assert!(Error::Redis(RedisError::new(
             ErrorKind::Unknown,
             r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#
+        ))
+        .is_connection());
+        // What every pending call gets when a half-open pool is rebuilt
+        // (chaos F41: the LockManager failed on it instead of retrying).
+        assert!(Error::Redis(RedisError::new(
+            ErrorKind::Unknown,
+            "Too many failed write attempts."
         ))
         .is_connection());
         assert!(!Error::Redis(RedisError::new(ErrorKind::Auth, "WRONGPASS")).is_connection());

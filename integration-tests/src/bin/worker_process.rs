@@ -8,7 +8,12 @@
 //! `stalledChecker` (default true); for the chaos runner also `threads` (the
 //! runtime's worker threads, default 2), `skewMs` (this process's clock runs
 //! that far ahead, or behind when negative) and `closeMs` (the close deadline
-//! on SIGTERM or end of stdin, default 5000).
+//! on SIGTERM or end of stdin, default 5000); for the network-fault rows
+//! `commandTimeoutMs`, `connectTimeoutMs` (the connection's, default 10 s
+//! each), `watchdogMs` (the Worker's watchdog, default 5 s) and `healthAddr`:
+//! the worker set then runs under the shipped `HostSupervisor`, as `echomq
+//! work` runs it, and `/livez` and `/readyz` are served on that address (the
+//! `ready` line carries the bound address as `health`).
 //!
 //! Jobs behave as their data says (`echomq_integration_tests::behave`), plus
 //! the chaos modes: `panic`, `abort` (the whole process, a crash loop when a
@@ -24,8 +29,12 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use echomq::health::HealthCheck;
 use echomq::worker::{processor_fn, JobContext};
-use echomq::{Connection, Queue, WorkerArgs, WorkerMsg, WorkerSetSpec};
+use echomq::{
+    Connection, ConnectionConfig, HostSupervisor, HostSupervisorMsg, Queue, RestartIntensity,
+    WorkerArgs, WorkerMsg, WorkerSetSpec,
+};
 use ractor::{call_t, Actor};
 use serde_json::{json, Value};
 
@@ -42,6 +51,12 @@ fn main() {
         std::process::exit(2);
     };
     let opts: Value = serde_json::from_str(opts).expect("json options");
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let threads = opts["threads"].as_u64().unwrap_or(2).max(1) as usize;
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -59,9 +74,14 @@ async fn run(url: String, queue_name: String, opts: Value) {
         echomq::clock::set_skew_ms(skew);
     }
 
-    let conn = Connection::connect_url(url.as_str())
-        .await
-        .expect("connect");
+    let mut config = ConnectionConfig::with_url(url.as_str());
+    if opts["commandTimeoutMs"].is_u64() {
+        config.command_timeout = ms("commandTimeoutMs", 0);
+    }
+    if opts["connectTimeoutMs"].is_u64() {
+        config.connect_timeout = ms("connectTimeoutMs", 0);
+    }
+    let conn = Connection::connect(config).await.expect("connect");
     let queue = Queue::new(&conn, &queue_name).await.expect("queue");
     let runs: Arc<Mutex<HashMap<String, u64>>> = Default::default();
     let r = runs.clone();
@@ -96,16 +116,43 @@ async fn run(url: String, queue_name: String, opts: Value) {
     wargs.options.stalled_interval = ms("stalledInterval", 30_000);
     wargs.options.max_stalled_count = opts["maxStalledCount"].as_u64().unwrap_or(1);
     wargs.options.drain_delay = ms("drainDelay", 1000);
+    if opts["watchdogMs"].is_u64() {
+        wargs.options.watchdog_interval = ms("watchdogMs", 0);
+    }
     let mut spec = WorkerSetSpec::new(wargs);
     if opts["stalledChecker"] == json!(false) {
         spec.stalled_checker = None;
     }
-    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.expect("host");
-    let set = spec
-        .spawn_linked(host.get_cell())
-        .await
-        .expect("worker set");
-    say(json!({"ev": "ready"}));
+    // Kept alive until the exit: dropping it stops the endpoints.
+    let mut _health = None;
+    let set = match opts["healthAddr"].as_str() {
+        Some(addr) => {
+            let addr: std::net::SocketAddr = addr.parse().expect("healthAddr is host:port");
+            let (host, _) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
+                .await
+                .expect("host supervisor");
+            let (id, set) = call_t!(host, HostSupervisorMsg::AddWorkerSet, 5000, Box::new(spec))
+                .expect("supervisor answers")
+                .expect("worker set");
+            let check = HealthCheck::new(conn.clone(), host).worker_set(id);
+            let server = echomq::health::serve(addr, Some(check))
+                .await
+                .expect("health endpoints");
+            let bound = server.addr();
+            _health = Some(server);
+            say(json!({"ev": "ready", "health": bound.to_string()}));
+            set
+        }
+        None => {
+            let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.expect("host");
+            let set = spec
+                .spawn_linked(host.get_cell())
+                .await
+                .expect("worker set");
+            say(json!({"ev": "ready"}));
+            set
+        }
+    };
 
     // stdin closing or SIGTERM is the signal for an orderly close.
     let stdin_closed = tokio::task::spawn_blocking(|| {

@@ -151,6 +151,20 @@ impl Proc {
         Self::start(cmd).await
     }
 
+    /// Starts `worker_process` inside the network namespace `ns` (through
+    /// `ip netns exec`, which execs it: the PID is the worker's own).
+    pub async fn rust_in(
+        ns: &crate::netns::Netns,
+        bin: &Path,
+        url: &str,
+        queue: &str,
+        opts: Value,
+    ) -> Proc {
+        let mut cmd = ns.command(bin);
+        cmd.args([url, queue, &opts.to_string()]);
+        Self::start(cmd).await
+    }
+
     /// Starts BullMQ's `node interop/worker.js <url> <queue> <opts>`.
     pub async fn node(url: &str, queue: &str, opts: Value) -> Proc {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
@@ -161,10 +175,16 @@ impl Proc {
     }
 
     async fn start(mut cmd: Command) -> Proc {
+        // CHAOS_VERBOSE shows the workers' stderr (their logs with RUST_LOG).
+        let stderr = if std::env::var_os("CHAOS_VERBOSE").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        };
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("worker process starts");
         let lines = JsonLines::read(&mut child);

@@ -14,6 +14,7 @@ pub mod fleet;
 pub mod input_faults;
 pub mod lock_faults;
 pub mod network_faults;
+pub mod partition_faults;
 pub mod redis_faults;
 pub mod scale_faults;
 pub mod server;
@@ -198,6 +199,13 @@ pub fn catalogue() -> Vec<Scenario> {
         sc("F39", false, cluster_faults::f39),
         sc("F40", false, n::f40),
         sc("F40b", false, n::f40b),
+        sc("F41", false, partition_faults::f41),
+        sc("F42", false, partition_faults::f42),
+        sc("F43", false, partition_faults::f43),
+        sc("F44", false, partition_faults::f44),
+        sc("F45", false, partition_faults::f45),
+        sc("F46", false, partition_faults::f46),
+        sc("F47", false, partition_faults::f47),
     ]
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::decode::{self, Reply, ReplyError};
 use super::script::{Arg, ScriptCall};
-use crate::job::field;
+use crate::job::{self, field, DecodeError, Job};
 use crate::keys::Key;
 use crate::keys::QueueKeys;
 use crate::packing::{pack_fields, pack_strings, FetchOpts, FinishOpts};
@@ -93,17 +93,26 @@ impl NextJob {
 /// A taken job's hash as the reply carried it (HGETALL's order): every
 /// field name and value in one text buffer, read with one UTF-8 check each
 /// and no allocation per entry. Every job a worker takes is decoded from
-/// here ([`crate::Job::from_fields`] over [`JobFields::iter`]).
+/// here ([`JobFields::to_job`]).
+///
+/// An entry whose bytes are not UTF-8 (a foreign writer's) is kept as its
+/// lossy text and noted: [`JobFields::to_job`] refuses it when it is a
+/// value the job is read from, so the worker can fail that job by its id
+/// instead of losing the whole reply (docs/reliability.md, F31).
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct JobFields {
     text: String,
     /// Where each entry ends in `text`; entries alternate name, value.
     ends: Vec<usize>,
+    /// Entries that were not UTF-8 (empty for every hash a client wrote as text).
+    not_text: Vec<usize>,
 }
 
 impl JobFields {
     /// Reads a flat field/value array as [`decode::pairs`] does, with the
-    /// same errors: the first entry that is not text, then an odd count.
+    /// same errors (the first entry that is not a string or a number, then
+    /// an odd count), except that bytes which are not UTF-8 are kept lossily
+    /// and noted rather than refused.
     fn decode(script: ScriptId, reply: Reply) -> Result<JobFields, ReplyError> {
         let items = decode::array(script, reply)?;
         let size = items
@@ -116,14 +125,15 @@ impl JobFields {
         let mut fields = JobFields {
             text: String::with_capacity(size),
             ends: Vec::with_capacity(items.len()),
+            not_text: Vec::new(),
         };
         for item in &items {
             match item {
                 Reply::Bulk(b) => match std::str::from_utf8(b) {
                     Ok(s) => fields.text.push_str(s),
-                    // Not text: the same error as reading it on its own.
                     Err(_) => {
-                        decode::text(script, item)?;
+                        fields.not_text.push(fields.ends.len());
+                        fields.text.push_str(&String::from_utf8_lossy(b));
                     }
                 },
                 other => fields.text.push_str(&decode::text(script, other)?),
@@ -136,13 +146,49 @@ impl JobFields {
         Ok(fields)
     }
 
+    /// Decodes the job (as [`crate::Job::from_fields`] over
+    /// [`JobFields::iter`]). A value that was not UTF-8 is an
+    /// [`DecodeError::InvalidField`] in a field read strictly or naming a
+    /// key (of several, the first in the job hash's field order, whatever
+    /// order HGETALL gave); elsewhere it reads as its lossy text.
+    pub fn to_job(&self, id: &str) -> Result<Job, DecodeError> {
+        let mut refused: Option<(usize, &'static str)> = None;
+        for &at in &self.not_text {
+            // Names are never refused: one that is not text is no field a
+            // job is read from.
+            if at % 2 == 0 {
+                continue;
+            }
+            let name = self.entry(at - 1);
+            let Some(found) = job::exact_text_field(name) else {
+                continue;
+            };
+            // The last value given for a field is the one read.
+            let later = (at + 1..self.ends.len())
+                .step_by(2)
+                .any(|n| self.entry(n) == name);
+            if !later && refused.is_none_or(|r| found.0 < r.0) {
+                refused = Some(found);
+            }
+        }
+        if let Some((_, field)) = refused {
+            return Err(DecodeError::InvalidField {
+                id: id.to_owned(),
+                field,
+                reason: "not UTF-8 text".into(),
+            });
+        }
+        Job::from_fields(id, self.iter())
+    }
+
+    fn entry(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.text.get(start..self.ends[i]).unwrap_or_default()
+    }
+
     /// The (field, value) pairs, borrowed.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        let entry = |i: usize| {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] };
-            self.text.get(start..self.ends[i]).unwrap_or_default()
-        };
-        (0..self.ends.len() / 2).map(move |p| (entry(2 * p), entry(2 * p + 1)))
+        (0..self.ends.len() / 2).map(move |p| (self.entry(2 * p), self.entry(2 * p + 1)))
     }
 
     /// The number of fields.
@@ -741,8 +787,6 @@ mod tests {
             ],
             vec![bulk(b"name")],
             vec![bulk(b"name"), Reply::Nil, bulk(b"x")],
-            // A multibyte character split across two entries is not text.
-            vec![bulk(b"a\xc3"), bulk(b"\xa9")],
             vec![bulk(b"a"), Reply::Array(vec![])],
         ];
         for items in cases {
@@ -762,6 +806,78 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn bytes_that_are_not_text_fail_only_the_fields_read_exactly() {
+        use serde_json::Value;
+        let s = ScriptId::MoveToActive;
+        let bulk = |b: &'static [u8]| Reply::Bulk(bytes::Bytes::from_static(b));
+        let fields = |items: Vec<Reply>| JobFields::decode(s, Reply::Array(items)).unwrap();
+        // A multibyte character split across two entries is not text.
+        let split = fields(vec![
+            bulk(b"name"),
+            bulk(b"a\xc3"),
+            bulk(b"\xa9"),
+            bulk(b"{}"),
+        ]);
+        let e = split.to_job("7").unwrap_err();
+        assert_eq!(
+            e,
+            DecodeError::InvalidField {
+                id: "7".into(),
+                field: field::NAME,
+                reason: "not UTF-8 text".into()
+            }
+        );
+        assert_eq!(split.len(), 2, "kept lossily, entry by entry");
+        let data = fields(vec![
+            bulk(b"name"),
+            bulk(b"n"),
+            bulk(b"data"),
+            bulk(b"\xff"),
+        ]);
+        assert!(matches!(
+            data.to_job("1"),
+            Err(DecodeError::InvalidField { field: "data", .. })
+        ));
+        // A foreign field, or a foreign name, of any bytes is ignored, as
+        // is a value given again as text later on; lenient fields read the
+        // lossy text.
+        let ignored = fields(vec![
+            bulk(b"name"),
+            bulk(b"\xff"),
+            bulk(b"x-bin"),
+            bulk(b"\xfe\xff"),
+            bulk(b"\xc3"),
+            bulk(b"v"),
+            bulk(b"name"),
+            bulk(b"n"),
+            bulk(b"progress"),
+            bulk(b"\xff1"),
+            bulk(b"failedReason"),
+            bulk(b"bad \xff"),
+        ]);
+        let job = ignored.to_job("2").unwrap();
+        assert_eq!(job.name, "n");
+        assert_eq!(job.progress, Value::from("\u{fffd}1"));
+        assert_eq!(job.failed_reason.as_deref(), Some("bad \u{fffd}"));
+        // Of two refused fields, the first in the hash's field order.
+        let both = |order: [&'static [u8]; 4]| {
+            fields(order.iter().map(|b| bulk(b)).collect())
+                .to_job("4")
+                .unwrap_err()
+        };
+        let a = both([b"rjk", b"\xff", b"data", b"\xfe"]);
+        let b = both([b"data", b"\xfe", b"rjk", b"\xff"]);
+        assert_eq!(a, b);
+        assert!(matches!(a, DecodeError::InvalidField { field: "data", .. }));
+        let text = fields(vec![bulk(b"name"), bulk(b"n"), bulk(b"data"), bulk(b"[1]")]);
+        assert_eq!(
+            text.to_job("3"),
+            Job::from_fields("3", [("name", "n"), ("data", "[1]")])
+        );
+    }
+
     use crate::call::script::argv_text;
     use crate::packing::MetricsSize;
 

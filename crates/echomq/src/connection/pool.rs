@@ -102,6 +102,16 @@ impl Connection {
         Ok(client)
     }
 
+    /// A new subscriber client (pub/sub), resubscribing by itself after a
+    /// reconnect.
+    pub(crate) async fn subscriber(&self) -> Result<fred::clients::SubscriberClient> {
+        let client =
+            builder(&self.inner.fred_config, &self.inner.config).build_subscriber_client()?;
+        client.init().await?;
+        client.manage_subscriptions();
+        Ok(client)
+    }
+
     /// `CLIENT SETNAME name` on `client`'s connections. A clustered client
     /// has one connection per primary and a keyless command goes to any one
     /// of them, so the name is set on every primary: whichever node serves

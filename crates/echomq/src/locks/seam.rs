@@ -23,6 +23,11 @@ pub(crate) enum CancelReason {
     LockLost,
     /// The close deadline passed: the job goes back to `wait`.
     Shutdown,
+    /// The job ran past its timeout: the attempt fails with a timeout reason.
+    Timeout,
+    /// Someone cancelled the job (`Queue::cancel`), which ended it in Redis
+    /// already: nothing is written by this worker.
+    Cancelled,
 }
 
 impl CancelReason {
@@ -30,6 +35,8 @@ impl CancelReason {
         match v {
             1 => CancelReason::LockLost,
             2 => CancelReason::Shutdown,
+            3 => CancelReason::Timeout,
+            4 => CancelReason::Cancelled,
             _ => CancelReason::None,
         }
     }
@@ -39,6 +46,8 @@ impl CancelReason {
             CancelReason::None => 0,
             CancelReason::LockLost => 1,
             CancelReason::Shutdown => 2,
+            CancelReason::Timeout => 3,
+            CancelReason::Cancelled => 4,
         }
     }
 }
@@ -71,8 +80,15 @@ impl Held {
     }
 
     /// Cancels the processor, recording why first so it is read correctly.
+    /// The first reason stays: a lock found lost after a remote cancel ended
+    /// the job is still a cancel.
     pub fn cancel(&self, reason: CancelReason) {
-        self.reason.store(reason.as_u8(), Ordering::Release);
+        let _ = self.reason.compare_exchange(
+            CancelReason::None.as_u8(),
+            reason.as_u8(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         self.cancel.cancel();
     }
 
@@ -146,6 +162,11 @@ impl LockSeam {
             Some(h) if *h.token == *token => s.held.remove(id),
             _ => None,
         }
+    }
+
+    /// The job held under `id`, if any.
+    pub fn get(&self, id: &str) -> Option<Held> {
+        lock(&self.state).held.get(id).cloned()
     }
 
     /// Every held job.

@@ -8,6 +8,7 @@
 pub(crate) mod add;
 pub(crate) mod admin;
 pub(crate) mod chunked;
+pub(crate) mod cancel;
 pub(crate) mod dedup;
 pub(crate) mod edit;
 pub(crate) mod flows;
@@ -19,6 +20,7 @@ pub(crate) mod types;
 
 pub use self::add::ADD_BULK_CHUNK;
 pub use self::chunked::{Progress, DEFAULT_CHUNK};
+pub use self::cancel::{CancelMode, CancelOutcome};
 pub use self::flows::{Dependencies, FlowNode};
 pub use self::getters::{JobFilter, JobLogs, WorkerInfo};
 pub use self::handle::Queue;

@@ -174,6 +174,14 @@ fn expand_nickname(nick: &str) -> Option<String> {
 /// cron-parser gives up after this many steps.
 const LOOP_LIMIT: u32 = 10_000;
 
+/// The walk starts within ±8·10¹⁵ ms (some 250,000 years) of the epoch, or
+/// finds no occurrence: JS dates end at ±8.64·10¹⁵ and chrono's near
+/// ±8.2·10¹⁵, so nothing either side computes lies beyond, and the walk's
+/// steps (at most a month each) stay far from i64's ends. References that
+/// far out come only from foreign `repeat` options (a `startDate` or a
+/// `prevMillis` near 2⁶⁴, read `as i64`).
+const MAX_MS: i64 = 8_000_000_000_000_000;
+
 fn naive_of(ms: i64) -> NaiveDateTime {
     DateTime::from_timestamp_millis(ms)
         .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
@@ -446,6 +454,9 @@ impl<'a> Walk<'a> {
         } else if let Some(e) = end.filter(|e| current > *e) {
             current = e;
         }
+        if !(-MAX_MS..=MAX_MS).contains(&current) {
+            return None;
+        }
         let mut d = self.at(current);
         let start_ts = d.ts;
         if self.wall(&d).nanosecond() / 1_000_000 > 0 {
@@ -540,6 +551,27 @@ mod tests {
         let s = CronSchedule::new("0 * * * *", Some("UTC")).unwrap();
         let t = 1_704_067_200_000;
         assert_eq!(s.next_after(t, None, Some(t + 1000)), None);
+    }
+
+    #[test]
+    fn references_beyond_any_date_find_nothing() {
+        let s = CronSchedule::new("0 * * * *", Some("America/New_York")).unwrap();
+        for (after, start, end) in [
+            (i64::MAX, None, None),
+            (i64::MIN, None, None),
+            (0, Some(i64::MAX), None),
+            (0, Some(i64::MAX - 5), Some(i64::MAX)),
+            (i64::MAX, None, Some(i64::MIN)),
+            (MAX_MS + 1, None, None),
+        ] {
+            assert_eq!(
+                s.next_after(after, start, end),
+                None,
+                "{after} {start:?} {end:?}"
+            );
+        }
+        assert!(s.next_after(MAX_MS - 86_400_000, None, None).is_some());
+        assert!(s.next_after(-MAX_MS, None, None).is_some());
     }
 
     #[test]

@@ -13,10 +13,10 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Spawn
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::fetcher;
 use super::messages::{CloseReport, Internal, InternalKind, WorkerEvent, WorkerMsg, WorkerStatus};
 use super::options::WorkerArgs;
 use super::shared::WorkerShared;
+use super::{cancels, fetcher};
 use crate::locks::manager::LockManager;
 use crate::locks::protocol::{InternalMsg, LockManagerMsg, LockOwnerRef};
 use crate::locks::seam::CancelReason;
@@ -31,6 +31,8 @@ pub struct WorkerState {
     core: Arc<WorkerShared>,
     stop_fetcher: CancellationToken,
     fetcher: Option<tokio::task::JoinHandle<()>>,
+    /// The remote-cancel listener and its stop.
+    cancels: (tokio::task::JoinHandle<()>, CancellationToken),
     /// The running probe of the shared pool (see `probe_pool`).
     pool_probe: Option<tokio::task::JoinHandle<()>>,
     close: Option<PendingClose>,
@@ -59,11 +61,21 @@ impl Actor for Worker {
         if let Some(limit) = &args.options.limiter {
             limit.validate()?;
         }
+        if let Some(batch) = &args.options.batch {
+            batch.validate()?;
+            if args.batch_processor.is_none() {
+                return Err(
+                    "a worker with batch options needs a batch processor (WorkerArgs::batched)"
+                        .into(),
+                );
+            }
+        }
         let span =
             tracing::info_span!("worker", queue = %args.queue.name(), worker = ?args.options.name);
         let core = Arc::new(WorkerShared::new(
             args.queue,
             args.processor,
+            args.batch_processor,
             args.options,
             myself.clone(),
             args.events,
@@ -78,6 +90,8 @@ impl Actor for Worker {
         }
         let stop = CancellationToken::new();
         let fetcher = fetcher::spawn(core.clone(), stop.clone());
+        let cancels_stop = CancellationToken::new();
+        let cancels = cancels::spawn(core.clone(), cancels_stop.clone());
         myself.send_after(core.opts().watchdog_interval, || {
             WorkerMsg::Internal(Internal(InternalKind::Watchdog))
         });
@@ -86,6 +100,7 @@ impl Actor for Worker {
             core,
             stop_fetcher: stop,
             fetcher: Some(fetcher),
+            cancels: (cancels, cancels_stop),
             pool_probe: None,
             close: None,
             span,
@@ -109,6 +124,7 @@ impl Actor for Worker {
         state: &mut WorkerState,
     ) -> Result<(), ActorProcessingErr> {
         state.stop_fetcher.cancel();
+        state.cancels.1.cancel();
         state.core.gate().close();
         state.core.blocking().discard();
         Ok(())

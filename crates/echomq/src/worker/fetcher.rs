@@ -271,9 +271,20 @@ impl Fetcher {
         }
     }
 
-    /// moveToActive with a fresh token; a job taken runs in its own task.
+    /// moveToActive with a fresh token; a job taken runs in its own task. A
+    /// batched worker takes a batch instead.
     async fn fetch(&self, permit: SlotPermit) -> Next {
         let core = &self.core;
+        if let Some(batch) = core.opts().batch {
+            let jobs = super::batch::take(core, batch)
+                .instrument(tracing::debug_span!("fetch_batch"))
+                .await;
+            if !jobs.is_empty() {
+                core.hints().wake();
+                tokio::spawn(super::batch::run(core.clone(), permit, jobs));
+            }
+            return Next::Again;
+        }
         // A fresh token per fetched job; fetch-next reuses it for the job it
         // brings, as BullMQ does.
         let token: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());

@@ -13,9 +13,9 @@ use echomq_protocol::packing::FinishOpts;
 use echomq_protocol::{KeepJobs, ScriptErrorCode};
 use tokio_util::sync::CancellationToken;
 
-use super::processor::attempt_number;
+use super::processor::{attempt_number, JobContext};
 use super::shared::WorkerShared;
-use super::transition::{Finishing, Transition};
+use super::transition::{Finishing, Transition, TransitionCall};
 use crate::error::{Error, Result};
 use crate::locks::seam::{CancelReason, Held};
 use echomq_protocol::Job;
@@ -120,7 +120,7 @@ impl ActiveJob {
     ) -> Result<Self> {
         let held = core.seam().track(id, token.clone());
         core.counters().fetched();
-        match Job::from_fields(id, fields.iter()) {
+        match fields.to_job(id) {
             Ok(job) => {
                 core.telemetry().job_started(&job);
                 Ok(ActiveJob {
@@ -174,6 +174,22 @@ impl ActiveJob {
         self.held.cancellation_token().clone()
     }
 
+    /// What the processor sees of this job.
+    pub(crate) fn context(&self) -> JobContext {
+        JobContext {
+            job: self.job_arc(),
+            queue: self.core.queue_arc(),
+            token: self.token_arc(),
+            cancel: self.cancellation_token(),
+            worker: self.core.name().cloned(),
+        }
+    }
+
+    /// Cancels the processor with `reason` (the first reason given stays).
+    pub(crate) fn cancel(&self, reason: CancelReason) {
+        self.held.cancel(reason);
+    }
+
     pub(crate) fn cancel_reason(&self) -> CancelReason {
         self.held.cancel_reason()
     }
@@ -185,7 +201,7 @@ impl ActiveJob {
         value: serde_json::Value,
         fetch_next: bool,
     ) -> Result<FinishOutcome, Box<FinishFailed>> {
-        self.apply(&Transition::Complete(value), fetch_next).await
+        self.apply(&Transition::complete(&value), fetch_next).await
     }
 
     /// Fails the job for good (moveToFinished, `failed`) with `reason` as
@@ -259,6 +275,51 @@ impl ActiveJob {
                 Err(Box::new(FinishFailed { job: self, error }))
             }
         }
+    }
+
+    /// Runs the transitions of several held jobs in one pipelined round trip
+    /// (no fetch-next), with the effects of one call per job; each answer is
+    /// the job's own, as [`apply`](Self::apply) gives it.
+    pub(crate) async fn apply_batch(
+        items: Vec<(ActiveJob, Transition)>,
+    ) -> Vec<Result<FinishOutcome, Box<FinishFailed>>> {
+        let Some(core) = items.first().map(|(j, _)| j.core.clone()) else {
+            return Vec::new();
+        };
+        let now = now(&core);
+        let replies = {
+            let finishing: Vec<Finishing> = items
+                .iter()
+                .map(|(job, _)| {
+                    core.seam().untrack(&job.job.id, job.held.token());
+                    Finishing {
+                        keys: core.keys(),
+                        job: &job.job,
+                        token: job.token(),
+                        options: core.opts(),
+                        now,
+                        fetch_next: false,
+                    }
+                })
+                .collect();
+            let calls: Vec<TransitionCall> = finishing
+                .iter()
+                .zip(&items)
+                .map(|(f, (_, t))| f.call(t))
+                .collect();
+            core.conn().call_batch(&calls).await
+        };
+        items
+            .into_iter()
+            .zip(replies)
+            .map(|((job, t), reply)| match reply {
+                Ok((verdict, _)) => Ok(job.interpret(&t, verdict)),
+                Err(error) => {
+                    core.seam().retrack(&job.job.id, &job.held);
+                    Err(Box::new(FinishFailed { job, error }))
+                }
+            })
+            .collect()
     }
 
     async fn call(&self, t: &Transition, fetch_next: bool) -> Result<Verdict<Option<NextJob>>> {

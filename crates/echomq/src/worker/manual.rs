@@ -97,7 +97,7 @@ impl ManualWorker {
     fn adopt(&self, next: NextJob, token: &str) -> Result<Fetched> {
         Ok(match next {
             NextJob::Job { id, fields } => {
-                let job = Job::from_fields(&id, fields.iter())?;
+                let job = fields.to_job(&id)?;
                 Fetched::Job(Box::new(ManualJob {
                     worker: self.clone(),
                     job,
@@ -161,9 +161,7 @@ impl ManualJob {
         value: &Value,
         fetch_next: bool,
     ) -> Result<Option<Fetched>> {
-        let ran = self
-            .run(&Transition::Complete(value.clone()), fetch_next)
-            .await?;
+        let ran = self.run(&Transition::complete(value), fetch_next).await?;
         self.next_of("moveToFinished", ran)
     }
 

@@ -43,6 +43,12 @@ pub enum WorkerEvent {
         /// Job id.
         job_id: String,
     },
+    /// The job was cancelled (`Queue::cancel`) while this worker ran it: its
+    /// processor was stopped, and the canceller ended the job.
+    Cancelled {
+        /// Job id.
+        job_id: String,
+    },
 }
 
 /// A snapshot answered to [`WorkerMsg::GetStatus`].

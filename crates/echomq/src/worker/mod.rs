@@ -10,7 +10,9 @@
 pub(crate) mod actor;
 pub(crate) mod backoff;
 pub(crate) mod backoff_strategy;
+pub(crate) mod batch;
 pub(crate) mod blocking;
+pub(crate) mod cancels;
 pub(crate) mod due_timer;
 pub(crate) mod fetcher;
 pub(crate) mod flow_ctx;
@@ -28,6 +30,9 @@ pub(crate) mod transition;
 
 pub use self::actor::{spawn_linked, Worker, WorkerState};
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
+pub use self::batch::{
+    batch_processor_fn, BatchFuture, BatchOptions, BatchProcessor, BatchResults,
+};
 pub use self::flow_ctx::Parking;
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
 pub use self::manual::{Fetched, ManualJob, ManualParking, ManualWorker};

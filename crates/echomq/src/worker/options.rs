@@ -8,8 +8,9 @@ use echomq_protocol::KeepJobs;
 use ractor::ActorRef;
 
 use super::backoff_strategy::BackoffStrategy;
+use super::batch::{BatchOptions, BatchProcessor};
 use super::messages::{WorkerEvent, WorkerMsg};
-use super::processor::Processor;
+use super::processor::{JobContext, ProcessError, ProcessFuture, Processor};
 use crate::locks::manager::LockManagerArgs;
 use crate::locks::protocol::{LockManagerMsg, LockOwnerRef};
 use crate::queue::handle::Queue;
@@ -65,6 +66,13 @@ pub struct WorkerOptions {
     /// Computes the retry delay of jobs whose backoff type is custom (BullMQ's
     /// `settings.backoffStrategy`). Without it such a job fails for good.
     pub backoff_strategy: Option<BackoffStrategy>,
+    /// Take jobs in batches for a [`BatchProcessor`] (`WorkerArgs::batched`):
+    /// each slot of `concurrency` then runs one batch at a time. Default none.
+    pub batch: Option<BatchOptions>,
+    /// The timeout of jobs that set none (`JobOptions::timeout`): past it the
+    /// processor is cancelled and the attempt fails with a timeout reason.
+    /// Default none.
+    pub default_timeout: Option<Duration>,
 }
 
 impl Default for WorkerOptions {
@@ -86,6 +94,8 @@ impl Default for WorkerOptions {
             run_retry_delay: Duration::from_secs(15),
             limiter: None,
             backoff_strategy: None,
+            default_timeout: None,
+            batch: None,
         }
     }
 }
@@ -182,6 +192,18 @@ impl WorkerOptions {
         self
     }
 
+    /// Sets [`batch`](Self::batch).
+    pub fn batch(mut self, batch: BatchOptions) -> Self {
+        self.batch = Some(batch);
+        self
+    }
+
+    /// Sets [`default_timeout`](Self::default_timeout).
+    pub fn default_timeout(mut self, d: Duration) -> Self {
+        self.default_timeout = Some(d);
+        self
+    }
+
     /// Sets [`run_retry_delay`](Self::run_retry_delay).
     pub fn run_retry_delay(mut self, d: Duration) -> Self {
         self.run_retry_delay = d;
@@ -203,6 +225,9 @@ pub struct WorkerArgs {
     pub lock_manager: Option<ActorRef<LockManagerMsg>>,
     /// Where [`WorkerEvent`]s go; full channel = event dropped and counted.
     pub events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
+    /// The code run on each batch when `options.batch` is set (then
+    /// `processor` is not used).
+    pub batch_processor: Option<Arc<dyn BatchProcessor>>,
 }
 
 impl WorkerArgs {
@@ -214,7 +239,17 @@ impl WorkerArgs {
             options: WorkerOptions::default(),
             lock_manager: None,
             events: None,
+            batch_processor: None,
         }
+    }
+
+    /// Arguments of a worker that takes jobs in batches of `batch` for
+    /// `processor`.
+    pub fn batched(queue: Queue, processor: Arc<dyn BatchProcessor>, batch: BatchOptions) -> Self {
+        let mut args = Self::new(queue, Arc::new(NoSingleJobs));
+        args.options.batch = Some(batch);
+        args.batch_processor = Some(processor);
+        args
     }
 
     /// The LockManager arguments matching these settings.
@@ -235,5 +270,14 @@ impl LockManagerArgs {
     pub fn reporting_to(mut self, worker: &ActorRef<WorkerMsg>) -> Self {
         self.owner = Some(LockOwnerRef::new(worker.clone()));
         self
+    }
+}
+
+/// The single-job processor of a batched worker, which never runs one.
+struct NoSingleJobs;
+
+impl Processor for NoSingleJobs {
+    fn process(&self, _job: JobContext) -> ProcessFuture {
+        Box::pin(async { Err(ProcessError::failed("a batched worker runs no single jobs")) })
     }
 }

@@ -18,7 +18,7 @@ use super::backoff;
 use super::gate::SlotPermit;
 use super::job::{ActiveJob, FinishOutcome};
 use super::messages::WorkerEvent;
-use super::processor::{JobContext, ProcessError};
+use super::processor::{ProcessError, ProcessFuture};
 use super::shared::WorkerShared;
 use super::transition::{failed_attempt, Transition};
 use crate::locks::seam::CancelReason;
@@ -64,7 +64,16 @@ async fn process_one(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJ
     core.telemetry().job_ran(started.elapsed());
     match ran {
         Ran::Cancelled => give_up(core, job).await,
-        Ran::Returned(Ok(value)) => finish(core, job, Transition::Complete(value)).await,
+        Ran::TimedOut(still_running) => {
+            let e = timed_out(job.job(), job_timeout(core, job.job()));
+            fail_job_then(core, job, e, false).await;
+            // What a thread kill would do is out of reach of async code: the
+            // processor stops at its next await once the grace is over and
+            // its future is dropped (docs/worker.md §Job timeouts).
+            let _ = tokio::time::timeout(core.opts().cancel_grace, still_running).await;
+            None
+        }
+        Ran::Returned(Ok(value)) => finish(core, job, Transition::complete(&value)).await,
         Ran::Returned(Err(ProcessError::RateLimited)) => {
             finish(core, job, Transition::ToWait).await
         }
@@ -141,19 +150,16 @@ fn refuse_to_run(core: &WorkerShared, record: &Job) -> Option<ProcessError> {
 enum Ran {
     /// The worker gave the job up meanwhile; whatever it returned is ignored.
     Cancelled,
+    /// It ran past its timeout; the run, still going, is ignored from now on.
+    TimedOut(CatchPanic<ProcessFuture>),
     /// It returned (a panic reads as a failure).
     Returned(Result<Value, ProcessError>),
 }
 
 async fn run_processor(core: &WorkerShared, job: &ActiveJob) -> Ran {
-    let ctx = JobContext {
-        job: job.job_arc(),
-        queue: core.queue_arc(),
-        token: job.token_arc(),
-        cancel: job.cancellation_token(),
-        worker: core.name().cloned(),
-    };
+    let ctx = job.context();
     let cancel = ctx.cancel.clone();
+    let timeout = job_timeout(core, job.job());
     // Polled inside the slot's own task rather than a task of its own: one
     // spawn and one cross-task wake-up less per job, with a panic still caught
     // (and the job failed) as a spawned task's would be.
@@ -161,6 +167,12 @@ async fn run_processor(core: &WorkerShared, job: &ActiveJob) -> Ran {
     let result = tokio::select! {
         r = &mut run => Some(r),
         _ = cancel.cancelled() => None,
+        _ = tokio::time::sleep(timeout.unwrap_or_default()), if timeout.is_some() => {
+            job.cancel(CancelReason::Timeout);
+            // The attempt fails now; the processor, told so by its token,
+            // keeps the slot for the grace period after the failure.
+            return Ran::TimedOut(run);
+        }
     };
     // A processor that saw the cancellation may return before the select
     // notices it: what it returns after a cancellation is ignored all the
@@ -181,8 +193,49 @@ async fn run_processor(core: &WorkerShared, job: &ActiveJob) -> Ran {
     }
 }
 
+/// A failure as the job stores it: `failedReason`, the stack line (Node
+/// stores `err.stack`, whose first line names the error class), and whether
+/// it must not be retried.
+pub(crate) fn failure_parts(e: &ProcessError) -> (String, Option<String>, bool) {
+    match e {
+        // Node stores `err.stack`, whose first line names the error class.
+        ProcessError::Unrecoverable { message } => (
+            message.clone(),
+            Some(format!("UnrecoverableError: {message}")),
+            true,
+        ),
+        ProcessError::Failed { message, stack } => (message.clone(), stack.clone(), false),
+        _ => (e.to_string(), None, false),
+    }
+}
+
+/// The job's own timeout (`timeout` option), else the worker's default.
+fn job_timeout(core: &WorkerShared, record: &Job) -> Option<Duration> {
+    record
+        .opts
+        .timeout
+        .map(Duration::from_millis)
+        .or(core.opts().default_timeout)
+}
+
+/// The failure of an attempt that ran past its timeout, as BullMQ Node shows
+/// any failure (`failedReason`, a stack line naming the error class).
+fn timed_out(record: &Job, timeout: Option<Duration>) -> ProcessError {
+    let ms = timeout.map_or(0, |t| t.as_millis());
+    let message = format!("job {} timed out after {ms} ms", record.id);
+    ProcessError::Failed {
+        stack: Some(format!("TimeoutError: {message}")),
+        message,
+    }
+}
+
+/// `f` with its panics caught, as a task boundary would.
+pub(crate) fn catch_panic<F: Future + Unpin>(f: F) -> CatchPanic<F> {
+    CatchPanic(f)
+}
+
 /// The processor's future with its panics caught, as a task boundary would.
-struct CatchPanic<F>(F);
+pub(crate) struct CatchPanic<F>(F);
 
 impl<F: Future + Unpin> Future for CatchPanic<F> {
     type Output = Result<F::Output, Box<dyn Any + Send>>;
@@ -197,7 +250,7 @@ impl<F: Future + Unpin> Future for CatchPanic<F> {
     }
 }
 
-fn abnormal_end(panic: Box<dyn Any + Send>) -> ProcessError {
+pub(crate) fn abnormal_end(panic: Box<dyn Any + Send>) -> ProcessError {
     let text = panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -211,11 +264,24 @@ fn abnormal_end(panic: Box<dyn Any + Send>) -> ProcessError {
 /// A cancelled job: after a lost lock it is not ours any more, so nothing is
 /// written; after the close deadline it goes back to `wait`.
 async fn give_up(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJob> {
-    if job.cancel_reason() == CancelReason::LockLost {
-        debug!("lock lost: processor cancelled, job left to its new owner");
-        trace::outcome(Outcome::LockLost);
-        job.abandon();
-        return None;
+    match job.cancel_reason() {
+        CancelReason::LockLost => {
+            debug!("lock lost: processor cancelled, job left to its new owner");
+            trace::outcome(Outcome::LockLost);
+            job.abandon();
+            return None;
+        }
+        CancelReason::Cancelled => {
+            // The canceller ended the job in Redis with this lock's token.
+            debug!("cancelled: processor stopped, the job was ended by its canceller");
+            trace::outcome(Outcome::LockLost);
+            core.emit(WorkerEvent::Cancelled {
+                job_id: job.id().to_owned(),
+            });
+            job.abandon();
+            return None;
+        }
+        CancelReason::Timeout | CancelReason::Shutdown | CancelReason::None => {}
     }
     let id = job.id().to_owned();
     match job.move_to_wait().await {
@@ -233,24 +299,27 @@ async fn give_up(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJob> 
 }
 
 async fn fail_job(core: &Arc<WorkerShared>, job: ActiveJob, e: ProcessError) -> Option<ActiveJob> {
+    let fetch = fetch_next(core);
+    fail_job_then(core, job, e, fetch).await
+}
+
+/// A failed attempt recorded, taking the next job in the same call when
+/// `fetch` says so.
+async fn fail_job_then(
+    core: &Arc<WorkerShared>,
+    job: ActiveJob,
+    e: ProcessError,
+    fetch: bool,
+) -> Option<ActiveJob> {
     let record = job.job_arc();
-    let (message, stack, unrecoverable) = match &e {
-        // Node stores `err.stack`, whose first line names the error class.
-        ProcessError::Unrecoverable { message } => (
-            message.clone(),
-            Some(format!("UnrecoverableError: {message}")),
-            true,
-        ),
-        ProcessError::Failed { message, stack } => (message.clone(), stack.clone(), false),
-        _ => (e.to_string(), None, false),
-    };
+    let (message, stack, unrecoverable) = failure_parts(&e);
     let strategy = core.opts().backoff_strategy.as_ref();
     let no_retry = unrecoverable
         || backoff::started_too_often(core.opts().max_started_attempts, record.attempts_started);
     let (t, retrying) = failed_attempt(&record, &message, stack, no_retry, strategy);
     warn!(reason = %message, retrying, "job failed");
     let id = job.id().to_owned();
-    let next = finish(core, job, t).await;
+    let next = finish_then(core, job, t, fetch).await;
     core.counters().failure();
     core.telemetry().job_failed(retrying);
     core.emit(WorkerEvent::Failed {
@@ -263,13 +332,25 @@ async fn fail_job(core: &Arc<WorkerShared>, job: ActiveJob, e: ProcessError) -> 
 
 /// Runs a transition, retrying connection failures; interprets the verdict.
 async fn finish(core: &Arc<WorkerShared>, job: ActiveJob, t: Transition) -> Option<ActiveJob> {
+    let fetch = fetch_next(core);
+    finish_then(core, job, t, fetch).await
+}
+
+/// Runs a transition, taking the next job in the same call when `fetch`
+/// says so; retries connection failures; interprets the verdict.
+async fn finish_then(
+    core: &Arc<WorkerShared>,
+    job: ActiveJob,
+    t: Transition,
+    fetch: bool,
+) -> Option<ActiveJob> {
     let mut job = job;
     let mut pause = FINISH_RETRY_PAUSE;
     let mut tries = 0;
     let completing = matches!(t, Transition::Complete(_));
     loop {
         let id = job.id().to_owned();
-        let applied = job.apply(&t, fetch_next(core));
+        let applied = job.apply(&t, fetch && fetch_next(core));
         match applied.instrument(debug_span!("finish")).await {
             Ok(FinishOutcome::Done { next }) => {
                 core.counters().transition();

@@ -11,6 +11,7 @@ use echomq_protocol::packing::FetchOpts;
 use echomq_protocol::QueueKeys;
 use ractor::{ActorRef, ActorStatus};
 
+use super::batch::BatchProcessor;
 use super::blocking::BlockingConn;
 use super::gate::SlotGate;
 use super::hints::FetchHints;
@@ -74,6 +75,7 @@ impl Counters {
 pub(crate) struct WorkerShared {
     queue: Arc<Queue>,
     processor: Arc<dyn Processor>,
+    batch_processor: Option<Arc<dyn BatchProcessor>>,
     opts: WorkerOptions,
     name: Option<Arc<str>>,
     gate: Arc<SlotGate>,
@@ -90,6 +92,7 @@ impl WorkerShared {
     pub fn new(
         queue: Queue,
         processor: Arc<dyn Processor>,
+        batch_processor: Option<Arc<dyn BatchProcessor>>,
         opts: WorkerOptions,
         myself: ActorRef<WorkerMsg>,
         events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
@@ -104,6 +107,7 @@ impl WorkerShared {
             metrics: crate::telemetry::metrics::QueueMetrics::new(queue.name()),
             queue: Arc::new(queue),
             processor,
+            batch_processor,
             opts,
             seam: Arc::default(),
             hints: FetchHints::default(),
@@ -128,6 +132,11 @@ impl WorkerShared {
 
     pub fn processor(&self) -> &Arc<dyn Processor> {
         &self.processor
+    }
+
+    /// The batch processor, when the worker takes batches.
+    pub fn batch_processor(&self) -> Option<&Arc<dyn BatchProcessor>> {
+        self.batch_processor.as_ref()
     }
 
     pub fn opts(&self) -> &WorkerOptions {

@@ -10,9 +10,11 @@ use echomq_protocol::call::lifecycle::{
     DelayKind, EpochMs, FinishTarget, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
     NextJob, PushEnd, RetryJob, Verdict,
 };
+use echomq_protocol::call::{Arg, Reply, ReplyError, ScriptCall};
 use echomq_protocol::job::field;
+use echomq_protocol::keys::Key;
 use echomq_protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
-use echomq_protocol::{Job, KeepJobs, QueueKeys};
+use echomq_protocol::{Job, KeepJobs, QueueKeys, ScriptId};
 use serde_json::Value;
 
 use super::backoff::{self, RetryDecision};
@@ -28,7 +30,8 @@ pub(crate) type Fields = Vec<(&'static str, String)>;
 /// The transitions out of `active`.
 #[derive(Debug, Clone)]
 pub(crate) enum Transition {
-    Complete(Value),
+    /// Completed with this return value, as JSON text.
+    Complete(String),
     Fail {
         reason: String,
         fields: Fields,
@@ -45,6 +48,11 @@ pub(crate) enum Transition {
 }
 
 impl Transition {
+    /// Completed with `value` as the return value.
+    pub(crate) fn complete(value: &Value) -> Self {
+        Transition::Complete(serde_json::to_string(value).unwrap_or_else(|_| "null".into()))
+    }
+
     /// Whether the job leaves for good (completed or failed).
     pub(crate) fn finishes(&self) -> bool {
         matches!(self, Transition::Complete(_) | Transition::Fail { .. })
@@ -122,6 +130,67 @@ pub(crate) struct Ran {
     pub limited_for: Option<Duration>,
 }
 
+/// The one script call of a transition: a call type whose script depends on
+/// the transition, so that transitions of every kind go out in one pipeline
+/// ([`Connection::call_batch`] takes calls of one type).
+pub(crate) enum TransitionCall<'a> {
+    Finish(MoveToFinished<'a>),
+    Delay(MoveToDelayed<'a>),
+    Retry(RetryJob<'a>),
+    ToWait(MoveJobFromActiveToWait<'a>),
+}
+
+/// A transition call's reply: the verdict, and the limiter window of a move
+/// back to `wait`.
+pub(crate) type TransitionReply = (Verdict<Option<NextJob>>, Option<Duration>);
+
+impl ScriptCall for TransitionCall<'_> {
+    type Output = TransitionReply;
+
+    fn script(&self) -> ScriptId {
+        match self {
+            TransitionCall::Finish(c) => c.script(),
+            TransitionCall::Delay(c) => c.script(),
+            TransitionCall::Retry(c) => c.script(),
+            TransitionCall::ToWait(c) => c.script(),
+        }
+    }
+
+    fn keys(&self) -> Vec<Key> {
+        match self {
+            TransitionCall::Finish(c) => c.keys(),
+            TransitionCall::Delay(c) => c.keys(),
+            TransitionCall::Retry(c) => c.keys(),
+            TransitionCall::ToWait(c) => c.keys(),
+        }
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        match self {
+            TransitionCall::Finish(c) => c.args(),
+            TransitionCall::Delay(c) => c.args(),
+            TransitionCall::Retry(c) => c.args(),
+            TransitionCall::ToWait(c) => c.args(),
+        }
+    }
+
+    fn decode(&self, reply: Reply) -> std::result::Result<TransitionReply, ReplyError> {
+        Ok(match self {
+            TransitionCall::Finish(c) => (c.decode(reply)?, None),
+            TransitionCall::Delay(c) => (c.decode(reply)?, None),
+            TransitionCall::Retry(c) => (c.decode(reply)?.map(|()| None), None),
+            TransitionCall::ToWait(c) => {
+                let verdict = c.decode(reply)?;
+                let window = match &verdict {
+                    Verdict::Done(w) => Some(w.unwrap_or(Duration::ZERO)),
+                    Verdict::Refused(_) => None,
+                };
+                (verdict.map(|_| None), window)
+            }
+        })
+    }
+}
+
 /// One held job about to leave `active`: everything its script call is made
 /// of besides the transition.
 pub(crate) struct Finishing<'a> {
@@ -135,71 +204,56 @@ pub(crate) struct Finishing<'a> {
     pub fetch_next: bool,
 }
 
-impl Finishing<'_> {
+impl<'a> Finishing<'a> {
     /// Runs `t` as its one script call.
-    pub(crate) async fn run(&self, conn: &Connection, t: &Transition) -> Result<Ran> {
-        let done = |verdict| Ran {
+    pub(crate) async fn run(&self, conn: &Connection, t: &'a Transition) -> Result<Ran> {
+        let (verdict, limited_for) = conn.call(&self.call(t)).await?;
+        Ok(Ran {
             verdict,
-            limited_for: None,
-        };
+            limited_for,
+        })
+    }
+
+    /// The script call of `t` for this job.
+    pub(crate) fn call(&self, t: &'a Transition) -> TransitionCall<'_> {
         match t {
             Transition::Complete(value) => {
-                let value = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
-                let call = self.finish_call(FinishTarget::Completed, &value, &[]);
-                Ok(done(conn.call(&call).await?))
+                TransitionCall::Finish(self.finish_call(FinishTarget::Completed, value, &[]))
             }
             Transition::Fail { reason, fields } => {
-                let call = self.finish_call(FinishTarget::Failed, reason, fields);
-                Ok(done(conn.call(&call).await?))
+                TransitionCall::Finish(self.finish_call(FinishTarget::Failed, reason, fields))
             }
             Transition::Delay {
                 delay,
                 kind,
                 fields,
-            } => {
-                let call = MoveToDelayed {
-                    keys: self.keys,
-                    now: self.now,
-                    id: &self.job.id,
-                    token: self.token,
-                    delay: *delay,
-                    kind: *kind,
-                    fields,
-                    fetch_next: self.fetch_next.then(|| self.fetch_opts()),
-                };
-                Ok(done(conn.call(&call).await?))
-            }
-            Transition::Retry { fields } => {
-                let call = RetryJob {
-                    keys: self.keys,
-                    now: self.now,
-                    push: if self.job.opts.lifo {
-                        PushEnd::Front
-                    } else {
-                        PushEnd::Back
-                    },
-                    id: &self.job.id,
-                    token: self.token,
-                    fields,
-                };
-                Ok(done(conn.call(&call).await?.map(|()| None)))
-            }
-            Transition::ToWait => {
-                let call = MoveJobFromActiveToWait {
-                    keys: self.keys,
-                    id: &self.job.id,
-                    token: self.token,
-                };
-                let verdict = conn.call(&call).await?;
-                let limited_for = match &verdict {
-                    Verdict::Done(window) => Some(window.unwrap_or(Duration::ZERO)),
-                    Verdict::Refused(_) => None,
-                };
-                Ok(Ran {
-                    verdict: verdict.map(|_| None),
-                    limited_for,
-                })
-            }
+            } => TransitionCall::Delay(MoveToDelayed {
+                keys: self.keys,
+                now: self.now,
+                id: &self.job.id,
+                token: self.token,
+                delay: *delay,
+                kind: *kind,
+                fields,
+                fetch_next: self.fetch_next.then(|| self.fetch_opts()),
+            }),
+            Transition::Retry { fields } => TransitionCall::Retry(RetryJob {
+                keys: self.keys,
+                now: self.now,
+                push: if self.job.opts.lifo {
+                    PushEnd::Front
+                } else {
+                    PushEnd::Back
+                },
+                id: &self.job.id,
+                token: self.token,
+                fields,
+            }),
+            Transition::ToWait => TransitionCall::ToWait(MoveJobFromActiveToWait {
+                keys: self.keys,
+                id: &self.job.id,
+                token: self.token,
+            }),
         }
     }
 

@@ -1,0 +1,316 @@
+//! Batches against a real Redis: up to `size` jobs handed to one batch
+//! processor and answered per job (a failure fails only its job), each job a
+//! normal BullMQ job (its own lock renewed by the LockManager, its events,
+//! read back by BullMQ Node as any completed job), taken and finished in one
+//! round trip each, with the keyspace N single jobs leave.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use echomq::worker::{batch_processor_fn, BatchOptions, BatchResults};
+use echomq::{
+    JobContext, JobOptions, NewJob, ProcessError, Queue, WorkerArgs, WorkerEvent, WorkerSetSpec,
+};
+use echomq_integration_tests::keyspace::{self, Mask};
+use echomq_integration_tests::{bullmq, wait_until, NullSupervisor, RedisServer};
+use fred::prelude::*;
+use ractor::Actor;
+use serde_json::{json, Value as Json};
+
+fn jobs(n: usize, opts: JobOptions) -> Vec<NewJob> {
+    (0..n)
+        .map(|i| NewJob {
+            name: "b".into(),
+            data: json!({ "i": i }),
+            options: opts.clone(),
+        })
+        .collect()
+}
+
+async fn evalsha_calls(c: &Client) -> u64 {
+    let info: String = c
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A batch of 50 where jobs 7, 21 and 40 fail: 47 complete in the batch, the
+/// 3 failures are retried (attempts 2) and complete on their second run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_50_with_3_failures_completes_47_and_retries_3() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "batch").await.unwrap();
+    q.add_bulk(jobs(50, JobOptions::new().attempts(2)))
+        .await
+        .unwrap();
+    let sizes = Arc::new(Mutex::new(Vec::new()));
+    let seen = sizes.clone();
+    let processor = batch_processor_fn(move |batch: Vec<JobContext>| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(batch.len());
+            batch
+                .iter()
+                .map(|job| {
+                    let i = job.data()["i"].as_u64().unwrap();
+                    if [7, 21, 40].contains(&i) && job.attempt() == 1 {
+                        Err(ProcessError::failed(format!("job {i} fails once")))
+                    } else {
+                        Ok(json!({ "doubled": i * 2 }))
+                    }
+                })
+                .collect::<BatchResults>()
+        }
+    });
+    let (tx, mut events) = tokio::sync::mpsc::channel(1000);
+    let mut args = WorkerArgs::batched(q.clone(), processor, BatchOptions::new(50));
+    args.events = Some(tx);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    wait_until("50 completed", Duration::from_secs(20), async || {
+        c.zcard::<u64, _>("emq:batch:completed").await.unwrap() == 50
+    })
+    .await;
+    let sizes = sizes.lock().unwrap().clone();
+    assert_eq!(sizes[0], 50, "the first batch takes all 50: {sizes:?}");
+    let mut failed = Vec::new();
+    let mut completed = 0;
+    while let Ok(e) = events.try_recv() {
+        match e {
+            WorkerEvent::Failed {
+                job_id, retrying, ..
+            } => {
+                assert!(retrying);
+                failed.push(job_id);
+            }
+            WorkerEvent::Completed { .. } => completed += 1,
+            _ => {}
+        }
+    }
+    failed.sort();
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert_eq!(completed, 50);
+    // Every job is a normal completed job for BullMQ Node: its return value,
+    // its finish time, 2 attempts for the three that failed once.
+    let ids: Vec<String> = (1..=50).map(|i| i.to_string()).collect();
+    let read = bullmq("read-jobs", &redis.url(), "batch", json!({ "ids": ids }));
+    let mut retried = 0;
+    for id in &ids {
+        let j = &read[id];
+        assert_eq!(j["state"], "completed", "{id}: {j}");
+        let i = j["data"]["i"].as_u64().unwrap();
+        assert_eq!(j["returnvalue"], json!({ "doubled": i * 2 }));
+        assert!(j["finishedOn"].as_u64().is_some());
+        if j["attemptsMade"] == 2 {
+            retried += 1;
+            assert_eq!(j["stacktrace"].as_array().unwrap().len(), 1, "{j}");
+        }
+    }
+    assert_eq!(retried, 3);
+    set.close(Duration::from_secs(5)).await.unwrap();
+    host.stop(None);
+}
+
+/// Taking and finishing a batch are one round trip each: 20 jobs, one batch
+/// of 20 — 20 moveToActive in one pipeline, 20 moveToFinished in another,
+/// and the locks renewed meanwhile in one extendLocks per tick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_taken_and_finished_in_one_round_trip_each_and_its_locks_renewed() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "rt").await.unwrap();
+    q.add_bulk(jobs(20, JobOptions::new())).await.unwrap();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen = started.clone();
+    let processor = batch_processor_fn(move |batch: Vec<JobContext>| {
+        let mut released = released.clone();
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(batch.len(), Ordering::SeqCst);
+            let _ = released.wait_for(|go| *go).await;
+            batch
+                .iter()
+                .map(|_| Ok(Json::Null))
+                .collect::<BatchResults>()
+        }
+    });
+    let mut args = WorkerArgs::batched(q.clone(), processor, BatchOptions::new(20));
+    args.options.lock_duration = Duration::from_millis(600);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    let n = started.clone();
+    wait_until(
+        "a batch of 20 running",
+        Duration::from_secs(10),
+        async || n.load(Ordering::SeqCst) == 20,
+    )
+    .await;
+    // Three lock lifetimes with the batch held: every lock renewed by the
+    // LockManager's one call per tick.
+    let lm = set.lock_manager.clone();
+    let ticks0 = ractor::call_t!(lm, echomq::LockManagerMsg::GetStats, 2000)
+        .unwrap()
+        .ticks;
+    wait_until("6 renew ticks", Duration::from_secs(10), async || {
+        ractor::call_t!(lm, echomq::LockManagerMsg::GetStats, 2000)
+            .unwrap()
+            .ticks
+            >= ticks0 + 6
+    })
+    .await;
+    let stats = ractor::call_t!(lm, echomq::LockManagerMsg::GetStats, 2000).unwrap();
+    assert_eq!(stats.last_batch, 20);
+    assert_eq!(stats.lost, 0);
+    let before = evalsha_calls(&c).await;
+    release.send_replace(true);
+    wait_until("20 completed", Duration::from_secs(10), async || {
+        c.zcard::<u64, _>("emq:rt:completed").await.unwrap() == 20
+    })
+    .await;
+    set.close(Duration::from_secs(5)).await.unwrap();
+    let after = evalsha_calls(&c).await;
+    // The 20 finishes, and the fetch after them (an empty pipeline of
+    // moveToActive: the queue is drained), plus renewals meanwhile.
+    let finishes = after - before;
+    assert!(
+        (20..=20 + 20 + 4).contains(&finishes),
+        "{finishes} script calls for 20 finishes"
+    );
+    let stream: Vec<(String, Vec<(String, String)>)> =
+        echomq_integration_tests::events(&c, "emq:rt:events").await;
+    let completed = stream.iter().filter(|(e, _)| e == "completed").count();
+    let active = stream.iter().filter(|(e, _)| e == "active").count();
+    assert_eq!((completed, active), (20, 20), "an event per job");
+    host.stop(None);
+}
+
+/// A batch leaves the keyspace N single jobs leave: the same 10 jobs
+/// processed by a batched worker on one server and by a single-job worker
+/// (concurrency 1) on another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_leaves_the_keyspace_of_single_jobs() {
+    let mut snapshots = Vec::new();
+    for batched in [false, true] {
+        let redis = RedisServer::start();
+        let conn = redis.connect().await;
+        let c = redis.client().await;
+        let q = Queue::new(&conn, "ks").await.unwrap();
+        // One creation time on both servers: the keyspaces differ by nothing
+        // but the worker.
+        let mut opts = JobOptions::new().attempts(3);
+        opts.timestamp = Some(1_700_000_000_000);
+        q.add_bulk(jobs(10, opts)).await.unwrap();
+        let args = if batched {
+            WorkerArgs::batched(
+                q.clone(),
+                batch_processor_fn(|batch: Vec<JobContext>| async move {
+                    batch
+                        .iter()
+                        .map(|j| Ok(json!(j.data()["i"])))
+                        .collect::<BatchResults>()
+                }),
+                BatchOptions::new(10),
+            )
+        } else {
+            WorkerArgs::new(
+                q.clone(),
+                echomq::processor_fn(|j: JobContext| async move { Ok(json!(j.data()["i"])) }),
+            )
+        };
+        let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+        let set = WorkerSetSpec::new(args)
+            .spawn_linked(host.get_cell())
+            .await
+            .unwrap();
+        wait_until("10 completed", Duration::from_secs(10), async || {
+            c.zcard::<u64, _>("emq:ks:completed").await.unwrap() == 10
+        })
+        .await;
+        set.close(Duration::from_secs(5)).await.unwrap();
+        host.stop(None);
+        let mut snapshot = keyspace::snapshot(
+            &c,
+            "ks",
+            Mask {
+                worked: true,
+                ..Mask::default()
+            },
+        )
+        .await;
+        // Each job's events in the order they came; how the jobs' events
+        // interleave is what a batch changes (all take, then all finish).
+        if let Some(Json::Array(entry)) = snapshot.get_mut("events") {
+            if let Some(Json::Array(stream)) = entry.get_mut(1) {
+                stream.sort_by_key(|e| {
+                    e["jobId"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .parse::<u64>()
+                        .unwrap_or(0)
+                });
+            }
+        }
+        snapshots.push(snapshot);
+    }
+    keyspace::assert_same("batch vs single jobs", &snapshots[0], &snapshots[1]);
+}
+
+/// A batch short of `min_size` waits for it, up to its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_waits_for_its_min_size_until_its_timeout() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "min").await.unwrap();
+    let sizes = Arc::new(Mutex::new(Vec::new()));
+    let seen = sizes.clone();
+    let processor = batch_processor_fn(move |batch: Vec<JobContext>| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(batch.len());
+            batch
+                .iter()
+                .map(|_| Ok(Json::Null))
+                .collect::<BatchResults>()
+        }
+    });
+    let args = WorkerArgs::batched(
+        q.clone(),
+        processor,
+        BatchOptions::new(10).min_size(5, Duration::from_secs(30)),
+    );
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    // Added one by one: the batch starts only once 5 are there.
+    for i in 0..5 {
+        q.add("m", &json!({ "i": i }), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    wait_until("5 completed", Duration::from_secs(10), async || {
+        c.zcard::<u64, _>("emq:min:completed").await.unwrap() == 5
+    })
+    .await;
+    assert_eq!(*sizes.lock().unwrap(), vec![5], "one batch of the 5");
+    set.close(Duration::from_secs(5)).await.unwrap();
+    host.stop(None);
+}
