@@ -5,7 +5,7 @@
 //! a test can assert the work of each call as a count.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +31,10 @@ for id = first, first + n - 1 do
       "timestamp", t, "delay", "0", "priority", "0")
     redis.call("LPUSH", p .. "wait", id)
   end
+end
+if not completed and n > 0 then
+  -- As an add to a running queue: the marker wakes blocked workers.
+  redis.call("ZADD", p .. "marker", 0, "0")
 end
 local top = first + n - 1
 local cur = tonumber(redis.call("GET", p .. "id") or "0")
@@ -95,31 +99,37 @@ pub struct Call {
     pub inner: Vec<(String, Vec<String>)>,
 }
 
-/// `redis-cli monitor` on a server, recording every command from the start.
+/// `MONITOR` on a server (a raw connection of its own), recording every
+/// command from the start.
 pub struct Monitor {
-    child: Child,
+    stream: std::net::TcpStream,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Monitor {
     /// Starts monitoring the server on `port`; returns once the monitor is
-    /// attached (its own `PING` through `client` came back in the stream).
+    /// attached (its own `ECHO` through `client` came back in the stream).
     pub async fn start(port: u16, client: &Client) -> Monitor {
-        let mut child = Command::new("redis-cli")
-            .args(["-p", &port.to_string(), "monitor"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-cli runs");
-        let out = child.stdout.take().expect("piped stdout");
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect the monitor");
+        stream.write_all(b"MONITOR\r\n").expect("send MONITOR");
+        let mut out = BufReader::new(stream.try_clone().expect("clone the monitor socket"));
+        // Attached once the server said OK: what it runs from then on is
+        // streamed to us.
+        let mut ok = String::new();
+        out.read_line(&mut ok).expect("MONITOR answers");
+        assert_eq!(ok.trim_end(), "+OK", "MONITOR refused");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
+        // Each monitored command is one RESP simple string (`+…`): the
+        // server escapes newlines inside arguments.
         std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
+            for line in out.lines().map_while(Result::ok) {
+                if let Some(l) = line.strip_prefix('+') {
+                    sink.lock().unwrap().push(l.to_owned());
+                }
             }
         });
-        let m = Monitor { child, lines };
+        let m = Monitor { stream, lines };
         m.mark(client, "monitor-start").await;
         m.lines.lock().unwrap().clear();
         m
@@ -172,8 +182,7 @@ impl Monitor {
 
 impl Drop for Monitor {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 }
 
