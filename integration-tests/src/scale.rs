@@ -4,8 +4,8 @@
 //! executes, per client command and per command a script runs inside it, so
 //! a test can assert the work of each call as a count.
 
-use std::io::{BufRead, BufReader};
 use std::io::Write;
+use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,13 +49,7 @@ return top
 /// queue `queue` of prefix `emq` (ids go on from the queue's counter), with
 /// the fields EchoMQ's add and completion write and `data` as their data.
 /// Returns the last id written.
-pub async fn fill(
-    client: &Client,
-    queue: &str,
-    waiting: u64,
-    completed: u64,
-    data: &str,
-) -> u64 {
+pub async fn fill(client: &Client, queue: &str, waiting: u64, completed: u64, data: &str) -> u64 {
     let prefix = format!("emq:{queue}:");
     let counter: Option<u64> = fred::prelude::KeysInterface::get(client, format!("{prefix}id"))
         .await
@@ -110,7 +104,8 @@ impl Monitor {
     /// Starts monitoring the server on `port`; returns once the monitor is
     /// attached (its own `ECHO` through `client` came back in the stream).
     pub async fn start(port: u16, client: &Client) -> Monitor {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect the monitor");
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect the monitor");
         stream.write_all(b"MONITOR\r\n").expect("send MONITOR");
         let mut out = BufReader::new(stream.try_clone().expect("clone the monitor socket"));
         // Attached once the server said OK: what it runs from then on is
@@ -137,11 +132,21 @@ impl Monitor {
 
     /// Sends `ECHO <marker>` and waits until the monitor has printed it.
     async fn mark(&self, client: &Client, marker: &str) {
-        let _: String = fred::prelude::ClientInterface::echo(client, marker).await.unwrap();
+        let _: String = fred::prelude::ClientInterface::echo(client, marker)
+            .await
+            .unwrap();
         let needle = format!("\"{marker}\"");
-        crate::wait_until("the monitor prints the marker", Duration::from_secs(30), async || {
-            self.lines.lock().unwrap().iter().any(|l| l.contains(&needle))
-        })
+        crate::wait_until(
+            "the monitor prints the marker",
+            Duration::from_secs(30),
+            async || {
+                self.lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|l| l.contains(&needle))
+            },
+        )
         .await;
     }
 
@@ -155,7 +160,9 @@ impl Monitor {
             let Some((source, words)) = parse_line(&line) else {
                 continue;
             };
-            if words.first().is_some_and(|w| w.eq_ignore_ascii_case("echo"))
+            if words
+                .first()
+                .is_some_and(|w| w.eq_ignore_ascii_case("echo"))
                 && words.get(1).is_some_and(|w| w.starts_with("monitor-"))
             {
                 continue;
@@ -244,12 +251,19 @@ mod tests {
 
     #[test]
     fn monitor_lines_parse() {
-        let (src, w) = parse_line(r#"1796167200.235222 [0 127.0.0.1:48586] "eval" "a \"b\"" "0""#).unwrap();
+        let (src, w) =
+            parse_line(r#"1796167200.235222 [0 127.0.0.1:48586] "eval" "a \"b\"" "0""#).unwrap();
         assert_eq!(src, "127.0.0.1:48586");
         assert_eq!(w, ["eval", "a \"b\"", "0"]);
         let (src, w) = parse_line(r#"1796167200.235381 [0 lua] "SET" "a\x41" "1""#).unwrap();
         assert_eq!((src.as_str(), w[1].as_str()), ("lua", "aA"));
-        assert_eq!(range_of("LRANGE", &["k".into(), "0".into(), "999".into()]), Some(1000));
-        assert_eq!(range_of("LRANGE", &["k".into(), "0".into(), "-1".into()]), None);
+        assert_eq!(
+            range_of("LRANGE", &["k".into(), "0".into(), "999".into()]),
+            Some(1000)
+        );
+        assert_eq!(
+            range_of("LRANGE", &["k".into(), "0".into(), "-1".into()]),
+            None
+        );
     }
 }

@@ -84,17 +84,31 @@ async fn the_audit_reads_a_page_per_call() {
     .await
     .unwrap();
     let calls = m.take(&c).await;
-    assert!(report.violations.is_empty(), "{:#?}", &report.violations[..3.min(report.violations.len())]);
+    assert!(
+        report.violations.is_empty(),
+        "{:#?}",
+        &report.violations[..3.min(report.violations.len())]
+    );
     assert_eq!(report.ids, 30_000);
     // A page is ~8 commands per id; a SCAN step a few per key.
     let page = echomq::audit::PAGE as usize;
     let scripts = assert_bounded("audit", &calls, page * 10 + 20, page as i64);
-    assert_eq!(scripts as u64, report.calls - stalled_calls(&calls), "every call but SSCAN is a script");
+    assert_eq!(
+        scripts as u64,
+        report.calls - stalled_calls(&calls),
+        "every call but SSCAN is a script"
+    );
     assert_eq!(calls_seen, report.calls);
     // Paged: at least one call per page of each state.
     assert!(scripts >= 30_000 / page, "{scripts} calls");
-    let hmget_max = calls.iter().map(|c| c.inner.iter().filter(|(n, _)| n == "HMGET").count()).max();
-    assert!(hmget_max <= Some(page), "{hmget_max:?} job hashes in one call");
+    let hmget_max = calls
+        .iter()
+        .map(|c| c.inner.iter().filter(|(n, _)| n == "HMGET").count())
+        .max();
+    assert!(
+        hmget_max <= Some(page),
+        "{hmget_max:?} job hashes in one call"
+    );
 }
 
 fn stalled_calls(calls: &[Call]) -> u64 {
@@ -108,7 +122,10 @@ async fn getters_read_large_ranges_in_pages() {
     let all = q.get_jobs(&[JobState::Waiting], 0, -1, true).await.unwrap();
     assert_eq!(all.len(), 20_000);
     assert_eq!(all[0].id, "5001", "oldest first");
-    let ids = q.get_ranges(&[JobState::Completed], 0, -1, false).await.unwrap();
+    let ids = q
+        .get_ranges(&[JobState::Completed], 0, -1, false)
+        .await
+        .unwrap();
     assert_eq!(ids.len(), 5_000);
     // The oldest waiting job sits at the tail of a 20 000-long wait list.
     assert_eq!(q.get_state("5001").await.unwrap(), JobState::Waiting);
@@ -123,7 +140,10 @@ async fn getters_read_large_ranges_in_pages() {
     for call in &calls {
         for (name, args) in &call.inner {
             if name == "LPOS" {
-                assert!(args.iter().any(|a| a == "MAXLEN"), "LPOS {args:?} walks a whole list");
+                assert!(
+                    args.iter().any(|a| a == "MAXLEN"),
+                    "LPOS {args:?} walks a whole list"
+                );
             }
         }
     }
@@ -135,7 +155,13 @@ async fn clean_and_drain_work_a_chunk_per_call() {
     let m = Monitor::start(redis.port(), &c).await;
     let mut steps = 0;
     let cleaned = q
-        .clean_chunked(Duration::ZERO, JobState::Completed, 0, DEFAULT_CHUNK, |_| steps += 1)
+        .clean_chunked(
+            Duration::ZERO,
+            JobState::Completed,
+            0,
+            DEFAULT_CHUNK,
+            |_| steps += 1,
+        )
         .await
         .unwrap();
     assert_eq!(cleaned, 12_000);
@@ -150,7 +176,11 @@ async fn clean_and_drain_work_a_chunk_per_call() {
         .iter()
         .map(|c| c.inner.iter().filter(|(n, _)| n == "DEL").count())
         .collect();
-    assert!(dels.iter().all(|n| *n <= chunk * 2), "{:?}", dels.iter().max());
+    assert!(
+        dels.iter().all(|n| *n <= chunk * 2),
+        "{:?}",
+        dels.iter().max()
+    );
     let counts = q.counts().await.unwrap();
     assert_eq!((counts.waiting, counts.completed), (0, 0));
     assert_eq!(state::list(&c, "emq:q:wait").await.len(), 0);
@@ -172,12 +202,21 @@ async fn retry_promote_and_obliterate_move_a_chunk_per_call() {
       return 1"#;
     for from in (1..=20_000u64).step_by(5000) {
         let _: i64 = c
-            .eval(script, vec!["emq:q:"], vec![from.to_string(), (from + 4999).to_string()])
+            .eval(
+                script,
+                vec!["emq:q:"],
+                vec![from.to_string(), (from + 4999).to_string()],
+            )
             .await
             .unwrap();
     }
     let m = Monitor::start(redis.port(), &c).await;
-    assert_eq!(q.retry_jobs_with(echomq::protocol::FinishTarget::Failed, 1000, None, |_| {}).await.unwrap(), 10_000);
+    assert_eq!(
+        q.retry_jobs_with(echomq::protocol::FinishTarget::Failed, 1000, None, |_| {})
+            .await
+            .unwrap(),
+        10_000
+    );
     assert_eq!(q.promote_all_with(1000, |_| {}).await.unwrap(), 10_000);
     assert_eq!(q.counts().await.unwrap().waiting, 20_000);
     q.obliterate_with(true, 1000, |_| {}).await.unwrap();
@@ -205,7 +244,10 @@ async fn add_bulk_goes_in_pipelined_chunks() {
     assert_eq!(ids.len(), 3 * ADD_BULK_CHUNK + 10);
     let calls = m.take(&c).await;
     assert_bounded("add_bulk", &calls, 40, 10);
-    assert_eq!(calls.iter().filter(|c| c.command == "EVALSHA").count(), ids.len());
+    assert_eq!(
+        calls.iter().filter(|c| c.command == "EVALSHA").count(),
+        ids.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,7 +282,9 @@ async fn a_parent_with_10000_children_is_read_in_pages() {
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, "q").await.unwrap();
-    q.add("p", &json!({}), JobOptions::new().job_id("P")).await.unwrap();
+    q.add("p", &json!({}), JobOptions::new().job_id("P"))
+        .await
+        .unwrap();
     // 10 000 children: 6 000 pending, 4 000 processed, written directly.
     let script = r#"
       for i = 1, 10000 do
@@ -251,7 +295,10 @@ async fn a_parent_with_10000_children_is_read_in_pages() {
         else redis.call("HSET", KEYS[1] .. "P:processed", child, '"ok"') end
       end
       return 1"#;
-    let _: i64 = c.eval(script, vec!["emq:q:"], Vec::<String>::new()).await.unwrap();
+    let _: i64 = c
+        .eval(script, vec!["emq:q:"], Vec::<String>::new())
+        .await
+        .unwrap();
     let m = Monitor::start(redis.port(), &c).await;
     let values = q.get_children_values("P").await.unwrap();
     assert_eq!(values.len(), 4000);

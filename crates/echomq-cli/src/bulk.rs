@@ -91,7 +91,9 @@ fn job_of(n: usize, line: &str) -> Res<NewJob> {
     let limit = QueueOptions::default().max_data_bytes;
     let size = data.to_string().len();
     if size > limit {
-        return Err(format!("line {n}: data is {size} bytes, more than the {limit} allowed").into());
+        return Err(
+            format!("line {n}: data is {size} bytes, more than the {limit} allowed").into(),
+        );
     }
     Ok(NewJob {
         name: name.to_owned(),

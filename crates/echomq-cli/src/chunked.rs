@@ -30,7 +30,11 @@ fn bar(what: &'static str) -> (ProgressBar, impl FnMut(Progress) + Clone) {
 
 /// How a chunked command ended when it failed half way: what was done, and
 /// that running it again goes on.
-fn stopped(bar: &ProgressBar, what: &str, e: echomq::Error) -> Box<dyn std::error::Error + Send + Sync> {
+fn stopped(
+    bar: &ProgressBar,
+    what: &str,
+    e: echomq::Error,
+) -> Box<dyn std::error::Error + Send + Sync> {
     bar.abandon();
     crate::style::print_warning(&format!(
         "{what} stopped after {} jobs; run the same command again to go on with the rest",

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use echomq::protocol::{Event, QueueKeys};
 use echomq::{
-    Backoff, Connection, Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs,
-    QueueEventsMsg, QueueOptions, StartFrom,
+    Backoff, Connection, Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg,
+    QueueOptions, StartFrom,
 };
 use fred::prelude::{ClientInterface, SortedSetsInterface, StreamsInterface, Value};
 

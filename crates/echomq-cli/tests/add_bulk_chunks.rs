@@ -71,7 +71,10 @@ impl ReplyEater {
                         if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
                             break;
                         }
-                        if buf[..n].windows(7).any(|w| w.eq_ignore_ascii_case(b"EVALSHA")) {
+                        if buf[..n]
+                            .windows(7)
+                            .any(|w| w.eq_ignore_ascii_case(b"EVALSHA"))
+                        {
                             m1.store(true, Ordering::SeqCst);
                         }
                     }
@@ -106,7 +109,10 @@ async fn a_bad_line_is_named_and_nothing_is_written() {
     let _ = std::fs::remove_file(&file);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("line 2203") && err.contains("atempts"), "{err}");
+    assert!(
+        err.contains("line 2203") && err.contains("atempts"),
+        "{err}"
+    );
     let c = redis.client().await;
     let keys: Vec<String> = state::cmd(&c, "KEYS", vec!["emq:q:*".into()]).await;
     assert!(keys.is_empty(), "nothing written: {keys:?}");
@@ -120,11 +126,23 @@ async fn lost_replies_of_a_chunk_are_an_unknown_outcome_and_the_run_resumes() {
     let path = file.to_str().unwrap();
     let out = echomq(
         &proxy.url(),
-        &["--command-timeout", "500", "add-bulk", "q", path, "--chunk", "1000"],
+        &[
+            "--command-timeout",
+            "500",
+            "add-bulk",
+            "q",
+            path,
+            "--chunk",
+            "1000",
+        ],
     );
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(proxy.muted.load(Ordering::SeqCst));
-    assert_eq!(out.status.code(), Some(5), "outcome unknown, not unreachable: {err}");
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "outcome unknown, not unreachable: {err}"
+    );
     assert!(err.contains("stopped at line 1:"), "{err}");
     assert!(err.contains("--from-line 1"), "{err}");
     assert!(err.contains("may or may not have been applied"), "{err}");
@@ -132,16 +150,28 @@ async fn lost_replies_of_a_chunk_are_an_unknown_outcome_and_the_run_resumes() {
     // Redis ran the chunk it was sent, and only that one: the first 1000
     // lines were added although no reply said so.
     let c = redis.client().await;
-    wait_until("the sent chunk is stored", Duration::from_secs(10), async || {
-        state::cmd::<i64>(&c, "LLEN", vec!["emq:q:wait".into()]).await == 1000
-    })
+    wait_until(
+        "the sent chunk is stored",
+        Duration::from_secs(10),
+        async || state::cmd::<i64>(&c, "LLEN", vec!["emq:q:wait".into()]).await == 1000,
+    )
     .await;
     // Resume after the chunk that turned out stored.
-    let out = echomq(&redis.url(), &["add-bulk", "q", path, "--from-line", "1001"]);
+    let out = echomq(
+        &redis.url(),
+        &["add-bulk", "q", path, "--from-line", "1001"],
+    );
     let _ = std::fs::remove_file(&file);
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(said.contains("added 2000 jobs (lines 1001..=3000"), "{said}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("added 2000 jobs (lines 1001..=3000"),
+        "{said}"
+    );
     let n: i64 = state::cmd(&c, "LLEN", vec!["emq:q:wait".into()]).await;
     assert_eq!(n, 3000, "every line once");
 }
@@ -154,10 +184,7 @@ async fn a_write_without_its_reply_is_outcome_unknown_a_read_is_not() {
     config.command_timeout = Duration::from_millis(400);
     let conn = echomq::Connection::connect(config).await.unwrap();
     let q = Queue::new(&conn, "q").await.unwrap();
-    let e = q
-        .add("j", &json!({}), JobOptions::new())
-        .await
-        .unwrap_err();
+    let e = q.add("j", &json!({}), JobOptions::new()).await.unwrap_err();
     assert!(e.is_outcome_unknown(), "{e:?}");
     let d = diagnose(&e, Some(&proxy.url()));
     assert_eq!(d.class, FailureClass::OutcomeUnknown);
@@ -169,6 +196,9 @@ async fn a_write_without_its_reply_is_outcome_unknown_a_read_is_not() {
     // A read that times out the same way is only a connection failure.
     let e = q.counts().await.unwrap_err();
     assert!(!e.is_outcome_unknown() && e.is_connection(), "{e:?}");
-    assert_eq!(diagnose(&e, Some(&proxy.url())).class, FailureClass::Connection);
+    assert_eq!(
+        diagnose(&e, Some(&proxy.url())).class,
+        FailureClass::Connection
+    );
     conn.close().await;
 }

@@ -74,7 +74,11 @@ impl Discovery {
         let mut ended = false;
         for _ in 0..budget.max(1) {
             let cursor = std::mem::take(&mut w.cursor);
-            let cursor = if cursor.is_empty() { "0".to_owned() } else { cursor };
+            let cursor = if cursor.is_empty() {
+                "0".to_owned()
+            } else {
+                cursor
+            };
             let (next, keys): (String, Vec<String>) = client
                 .scan_page(cursor, pattern.clone(), Some(SCAN_COUNT), None)
                 .await?;

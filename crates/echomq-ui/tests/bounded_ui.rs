@@ -40,12 +40,18 @@ async fn overview_and_queue_pages_read_a_bounded_amount_per_request() {
         }
         assert!(requests < 200, "discovery never completed: {v}");
     };
-    assert_eq!(listed["queues"].as_array().unwrap().len(), 50, "a page of 50");
+    assert_eq!(
+        listed["queues"].as_array().unwrap().len(),
+        50,
+        "a page of 50"
+    );
     let page2 = h.json("/api/queues?page=1").await;
     assert_eq!(page2["queues"].as_array().unwrap().len(), 11);
     let html = h.html("/").await;
     assert!(html.contains("of 61"), "the pager says how many");
-    let page = h.json("/api/queues/big/jobs?state=waiting&page=3&size=50").await;
+    let page = h
+        .json("/api/queues/big/jobs?state=waiting&page=3&size=50")
+        .await;
     assert_eq!(page["jobs"].as_array().unwrap().len(), 50);
     assert_eq!(page["total"], 30_000);
     let _ = h.html("/queues/big?state=completed").await;
@@ -54,7 +60,11 @@ async fn overview_and_queue_pages_read_a_bounded_amount_per_request() {
     let scans: Vec<_> = calls.iter().filter(|c| c.command == "SCAN").collect();
     // Every request's budget, and the sampler's one tick, at most.
     let bound = (requests + 2) * 10 + 100;
-    assert!(scans.len() <= bound, "{} SCAN calls for {requests} requests", scans.len());
+    assert!(
+        scans.len() <= bound,
+        "{} SCAN calls for {requests} requests",
+        scans.len()
+    );
     for s in &scans {
         let count = s
             .args
@@ -64,7 +74,10 @@ async fn overview_and_queue_pages_read_a_bounded_amount_per_request() {
             .and_then(|n| n.parse::<u64>().ok());
         assert!(count.is_some_and(|n| n <= 1000), "{:?}", s.args);
     }
-    assert!(first_total.unwrap() < 61, "the first request did not walk everything");
+    assert!(
+        first_total.unwrap() < 61,
+        "the first request did not walk everything"
+    );
     // Counts per listed queue: a few commands each, never a page of jobs.
     for call in &calls {
         for (name, args) in &call.inner {
@@ -73,6 +86,12 @@ async fn overview_and_queue_pages_read_a_bounded_amount_per_request() {
                 assert!(n.is_some_and(|n| n <= 200), "{name} {args:?}");
             }
         }
-        assert!(call.inner.len() <= 2000, "{} {:?}: {} commands", call.command, &call.args[..2.min(call.args.len())], call.inner.len());
+        assert!(
+            call.inner.len() <= 2000,
+            "{} {:?}: {} commands",
+            call.command,
+            &call.args[..2.min(call.args.len())],
+            call.inner.len()
+        );
     }
 }

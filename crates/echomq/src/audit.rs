@@ -160,7 +160,11 @@ pub async fn audit_paged(
         phase: "head",
         calls: 1,
         ids_read: 0,
-        ids_total: LISTS.iter().chain(SETS.iter()).map(|s| a.head.size(s)).sum(),
+        ids_total: LISTS
+            .iter()
+            .chain(SETS.iter())
+            .map(|s| a.head.size(s))
+            .sum(),
     };
     progress(p);
     for state in LISTS.iter().chain(SETS.iter()).chain(["repeat"].iter()) {
@@ -469,7 +473,12 @@ impl Auditor {
 
     /// Records a row against the lists seen so far and counts it; false when
     /// the id was already seen in this list (reported there).
-    fn note_list_or_count(&mut self, state: &'static str, row: &PageRow, first_in_page: bool) -> bool {
+    fn note_list_or_count(
+        &mut self,
+        state: &'static str,
+        row: &PageRow,
+        first_in_page: bool,
+    ) -> bool {
         let id = row.id.as_str();
         // A sorted-set state holding it too is proven by this read.
         if !row.also_in.is_empty() && self.multi_state.insert(row.id.clone()) {
@@ -492,10 +501,7 @@ impl Auditor {
             self.f.add("A2", Severity::Quiescent, Some(id), detail);
         }
         if LISTS.contains(&state) {
-            let fresh = self
-                .lists
-                .get_mut(state)
-                .is_some_and(|set| set.insert(id));
+            let fresh = self.lists.get_mut(state).is_some_and(|set| set.insert(id));
             if !fresh && first_in_page {
                 let detail = format!("listed more than once in {state} (seen by separate reads)");
                 self.f.add("A1", Severity::Quiescent, Some(id), detail);
@@ -562,7 +568,10 @@ impl Auditor {
                 self.f.add("A6a", Severity::Quiescent, id, detail);
             }
             if lock.pttl < 0 || lock.pttl > self.max_lock_ms {
-                let detail = format!("lock PTTL {} ms outside (0, {}]", lock.pttl, self.max_lock_ms);
+                let detail = format!(
+                    "lock PTTL {} ms outside (0, {}]",
+                    lock.pttl, self.max_lock_ms
+                );
                 self.f.add("A6b", Severity::Hard, id, detail);
             }
             if !is_uuid(&lock.value) {
@@ -577,7 +586,8 @@ impl Auditor {
             let listed = LISTS.iter().any(|l| self.lists[l].contains(&hash.id));
             if hash.held_by.is_empty() && !listed {
                 let detail = "job hash in no state structure".into();
-                self.f.add("A4", Severity::Quiescent, Some(&hash.id), detail);
+                self.f
+                    .add("A4", Severity::Quiescent, Some(&hash.id), detail);
                 self.ids += 1;
             }
         }
@@ -678,16 +688,25 @@ fn fields(state: &str, id: &str, score: Option<&str>, j: &JobRow, f: &mut Findin
         }
         "wait" => {
             if j.priority.parse::<i64>().unwrap_or(0) > 0 {
-                f.add("A10", Severity::Warning, id, "in wait with a priority".into());
+                f.add(
+                    "A10",
+                    Severity::Warning,
+                    id,
+                    "in wait with a priority".into(),
+                );
             }
             if !j.finished_on.is_empty() {
-                f.add("A9", Severity::Warning, id, "waiting with finishedOn".into());
+                f.add(
+                    "A9",
+                    Severity::Warning,
+                    id,
+                    "waiting with finishedOn".into(),
+                );
             }
         }
         _ => {}
     }
-    if !j.ats.is_empty() && j.atm.parse::<u64>().unwrap_or(0) > j.ats.parse::<u64>().unwrap_or(0)
-    {
+    if !j.ats.is_empty() && j.atm.parse::<u64>().unwrap_or(0) > j.ats.parse::<u64>().unwrap_or(0) {
         let detail = format!("atm {} > ats {}", j.atm, j.ats);
         f.add("A9", Severity::Warning, id, detail);
     }
@@ -754,7 +773,14 @@ mod tests {
         a.page(
             "wait",
             &page(
-                vec![row("1", &[]), row("1", &[]), row("2", &[]), row("4", &["completed"]), row("9", &[]), ghost],
+                vec![
+                    row("1", &[]),
+                    row("1", &[]),
+                    row("2", &[]),
+                    row("4", &["completed"]),
+                    row("9", &[]),
+                    ghost,
+                ],
                 8,
             ),
         );

@@ -113,14 +113,27 @@ async fn run() {
 
 async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {
     use fred::types::{ClusterHash, CustomCommand};
-    c.custom(CustomCommand::new_static(name, ClusterHash::FirstKey, false), args)
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    c.custom(
+        CustomCommand::new_static(name, ClusterHash::FirstKey, false),
+        args,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 async fn slowlog_reset(c: &Client) {
-    let _: String = cmd(c, "CONFIG", vec!["SET".into(), "slowlog-log-slower-than".into(), "50".into()]).await;
-    let _: String = cmd(c, "CONFIG", vec!["SET".into(), "slowlog-max-len".into(), "100000".into()]).await;
+    let _: String = cmd(
+        c,
+        "CONFIG",
+        vec!["SET".into(), "slowlog-log-slower-than".into(), "50".into()],
+    )
+    .await;
+    let _: String = cmd(
+        c,
+        "CONFIG",
+        vec!["SET".into(), "slowlog-max-len".into(), "100000".into()],
+    )
+    .await;
     let _: String = cmd(c, "SLOWLOG", vec!["RESET".into()]).await;
 }
 
@@ -147,7 +160,11 @@ async fn slowlog_max(c: &Client) -> (u64, String) {
 }
 
 fn name_of(args: &[String]) -> String {
-    let first = args.first().cloned().unwrap_or_default().to_ascii_uppercase();
+    let first = args
+        .first()
+        .cloned()
+        .unwrap_or_default()
+        .to_ascii_uppercase();
     if first == "EVALSHA" {
         let sha = args.get(1).cloned().unwrap_or_default();
         for (stem, _, s) in echomq::protocol::scripts::compiled() {
@@ -185,10 +202,18 @@ where
 /// A GET against the dashboard, the body's length.
 fn http_get(port: u16, path: &str) -> usize {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut body = Vec::new();
     s.read_to_end(&mut body).unwrap();
-    assert!(body.starts_with(b"HTTP/1.1 200"), "{path}: {}", String::from_utf8_lossy(&body[..80.min(body.len())]));
+    assert!(
+        body.starts_with(b"HTTP/1.1 200"),
+        "{path}: {}",
+        String::from_utf8_lossy(&body[..80.min(body.len())])
+    );
     body.len()
 }
 
@@ -205,7 +230,11 @@ impl Drop for Ui {
 }
 
 fn start_ui(url: &str) -> Ui {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new(echomq_bin())
         .args(["--url", url, "ui", "--bind", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
@@ -214,7 +243,10 @@ fn start_ui(url: &str) -> Ui {
         .expect("the release echomq binary (cargo build --release -p echomq-cli)");
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the dashboard did not start");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the dashboard did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     Ui { child, port }
@@ -266,7 +298,10 @@ async fn curve(n: u64) -> SizeRow {
             })
             .collect()
     };
-    let mut add = timed(&c, 1, || async { q.add_bulk(jobs()).await.unwrap(); }).await;
+    let mut add = timed(&c, 1, || async {
+        q.add_bulk(jobs()).await.unwrap();
+    })
+    .await;
     add.extra = format!("{:.0}", BATCH as f64 / (add.p50_ms / 1e3));
 
     // Processing 20 000 of the waiting jobs, no-op processor, concurrency 100.
@@ -279,11 +314,23 @@ async fn curve(n: u64) -> SizeRow {
     })
     .await;
     let page_waiting = timed(&c, ROUNDS, || async {
-        assert_eq!(q.get_jobs(&[JobState::Waiting], 0, 24, false).await.unwrap().len(), 25);
+        assert_eq!(
+            q.get_jobs(&[JobState::Waiting], 0, 24, false)
+                .await
+                .unwrap()
+                .len(),
+            25
+        );
     })
     .await;
     let page_completed = timed(&c, ROUNDS, || async {
-        assert_eq!(q.get_jobs(&[JobState::Completed], 0, 24, false).await.unwrap().len(), 25);
+        assert_eq!(
+            q.get_jobs(&[JobState::Completed], 0, 24, false)
+                .await
+                .unwrap()
+                .len(),
+            25
+        );
     })
     .await;
     // A search request of the dashboard: a miss reads its whole budget
@@ -312,9 +359,14 @@ async fn curve(n: u64) -> SizeRow {
     })
     .await;
     let calls = calls.load(Ordering::Relaxed);
-    audit.extra = format!("{calls} calls, {:.2} ms/call", audit.p50_ms / calls.max(1) as f64);
+    audit.extra = format!(
+        "{calls} calls, {:.2} ms/call",
+        audit.p50_ms / calls.max(1) as f64
+    );
     let clean = timed(&c, 5, || async {
-        q.clean(Duration::ZERO, 1000, JobState::Completed).await.unwrap();
+        q.clean(Duration::ZERO, 1000, JobState::Completed)
+            .await
+            .unwrap();
     })
     .await;
     let ui = start_ui(&redis.url());
@@ -387,7 +439,9 @@ impl Workers {
 async fn spawn_workers<F, Fut>(q: &Queue, concurrency: usize, f: F) -> Workers
 where
     F: Fn(echomq::JobContext) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<serde_json::Value, echomq::ProcessError>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<serde_json::Value, echomq::ProcessError>>
+        + Send
+        + 'static,
 {
     let mut args = echomq::WorkerArgs::new(q.clone(), echomq::worker::processor_fn(f));
     args.options.concurrency = concurrency;
@@ -444,27 +498,50 @@ fn print_curve(table: &[(u64, SizeRow)]) {
         }
         println!();
     };
-    line("fill (s), Redis MB", &|r| format!("{:.1} s, {:.0} MB", r.fill_s, r.redis_mb));
-    line("add (jobs/s; longest)", &|r| format!("{} ; {}", r.add.extra, slow(&r.add)));
-    line("process (jobs/s; longest)", &|r| format!("{} ; {}", r.process.extra, slow(&r.process)));
+    line("fill (s), Redis MB", &|r| {
+        format!("{:.1} s, {:.0} MB", r.fill_s, r.redis_mb)
+    });
+    line("add (jobs/s; longest)", &|r| {
+        format!("{} ; {}", r.add.extra, slow(&r.add))
+    });
+    line("process (jobs/s; longest)", &|r| {
+        format!("{} ; {}", r.process.extra, slow(&r.process))
+    });
     let op = |s: &Step| format!("{:.2} / {:.2} ; {}", s.p50_ms, s.max_ms, slow(s));
     line("stats", &|r| op(&r.stats));
     line("page of waiting (25)", &|r| op(&r.page_waiting));
     line("page of completed (25)", &|r| op(&r.page_completed));
     line("search request (2 000 ids)", &|r| op(&r.search));
-    line("audit, whole (calls)", &|r| format!("{:.0} ms ({}) ; {}", r.audit.p50_ms, r.audit.extra, slow(&r.audit)));
+    line("audit, whole (calls)", &|r| {
+        format!(
+            "{:.0} ms ({}) ; {}",
+            r.audit.p50_ms,
+            r.audit.extra,
+            slow(&r.audit)
+        )
+    });
     line("clean 1 000", &|r| op(&r.clean));
     line("dashboard overview (/ + /api/queues)", &|r| op(&r.overview));
     line("dashboard queue page", &|r| op(&r.queue_page));
     let node = |k: &'static str| {
         move |r: &SizeRow| match &r.node {
-            Some(v) => format!("{:.2} / {:.2}", v[k]["p50"].as_f64().unwrap_or(0.0), v[k]["max"].as_f64().unwrap_or(0.0)),
+            Some(v) => format!(
+                "{:.2} / {:.2}",
+                v[k]["p50"].as_f64().unwrap_or(0.0),
+                v[k]["max"].as_f64().unwrap_or(0.0)
+            ),
             None => "n/a".into(),
         }
     };
     line("BullMQ Node getJobCounts", &node("getJobCounts"));
-    line("BullMQ Node getJobs(waiting, 0, 24)", &node("getJobsWaiting"));
-    line("BullMQ Node getJobs(completed, 0, 24)", &node("getJobsCompleted"));
+    line(
+        "BullMQ Node getJobs(waiting, 0, 24)",
+        &node("getJobsWaiting"),
+    );
+    line(
+        "BullMQ Node getJobs(completed, 0, 24)",
+        &node("getJobsCompleted"),
+    );
 }
 
 /// Redis's bytes per waiting and per completed job, EchoMQ beside BullMQ
@@ -490,18 +567,54 @@ async fn memory_per_job(n: u64) {
             node_bench(&redis.url(), "add-bulk", json!({"n": n, "batch": 1000}));
         }
         let waiting = used_memory(&c).await;
-        let events_w: u64 = cmd(&c, "MEMORY", vec!["USAGE".into(), "emq:q:events".into(), "SAMPLES".into(), "0".into()]).await;
+        let events_w: u64 = cmd(
+            &c,
+            "MEMORY",
+            vec![
+                "USAGE".into(),
+                "emq:q:events".into(),
+                "SAMPLES".into(),
+                "0".into(),
+            ],
+        )
+        .await;
         if client == "EchoMQ" {
             let conn = redis.connect().await;
             process_all(&conn, &c, n).await;
         } else {
-            node_bench(&redis.url(), "process", json!({"n": n, "concurrency": 100, "keep": true}));
+            node_bench(
+                &redis.url(),
+                "process",
+                json!({"n": n, "concurrency": 100, "keep": true}),
+            );
         }
         let completed = used_memory(&c).await;
-        let events_c: u64 = cmd(&c, "MEMORY", vec!["USAGE".into(), "emq:q:events".into(), "SAMPLES".into(), "0".into()]).await;
+        let events_c: u64 = cmd(
+            &c,
+            "MEMORY",
+            vec![
+                "USAGE".into(),
+                "emq:q:events".into(),
+                "SAMPLES".into(),
+                "0".into(),
+            ],
+        )
+        .await;
         let xlen: u64 = cmd(&c, "XLEN", vec!["emq:q:events".into()]).await;
-        let sample: u64 = cmd(&c, "MEMORY", vec!["USAGE".into(), "emq:q:7".into(), "SAMPLES".into(), "0".into()]).await;
-        rows.push((client, base, waiting, completed, events_w, events_c, xlen, sample));
+        let sample: u64 = cmd(
+            &c,
+            "MEMORY",
+            vec![
+                "USAGE".into(),
+                "emq:q:7".into(),
+                "SAMPLES".into(),
+                "0".into(),
+            ],
+        )
+        .await;
+        rows.push((
+            client, base, waiting, completed, events_w, events_c, xlen, sample,
+        ));
     }
     println!("\n### Redis memory per job ({n} jobs, data `{{\"i\": n}}`)\n");
     println!("| client | bytes per waiting job | bytes per completed job | one completed job hash (MEMORY USAGE) | events stream (entries, bytes, share of the queue) |");
@@ -510,7 +623,10 @@ async fn memory_per_job(n: u64) {
         let w = (waiting - base - ew) as f64 / n as f64;
         let done = (completed - base - ec) as f64 / n as f64;
         let share = ec as f64 / (completed - base) as f64 * 100.0;
-        println!("| {client} | {w:.0} | {done:.0} | {sample} | {xlen} entries, {:.1} MB, {share:.1} % |", ec as f64 / 1e6);
+        println!(
+            "| {client} | {w:.0} | {done:.0} | {sample} | {xlen} entries, {:.1} MB, {share:.1} % |",
+            ec as f64 / 1e6
+        );
     }
 }
 
@@ -525,7 +641,11 @@ fn node_bench(url: &str, mode: &str, args: Json) {
         .args(["bench.js", mode, url, "q", &args.to_string()])
         .output()
         .expect("node runs");
-    assert!(out.status.success(), "node {mode}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "node {mode}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn rss_kb(pid: u32) -> u64 {
@@ -625,7 +745,10 @@ async fn held_jobs(n: u64) {
         })
         .collect();
     q2.add_bulk(jobs).await.unwrap();
-    let (b0, y0) = (BLOCKS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    let (b0, y0) = (
+        BLOCKS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
     let set = spawn_workers(&q2, n as usize, |_| async {
         tokio::time::sleep(Duration::from_secs(600)).await;
         Ok(serde_json::Value::Null)
@@ -636,20 +759,35 @@ async fn held_jobs(n: u64) {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let (b1, y1) = (BLOCKS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    let (b1, y1) = (
+        BLOCKS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
     set.host.stop(None);
 
     println!("\n### A worker holding {n} sleeping jobs\n");
     println!("| figure | value |");
     println!("| --- | ---: |");
-    println!("| `echomq work` RSS idle (concurrency {n}, no job) | {:.1} MB |", rss_idle as f64 / 1024.0);
-    println!("| `echomq work` RSS holding {n} jobs | {:.1} MB |", rss_held as f64 / 1024.0);
+    println!(
+        "| `echomq work` RSS idle (concurrency {n}, no job) | {:.1} MB |",
+        rss_idle as f64 / 1024.0
+    );
+    println!(
+        "| `echomq work` RSS holding {n} jobs | {:.1} MB |",
+        rss_held as f64 / 1024.0
+    );
     println!(
         "| RSS per held job | {:.2} KB |",
         (rss_held.saturating_sub(rss_idle)) as f64 / n as f64
     );
-    println!("| heap blocks per held job (in process) | {:.1} |", (b1 - b0) as f64 / n as f64);
-    println!("| heap bytes per held job (in process) | {:.0} B |", (y1 - y0) as f64 / n as f64);
+    println!(
+        "| heap blocks per held job (in process) | {:.1} |",
+        (b1 - b0) as f64 / n as f64
+    );
+    println!(
+        "| heap bytes per held job (in process) | {:.0} B |",
+        (y1 - y0) as f64 / n as f64
+    );
     println!("| CPU while holding, between renewals included (30 s) | {cpu_ms_per_s:.2} ms/s |");
 }
 

@@ -98,7 +98,10 @@ impl ScriptCall for AuditHead<'_> {
         let s = self.script();
         let parts = decode::array(s, reply)?;
         if parts.len() != 7 {
-            return Err(ReplyError::shape(s, format!("{} parts, not 7", parts.len())));
+            return Err(ReplyError::shape(
+                s,
+                format!("{} parts, not 7", parts.len()),
+            ));
         }
         let mut it = parts.into_iter();
         let mut next = || it.next().unwrap_or(Reply::Nil);
@@ -190,7 +193,10 @@ impl ScriptCall for AuditPage<'_> {
         let s = self.script();
         let parts = decode::array(s, reply)?;
         if parts.len() != 3 {
-            return Err(ReplyError::shape(s, format!("{} parts, not 3", parts.len())));
+            return Err(ReplyError::shape(
+                s,
+                format!("{} parts, not 3", parts.len()),
+            ));
         }
         let mut it = parts.into_iter();
         let id_counter = it
@@ -325,7 +331,10 @@ impl ScriptCall for AuditKeys<'_> {
         let s = self.script();
         let parts = decode::array(s, reply)?;
         if parts.len() != 3 {
-            return Err(ReplyError::shape(s, format!("{} parts, not 3", parts.len())));
+            return Err(ReplyError::shape(
+                s,
+                format!("{} parts, not 3", parts.len()),
+            ));
         }
         let mut it = parts.into_iter();
         let cursor = decode::text(s, &it.next().unwrap_or(Reply::Nil))?;
@@ -412,7 +421,11 @@ mod tests {
         assert_eq!(call.keys(), ["emq:q:"]);
         let reply = Reply::Array(vec![
             list(&["1700000000", "250000"]),
-            Reply::Array(vec![Reply::text("wait"), Reply::text("list"), Reply::Int(3)]),
+            Reply::Array(vec![
+                Reply::text("wait"),
+                Reply::text("list"),
+                Reply::Int(3),
+            ]),
             list(&["opts.maxLenEvents", "100"]),
             Reply::text("7"),
             list(&["0", "0"]),

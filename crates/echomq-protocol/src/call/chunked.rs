@@ -82,7 +82,11 @@ impl ScriptCall for DrainChunk<'_> {
     fn args(&self) -> Vec<Arg> {
         vec![
             Arg::str(self.keys.prefix_key()),
-            Arg::str(if self.target.is_list() { "list" } else { "zset" }),
+            Arg::str(if self.target.is_list() {
+                "list"
+            } else {
+                "zset"
+            }),
             Arg::int(self.spared_before),
             Arg::int(self.budget),
         ]

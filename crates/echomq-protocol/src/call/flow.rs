@@ -524,7 +524,10 @@ impl ScriptCall for AuditFlows<'_> {
         let s = self.script();
         let parts = decode::array(s, reply)?;
         if parts.len() != 4 {
-            return Err(ReplyError::shape(s, format!("{} parts, not 4", parts.len())));
+            return Err(ReplyError::shape(
+                s,
+                format!("{} parts, not 4", parts.len()),
+            ));
         }
         let mut it = parts.into_iter();
         let parent = it.next().and_then(|r| r.as_i64()).unwrap_or(0).max(0) as u64;
@@ -702,7 +705,10 @@ mod tests {
             Reply::Array(["F1", "p", "x"].iter().map(|s| Reply::text(s)).collect()),
         ]);
         let step = c.decode(r).unwrap();
-        assert_eq!((step.parent, step.cursor.as_str(), step.done), (4, "12", false));
+        assert_eq!(
+            (step.parent, step.cursor.as_str(), step.done),
+            (4, "12", false)
+        );
         assert_eq!(step.findings[0].check, "F1");
         assert!(c.decode(Reply::Array(vec![Reply::text("F1")])).is_err());
     }

@@ -212,7 +212,8 @@ impl Connection {
                     tokio::time::sleep(redirect::pause(refused)).await;
                 }
                 other => {
-                    break other.map_err(|e| Error::after_send(e, script.name(), script.writes()))?
+                    break other
+                        .map_err(|e| Error::after_send(e, script.name(), script.writes()))?
                 }
             }
         };

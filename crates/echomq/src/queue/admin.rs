@@ -3,15 +3,15 @@
 
 use std::time::Duration;
 
+use super::chunked::DEFAULT_CHUNK;
+use super::handle::Queue;
+use super::types::{JobState, RemoveOutcome};
+use crate::error::{Error, Result};
 use echomq_protocol::call::admin::{
     BulkSource, CleanJobsInSet, Pause, PauseAction, Promote, PushSide, RemoveJob, ReprocessJob,
 };
 use echomq_protocol::validate::ValidationError;
 use echomq_protocol::{FinishTarget, ScriptErrorCode, ScriptId};
-use super::chunked::DEFAULT_CHUNK;
-use super::handle::Queue;
-use super::types::{JobState, RemoveOutcome};
-use crate::error::{Error, Result};
 
 /// Jobs an obliterate call may delete before handing back (Node's chunk).
 const OBLITERATE_CHUNK: u32 = 1000;

@@ -169,7 +169,11 @@ impl Queue {
     }
 
     /// [`Queue::promote_all`], telling `progress` after every call.
-    pub async fn promote_all_with(&self, count: u64, progress: impl FnMut(Progress)) -> Result<u64> {
+    pub async fn promote_all_with(
+        &self,
+        count: u64,
+        progress: impl FnMut(Progress),
+    ) -> Result<u64> {
         self.move_jobs_to_wait_with(BulkSource::Delayed, count, None, progress)
             .await
     }

@@ -204,7 +204,7 @@ impl Queue {
             },
             states: &suffixes,
         };
-        let per_state = if super::paging::is_large(start, end) {
+        let per_state = if super::range::is_large(start, end) {
             let mut all = Vec::with_capacity(states.len());
             for state in states {
                 all.push(
@@ -258,7 +258,7 @@ impl Queue {
             states: &suffixes,
         };
         // A large range goes page by page (docs/scale.md), one state at a time.
-        let entries = if super::paging::is_large(start, end) {
+        let entries = if super::range::is_large(start, end) {
             let mut all = Vec::new();
             for state in &suffixes {
                 all.extend(self.get_jobs_paged(state, start, end, call.order).await?);

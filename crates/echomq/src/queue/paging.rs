@@ -11,25 +11,9 @@ use echomq_protocol::call::getters::{GetJobs, JobEntry};
 use fred::prelude::{ClientLike, ListInterface};
 
 use super::handle::Queue;
+use super::range::{is_large, resolve, READ_PAGE};
 use super::types::JobState;
 use crate::error::Result;
-
-/// Most entries one call of a large read returns.
-pub const READ_PAGE: u64 = 1000;
-
-/// `start..=end` of a sequence of `len`, with negative indexes counted from
-/// the end as Redis counts them; `None` when empty.
-pub(crate) fn resolve(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
-    let len = len as i64;
-    let at = |i: i64| if i < 0 { len + i } else { i };
-    let (s, e) = (at(start).max(0), at(end).min(len - 1));
-    (s <= e && len > 0).then_some((s as u64, e as u64))
-}
-
-/// Whether a range must be read in pages.
-pub(crate) fn is_large(start: i64, end: i64) -> bool {
-    start < 0 || end < 0 || end.saturating_sub(start) >= READ_PAGE as i64
-}
 
 impl Queue {
     /// getJobs for one state over a large range, page by page.
@@ -106,7 +90,12 @@ impl Queue {
     }
 
     /// `LRANGE` of a large range of a list, page by page.
-    pub(super) async fn lrange_paged(&self, key: &str, start: i64, end: i64) -> Result<Vec<String>> {
+    pub(super) async fn lrange_paged(
+        &self,
+        key: &str,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<String>> {
         let pool = self.conn.pool();
         if !is_large(start, end) {
             return Ok(pool.lrange(key, start, end).await?);
@@ -156,21 +145,5 @@ impl Queue {
             }
             cursor = next;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges_resolve_as_redis_reads_them() {
-        assert_eq!(resolve(0, -1, 5), Some((0, 4)));
-        assert_eq!(resolve(-2, -1, 5), Some((3, 4)));
-        assert_eq!(resolve(3, 100, 5), Some((3, 4)));
-        assert_eq!(resolve(0, -1, 0), None);
-        assert_eq!(resolve(6, 9, 5), None);
-        assert_eq!(resolve(-10, 1, 5), Some((0, 1)));
-        assert!(is_large(0, -1) && is_large(0, 1000) && !is_large(0, 999));
     }
 }
