@@ -44,7 +44,7 @@ bench: _ensure-redis _ensure-node-packages
 # calls at 10^3, 10^5, 10^6 and 10^7 jobs, each with its longest Redis command
 # (SLOWLOG), BullMQ Node's getJobs/getJobCounts beside; Redis bytes per job;
 # a worker holding 10 000 jobs (docs/benchmarks.md §Scale). About 4 GB of RAM
-# for the 10^7 queue (persistence off). BENCH_SIZES=1000,100000: quick;
+# for the 10^7 queue (BENCH_HUGE=1; persistence off). BENCH_SIZES=1000,100000: quick;
 # BENCH_ONLY=curve|memory|held: one section.
 bench-scale: _ensure-redis _ensure-node-packages
     cargo build --release -q -p echomq-cli
