@@ -314,3 +314,89 @@ async fn a_batch_waits_for_its_min_size_until_its_timeout() {
     set.close(Duration::from_secs(5)).await.unwrap();
     host.stop(None);
 }
+
+/// A worker process SIGKILLed while it holds a whole batch loses nothing:
+/// every job of the batch had its own lock, the survivor's stalled checker
+/// returns each to wait once its lock expires, and each completes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_sigkilled_mid_batch_loses_no_job_of_the_batch() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "kb").await.unwrap();
+    let ids = q
+        .add_bulk(
+            (0..12)
+                .map(|i| NewJob {
+                    name: "j".into(),
+                    data: json!({"mode": "ok", "ret": i}),
+                    options: JobOptions::new(),
+                })
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let opts = json!({
+        "batch": 8, "hang": true, "verbose": true,
+        "lockDuration": 1000, "stalledChecker": false
+    });
+    let mut victim = echomq_integration_tests::NodeChild::spawn_rust_worker(
+        env!("CARGO_BIN_EXE_worker_process"),
+        &redis.url(),
+        "kb",
+        opts,
+    );
+    let mut started = 0;
+    victim.wait_line(Duration::from_secs(20), |v| {
+        if v["ev"] == "start" {
+            started += 1;
+        }
+        started == 8
+    });
+    victim.kill();
+    // The fault happened: the killed process held the batch.
+    assert_eq!(q.counts().await.unwrap().active, 8);
+
+    let processor = echomq::processor_fn(|job: JobContext| async move {
+        echomq_integration_tests::behave(&job).await
+    });
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options.stalled_interval = Duration::from_millis(300);
+    args.options.drain_delay = Duration::from_millis(100);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    wait_until(
+        "the batch recovered and completed",
+        Duration::from_secs(30),
+        async || q.counts().await.unwrap().completed == 12,
+    )
+    .await;
+    set.close(Duration::from_secs(5)).await.unwrap();
+    host.stop(None);
+    let counts = q.counts().await.unwrap();
+    assert_eq!(
+        (counts.completed, counts.failed, counts.pending()),
+        (12, 0, 0),
+        "added = completed + failed + pending"
+    );
+    // Each finished once: one `completed` event per id.
+    let events = echomq_integration_tests::events(&c, "emq:kb:events").await;
+    let of = |name: &str, id: &str| {
+        events
+            .iter()
+            .filter(|(event, f)| event == name && f.contains(&("jobId".into(), id.into())))
+            .count()
+    };
+    for id in &ids {
+        assert_eq!(
+            of("completed", id),
+            1,
+            "job {id} did not complete exactly once"
+        );
+    }
+    let stalled = ids.iter().filter(|id| of("stalled", id) == 1).count();
+    assert_eq!(stalled, 8, "the batch was recovered as stalled jobs");
+}

@@ -148,6 +148,10 @@ pub struct AddOpts {
     /// Run before the other waiting jobs.
     #[arg(long)]
     pub lifo: bool,
+    /// Fail an attempt still running after MS ms (EchoMQ workers; retried
+    /// while attempts remain).
+    #[arg(long, value_name = "MS")]
+    pub timeout: Option<u64>,
 }
 
 /// The subcommands.
@@ -199,6 +203,18 @@ pub enum Command {
     },
     /// Every field of one job, and its logs.
     Job { queue: String, id: String },
+    /// Cancel a job: a running one is failed (or retried with `--retry`) at
+    /// once and its worker told to stop; a waiting or delayed one is removed.
+    Cancel {
+        queue: String,
+        id: String,
+        /// Why, stored as the failure reason.
+        #[arg(long, default_value = "cancelled")]
+        reason: String,
+        /// Count the attempt and retry the job if attempts remain, instead of failing it for good.
+        #[arg(long)]
+        retry: bool,
+    },
     /// Retry a failed (or completed) job, or every failed job with `--all` (moved `--count` per call).
     Retry {
         queue: String,

@@ -74,6 +74,7 @@ fn queue_of(c: &Command) -> &str {
         | Command::AddBulk { queue, .. }
         | Command::Jobs { queue, .. }
         | Command::Job { queue, .. }
+        | Command::Cancel { queue, .. }
         | Command::Retry { queue, .. }
         | Command::Promote { queue, .. }
         | Command::Remove { queue, .. }
@@ -180,6 +181,7 @@ fn add_options(o: &AddOpts) -> Res<JobOptions> {
         lifo: o.lifo,
         job_id: o.job_id.clone(),
         attempts: o.attempts,
+        timeout: o.timeout,
         ..Default::default()
     };
     if let Some(b) = &o.backoff {
@@ -233,6 +235,9 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
         Command::Concurrency { action, .. } => crate::limits::concurrency(q, action).await,
         Command::Dedup { action, .. } => crate::dedup::dedup(q, action).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
+        Command::Cancel {
+            id, reason, retry, ..
+        } => cancel(q, &id, &reason, retry).await,
         Command::Flow {
             id,
             depth,
@@ -470,6 +475,30 @@ async fn stats(conn: &Connection, q: &Queue) -> Res {
         workers.len(),
         paint(style::DIM, workers.join(", "))
     );
+    Ok(())
+}
+
+async fn cancel(q: &Queue, id: &str, reason: &str, retry: bool) -> Res {
+    use echomq::queue::{CancelMode, CancelOutcome};
+    let mode = if retry {
+        CancelMode::Retry
+    } else {
+        CancelMode::Fail
+    };
+    match q.cancel(id, reason, mode).await? {
+        CancelOutcome::Stopped { retrying: true } => {
+            anstream::println!("job {id} stopped; it will run again (attempts remain)")
+        }
+        CancelOutcome::Stopped { retrying: false } => {
+            anstream::println!("job {id} stopped and failed: {reason}")
+        }
+        CancelOutcome::Removed => anstream::println!("job {id} had not started; removed"),
+        CancelOutcome::AlreadyFinished(state) => {
+            anstream::println!("job {id} had already finished ({state:?}); nothing changed")
+        }
+        CancelOutcome::NotFound => return Err(format!("job {id} not found").into()),
+        other => anstream::println!("job {id}: {other:?}"),
+    }
     Ok(())
 }
 

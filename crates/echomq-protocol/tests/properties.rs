@@ -159,6 +159,7 @@ fn job_options() -> impl Strategy<Value = JobOptions> {
             continue_parent_on_failure: flags[2],
             ignore_dependency_on_failure: flags[3],
             remove_dependency_on_failure: flags[4],
+            timeout: timestamp.map(|t| t % 86_400_000),
             extra,
         }
     })

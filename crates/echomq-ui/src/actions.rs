@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use echomq::{queue::RemoveOutcome, JobOptions, JobState, Queue};
+use echomq::queue::{CancelMode, CancelOutcome, RemoveOutcome};
+use echomq::{JobOptions, JobState, Queue};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -14,6 +15,8 @@ use crate::model::parse_state;
 const RETRY_CHUNK: u64 = 1000;
 /// Largest job data the add form takes, in bytes.
 const MAX_FORM_DATA: usize = 1024 * 1024;
+/// Longest cancel reason the dashboard takes, in bytes.
+const MAX_REASON: usize = 1000;
 
 /// The fields any action may take, as a form or a JSON body sends them.
 /// Every value is text: a form has nothing else.
@@ -28,6 +31,10 @@ pub(crate) struct ActionInput {
     pub data: Option<String>,
     pub delay_ms: Option<String>,
     pub attempts: Option<String>,
+    /// Why a job is cancelled (its failure reason).
+    pub reason: Option<String>,
+    /// Retry a cancelled job if attempts remain.
+    pub retry: Option<String>,
     /// The CSRF token of a form.
     pub csrf: Option<String>,
 }
@@ -56,6 +63,8 @@ impl ActionInput {
             data: text("data"),
             delay_ms: text("delay_ms"),
             attempts: text("attempts"),
+            reason: text("reason"),
+            retry: text("retry"),
             csrf: None,
         })
     }
@@ -72,6 +81,11 @@ pub(crate) enum Action {
     },
     Remove {
         job: String,
+    },
+    Cancel {
+        job: String,
+        reason: String,
+        retry: bool,
     },
     Pause,
     Resume,
@@ -99,6 +113,9 @@ pub(crate) fn question(name: &str, queue: &str, job: Option<&str>) -> Option<Str
         "retry" => format!("Retry job {job} of queue {queue}?"),
         "promote" => format!("Promote delayed job {job} of queue {queue} now?"),
         "remove" => format!("Remove job {job} (and its children) from queue {queue}?"),
+        "cancel" => format!(
+            "Cancel job {job} of queue {queue}? A running attempt is stopped and failed; a job not started yet is removed."
+        ),
         "pause" => format!("Pause queue {queue}? Workers stop taking its jobs."),
         "resume" => format!("Resume queue {queue}?"),
         "clean" => {
@@ -112,10 +129,11 @@ pub(crate) fn question(name: &str, queue: &str, job: Option<&str>) -> Option<Str
 }
 
 /// The action names of the routes, in menu order.
-pub(crate) const ACTIONS: [&str; 9] = [
+pub(crate) const ACTIONS: [&str; 10] = [
     "retry",
     "promote",
     "remove",
+    "cancel",
     "pause",
     "resume",
     "clean",
@@ -153,6 +171,19 @@ impl Action {
             "retry" => Action::Retry { job: job()? },
             "promote" => Action::Promote { job: job()? },
             "remove" => Action::Remove { job: job()? },
+            "cancel" => {
+                let reason = non_empty(&input.reason).unwrap_or("cancelled from the dashboard");
+                if reason.len() > MAX_REASON {
+                    return Err(Failure::bad_request(
+                        "the reason is longer than 1,000 bytes",
+                    ));
+                }
+                Action::Cancel {
+                    job: job()?,
+                    reason: reason.to_owned(),
+                    retry: flag(&input.retry),
+                }
+            }
             "pause" => Action::Pause,
             "resume" => Action::Resume,
             "clean" => Action::Clean {
@@ -188,7 +219,10 @@ impl Action {
     /// The job the action is about, if one.
     pub fn job(&self) -> Option<&str> {
         match self {
-            Action::Retry { job } | Action::Promote { job } | Action::Remove { job } => Some(job),
+            Action::Retry { job }
+            | Action::Promote { job }
+            | Action::Remove { job }
+            | Action::Cancel { job, .. } => Some(job),
             _ => None,
         }
     }
@@ -213,6 +247,32 @@ impl Action {
                     ))
                 }
             },
+            Action::Cancel { job, reason, retry } => {
+                let mode = if *retry {
+                    CancelMode::Retry
+                } else {
+                    CancelMode::Fail
+                };
+                match q.cancel(job, reason, mode).await? {
+                    CancelOutcome::Stopped { retrying } => {
+                        json!({ "cancelled": job, "stopped": true, "retrying": retrying })
+                    }
+                    CancelOutcome::Removed => json!({ "cancelled": job, "removed": true }),
+                    CancelOutcome::AlreadyFinished(state) => {
+                        return Err(Failure::new(
+                            axum::http::StatusCode::CONFLICT,
+                            format!(
+                                "job {job} had already finished ({}); nothing changed",
+                                state.as_str()
+                            ),
+                        ))
+                    }
+                    CancelOutcome::NotFound => {
+                        return Err(Failure::not_found(format!("job {job} not found")))
+                    }
+                    other => json!({ "cancelled": job, "outcome": format!("{other:?}") }),
+                }
+            }
             Action::Pause => {
                 q.pause().await?;
                 json!({ "paused": true })

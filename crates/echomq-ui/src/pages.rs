@@ -416,6 +416,9 @@ pub(crate) async fn job(
                 @if d.state == JobState::Delayed {
                     a.button #action-promote href=(confirm_url(&name, "promote", Some(&j.id))) { "Promote" }
                 }
+                @if !matches!(d.state, JobState::Failed | JobState::Completed) {
+                    a.button.danger #action-cancel href=(confirm_url(&name, "cancel", Some(&j.id))) { "Cancel job" }
+                }
                 a.button.danger #action-remove href=(confirm_url(&name, "remove", Some(&j.id))) { "Remove" }
             }
         }
@@ -485,7 +488,7 @@ pub(crate) async fn confirm(
     let job = input.job.as_deref().filter(|j| !j.is_empty());
     let ask = question(&action, &name, job)
         .ok_or_else(|| Failure::not_found(format!("no action {action:?}")))?;
-    if matches!(action.as_str(), "retry" | "promote" | "remove") && job.is_none() {
+    if matches!(action.as_str(), "retry" | "promote" | "remove" | "cancel") && job.is_none() {
         return Err(Failure::bad_request(format!("{action} needs a job id")));
     }
     let back = match job {
@@ -517,6 +520,10 @@ pub(crate) async fn confirm(
                 }
                 "drain" => {
                     label { input type="checkbox" name="delayed" value="true"; " also delayed jobs" }
+                }
+                "cancel" => {
+                    label { "Reason " input type="text" name="reason" maxlength="1000" placeholder="cancelled from the dashboard"; }
+                    label { input type="checkbox" name="retry" value="true"; " retry the job if attempts remain" }
                 }
                 _ => {}
             }

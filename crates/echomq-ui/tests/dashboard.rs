@@ -681,3 +681,125 @@ async fn job_page_links_parent_and_children() {
     let page = h.html(&format!("/queues/kids/jobs/{child}")).await;
     assert!(page.contains(r#"href="/queues/parents/jobs/p1""#));
 }
+
+/// A processor that runs until its job is cancelled, then reports it.
+fn until_cancelled(
+    seen: tokio::sync::mpsc::UnboundedSender<String>,
+) -> std::sync::Arc<dyn echomq::Processor> {
+    echomq::processor_fn(move |job: echomq::JobContext| {
+        let seen = seen.clone();
+        async move {
+            tokio::select! {
+                _ = job.cancelled() => { let _ = seen.send(job.id().to_owned()); }
+                _ = tokio::time::sleep(std::time::Duration::from_secs(120)) => {}
+            }
+            Ok::<_, echomq::ProcessError>(json!("not stored"))
+        }
+    })
+}
+
+/// The job page offers "Cancel job" while a job is not finished; the confirm
+/// form (CSRF token, reason, retry box) cancels a running job on its worker,
+/// which sees its processor cancelled, and the job fails with the reason;
+/// a waiting job is removed; a finished one is a 409 with nothing changed.
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_from_the_dashboard_stops_a_running_job() {
+    use echomq::{JobState, WorkerArgs, WorkerSetSpec};
+    let h = start(fast()).await;
+    let q = Queue::new(&h.conn, "cx").await.unwrap();
+    let waiting = q
+        .add(
+            "later",
+            &json!({}),
+            JobOptions::new().delay(std::time::Duration::from_secs(600)),
+        )
+        .await
+        .unwrap();
+    let running = q.add("long", &json!({}), JobOptions::new()).await.unwrap();
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    let set = WorkerSetSpec::new(WorkerArgs::new(q.clone(), until_cancelled(tx)))
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    eventually("the job is running", async || {
+        (q.get_job_state(&running).await.unwrap() == JobState::Active).then_some(())
+    })
+    .await;
+    let s = h.session().await;
+    let page = h.html(&format!("/queues/cx/jobs/{running}")).await;
+    assert!(
+        page.contains("action-cancel"),
+        "no cancel button on a running job's page"
+    );
+    let confirm = {
+        let r = h
+            .http
+            .get(h.url(&format!("/queues/cx/confirm/cancel?job={running}")))
+            .header("cookie", &s.cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.text().await.unwrap()
+    };
+    assert!(confirm.contains(r#"name="reason""#) && confirm.contains(r#"name="retry""#));
+    let csrf = csrf_in(&confirm);
+    // Without the token nothing happens.
+    let bare = h
+        .form_action(
+            "cx",
+            "cancel",
+            &[("job", &running)],
+            &[("cookie", s.cookie.clone())],
+        )
+        .await;
+    assert_eq!(bare.status(), StatusCode::FORBIDDEN);
+    assert_eq!(q.get_job_state(&running).await.unwrap(), JobState::Active);
+    let ok = h
+        .form_action(
+            "cx",
+            "cancel",
+            &[
+                ("csrf", &csrf),
+                ("job", &running),
+                ("reason", "operator <said> so"),
+            ],
+            &[("cookie", s.cookie.clone())],
+        )
+        .await;
+    assert!(
+        ok.status().is_redirection() || ok.status().is_success(),
+        "{}",
+        ok.status()
+    );
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(30), seen.recv())
+        .await
+        .expect("the worker's processor was not cancelled")
+        .unwrap();
+    assert_eq!(stopped, running);
+    assert_eq!(q.get_job_state(&running).await.unwrap(), JobState::Failed);
+    let job = q.get_job(&running).await.unwrap().unwrap();
+    assert_eq!(job.failed_reason.as_deref(), Some("operator <said> so"));
+    // The finished job's page offers no cancel, and the API refuses it.
+    let page = h.html(&format!("/queues/cx/jobs/{running}")).await;
+    assert!(!page.contains("action-cancel"));
+    let again = h
+        .api_action("cx", "cancel", json!({"job": running}), &s.api())
+        .await;
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+    // A job not started yet is removed.
+    let r = h
+        .api_action("cx", "cancel", json!({"job": waiting}), &s.api())
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(q.get_job(&waiting).await.unwrap().is_none());
+    let missing = h
+        .api_action("cx", "cancel", json!({"job": "404"}), &s.api())
+        .await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    set.close(std::time::Duration::from_secs(5)).await.unwrap();
+    host.stop(None);
+}

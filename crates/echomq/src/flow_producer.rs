@@ -441,58 +441,14 @@ impl FlowProducer {
         let trx = client.multi();
         let calls: Vec<FlowAdd<'_>> = entries.iter().map(Entry::call).collect();
         for call in &calls {
-            let script = call.script();
-            let def = script.def().ok_or(Error::MissingScript(script.name()))?;
-            let keys = call.keys();
-            let mut args: Vec<FredValue> = Vec::with_capacity(2 + keys.len() + 3);
-            args.push(FredValue::String(def.source.into()));
-            args.push(FredValue::Integer(keys.len() as i64));
-            args.extend(keys.into_iter().map(|k| FredValue::Bytes(k.into_bytes())));
-            args.extend(
-                call.args()
-                    .into_iter()
-                    .map(|a| FredValue::Bytes(a.into_bytes())),
-            );
-            trx.custom::<(), _>(eval.clone(), args).await?;
+            trx.custom::<(), _>(eval.clone(), eval_args(call)?).await?;
         }
-        // Then, in the same transaction, each parent the flow touched
-        // (first appearance order, as BullMQ): released now if none of its
-        // children is pending.
-        let now = EpochMs(crate::clock::now_ms());
-        let mut parents: Vec<&Entry> = Vec::new();
-        for e in entries {
-            if e.parent_key.is_some() && !parents.iter().any(|p| p.parent_key == e.parent_key) {
-                parents.push(e);
-            }
-        }
-        let releases: Vec<ReleaseParentIfNoPendingDependencies<'_>> = parents
-            .iter()
-            .filter_map(|e| {
-                let key = e.parent_key.as_deref()?;
-                let parent = e.parent.as_ref()?;
-                Some(ReleaseParentIfNoPendingDependencies {
-                    parent_key: key,
-                    parent_queue: parent.get("queueKey")?.as_str()?,
-                    parent_id: parent.get("id")?.as_str()?,
-                    now,
-                })
-            })
-            .collect();
+        // Then, in the same transaction, each parent the flow touched:
+        // released now if none of its children is pending.
+        let releases = parent_releases(entries, EpochMs(crate::clock::now_ms()));
         for release in &releases {
-            let script = release.script();
-            let def = script.def().ok_or(Error::MissingScript(script.name()))?;
-            let keys = release.keys();
-            let mut args: Vec<FredValue> = Vec::with_capacity(2 + keys.len() + 3);
-            args.push(FredValue::String(def.source.into()));
-            args.push(FredValue::Integer(keys.len() as i64));
-            args.extend(keys.into_iter().map(|k| FredValue::Bytes(k.into_bytes())));
-            args.extend(
-                release
-                    .args()
-                    .into_iter()
-                    .map(|a| FredValue::Bytes(a.into_bytes())),
-            );
-            trx.custom::<(), _>(eval.clone(), args).await?;
+            trx.custom::<(), _>(eval.clone(), eval_args(release)?)
+                .await?;
         }
         // Once EXEC is sent the whole flow is either stored or not: a lost
         // reply leaves that unknown.
@@ -528,4 +484,48 @@ struct ParentLink {
     key: String,
     id: String,
     queue: String,
+}
+
+/// `EVAL` arguments of one call: the script's source (a transaction cannot
+/// fall back from EVALSHA), its keys and its arguments.
+fn eval_args(call: &impl ScriptCall) -> Result<Vec<FredValue>> {
+    let script = call.script();
+    let def = script.def().ok_or(Error::MissingScript(script.name()))?;
+    let keys = call.keys();
+    let mut args: Vec<FredValue> = Vec::with_capacity(2 + keys.len() + 3);
+    args.push(FredValue::String(def.source.into()));
+    args.push(FredValue::Integer(keys.len() as i64));
+    args.extend(keys.into_iter().map(|k| FredValue::Bytes(k.into_bytes())));
+    args.extend(
+        call.args()
+            .into_iter()
+            .map(|a| FredValue::Bytes(a.into_bytes())),
+    );
+    Ok(args)
+}
+
+/// One release per parent the flow touched, in first-appearance order as
+/// BullMQ does.
+fn parent_releases(
+    entries: &[Entry],
+    now: EpochMs,
+) -> Vec<ReleaseParentIfNoPendingDependencies<'_>> {
+    let mut parents: Vec<&Entry> = Vec::new();
+    for e in entries {
+        if e.parent_key.is_some() && !parents.iter().any(|p| p.parent_key == e.parent_key) {
+            parents.push(e);
+        }
+    }
+    parents
+        .iter()
+        .filter_map(|e| {
+            let parent = e.parent.as_ref()?;
+            Some(ReleaseParentIfNoPendingDependencies {
+                parent_key: e.parent_key.as_deref()?,
+                parent_queue: parent.get("queueKey")?.as_str()?,
+                parent_id: parent.get("id")?.as_str()?,
+                now,
+            })
+        })
+        .collect()
 }

@@ -5,7 +5,8 @@
 //! `worker_process <redis-url> <queue> <json-options>`, options as
 //! `interop/worker.js`: `name`, `concurrency`, `lockDuration`,
 //! `stalledInterval`, `maxStalledCount`, `drainDelay`, `verbose`, `hang`, and
-//! `stalledChecker` (default true); for the chaos runner also `threads` (the
+//! `stalledChecker` (default true), `batch` (take batches of up to this many
+//! jobs, BatchOptions::new, each job run as below); for the chaos runner also `threads` (the
 //! runtime's worker threads, default 2), `skewMs` (this process's clock runs
 //! that far ahead, or behind when negative) and `closeMs` (the close deadline
 //! on SIGTERM or end of stdin, default 5000); for the network-fault rows
@@ -109,7 +110,24 @@ async fn run(url: String, queue_name: String, opts: Value) {
             }
         }
     });
-    let mut wargs = WorkerArgs::new(queue, processor);
+    let mut wargs = match opts["batch"].as_u64() {
+        Some(size) => {
+            let single = processor.clone();
+            let batch = echomq::worker::batch_processor_fn(move |jobs: Vec<JobContext>| {
+                let single = single.clone();
+                async move {
+                    let runs = jobs.into_iter().map(|job| single.process(job));
+                    futures_util::future::join_all(runs).await
+                }
+            });
+            WorkerArgs::batched(
+                queue,
+                batch,
+                echomq::worker::BatchOptions::new(size as usize),
+            )
+        }
+        None => WorkerArgs::new(queue, processor),
+    };
     wargs.options.concurrency = opts["concurrency"].as_u64().unwrap_or(1) as usize;
     wargs.options.name = opts["name"].as_str().map(str::to_owned);
     wargs.options.lock_duration = ms("lockDuration", 30_000);

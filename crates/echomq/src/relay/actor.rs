@@ -258,6 +258,71 @@ fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+impl RelayState {
+    fn status(&self) -> RelayStatus {
+        RelayStatus {
+            node_id: self.args.node_id.clone(),
+            namespace: self.args.namespace.clone(),
+            endpoints: self.subscribers.len(),
+            cursor: self.subscribers.cursor(),
+            delivered: self.delivered,
+            recoveries: self.recoveries,
+        }
+    }
+
+    /// Stops the reader and leaves the namespace (the lease expires if the
+    /// unregistering fails).
+    async fn close(&mut self, me: &ActorRef<RelayMsg>) {
+        // Not awaited: the reader may be waiting on this actor with a
+        // batch. It stops at its next step and unblocks its client.
+        self.cancel.cancel();
+        self.reader.take();
+        let gone = self
+            .conn()
+            .call(&RelayUnregisterNode {
+                keys: &self.keys,
+                node: self.node(),
+            })
+            .await;
+        if let Err(e) = gone {
+            warn!(error = %e, "relay: unregistering failed; the lease will expire");
+        }
+        self.subscribers.close(me.get_id());
+    }
+
+    /// One bounded sweep of dead nodes, told to the subscribers.
+    async fn sweep(&mut self) {
+        let r = self
+            .conn()
+            .call(&RelaySweep {
+                keys: &self.keys,
+                limit: SWEEP_LIMIT,
+            })
+            .await;
+        match r {
+            Ok(removed) if !removed.is_empty() => {
+                info!(nodes = ?removed, "relay: swept dead nodes");
+                self.subscribers.notify(RelayNotice::Swept(removed));
+            }
+            Ok(_) => {}
+            Err(e) => report::<()>(&self.subscribers, "sweep", Err(e.into())),
+        }
+    }
+
+    /// Endpoints whose receiver is gone leave Redis; a non-empty batch may
+    /// have grown the inbox past its bound.
+    async fn after_delivery(&mut self, closed: Vec<String>, had_entries: bool) {
+        for endpoint in closed {
+            let r = self.remove_in_redis(&endpoint).await.map(drop);
+            report(&self.subscribers, "unsubscribe", r);
+        }
+        if had_entries {
+            let r = self.check_backlog().await;
+            report(&self.subscribers, "inbox trim", r);
+        }
+    }
+}
+
 fn report<T>(subs: &RelaySubscribers, what: &str, r: Result<T, RelayError>) {
     if let Err(e) = r {
         warn!(error = %e, "relay {what} failed; retried on the next tick");
@@ -393,31 +458,10 @@ impl Actor for Relay {
                 let _ = reply.send(state.client.delete_retained(&topic).await);
             }
             RelayMsg::GetStatus(reply) => {
-                let _ = reply.send(RelayStatus {
-                    node_id: state.args.node_id.clone(),
-                    namespace: state.args.namespace.clone(),
-                    endpoints: state.subscribers.len(),
-                    cursor: state.subscribers.cursor(),
-                    delivered: state.delivered,
-                    recoveries: state.recoveries,
-                });
+                let _ = reply.send(state.status());
             }
             RelayMsg::Close(reply) => {
-                // Not awaited: the reader may be waiting on this actor with a
-                // batch. It stops at its next step and unblocks its client.
-                state.cancel.cancel();
-                state.reader.take();
-                let gone = state
-                    .conn()
-                    .call(&RelayUnregisterNode {
-                        keys: &state.keys,
-                        node: state.node(),
-                    })
-                    .await;
-                if let Err(e) = gone {
-                    warn!(error = %e, "relay: unregistering failed; the lease will expire");
-                }
-                state.subscribers.close(me.get_id());
+                state.close(&me).await;
                 let _ = reply.send(());
                 me.stop(Some(crate::supervision::decision::CLOSED.into()));
             }
@@ -429,35 +473,15 @@ impl Actor for Relay {
                 me.send_after(state.args.heartbeat_every(), || RelayMsg::Heartbeat);
             }
             RelayMsg::Sweep => {
-                let r = state
-                    .conn()
-                    .call(&RelaySweep {
-                        keys: &state.keys,
-                        limit: SWEEP_LIMIT,
-                    })
-                    .await;
-                match r {
-                    Ok(removed) if !removed.is_empty() => {
-                        info!(nodes = ?removed, "relay: swept dead nodes");
-                        state.subscribers.notify(RelayNotice::Swept(removed));
-                    }
-                    Ok(_) => {}
-                    Err(e) => report::<()>(&state.subscribers, "sweep", Err(e.into())),
-                }
+                state.sweep().await;
                 me.send_after(state.args.sweep_every(), || RelayMsg::Sweep);
             }
             RelayMsg::Batch(batch, reply) => {
                 let had = !batch.entries.is_empty();
                 let closed = state.deliver(&me, batch);
+                // The reader goes on at once; the clean-up below is ours.
                 let _ = reply.send(());
-                for endpoint in closed {
-                    let r = state.remove_in_redis(&endpoint).await.map(drop);
-                    report(&state.subscribers, "unsubscribe", r);
-                }
-                if had {
-                    let r = state.check_backlog().await;
-                    report(&state.subscribers, "inbox trim", r);
-                }
+                state.after_delivery(closed, had).await;
             }
         }
         Ok(())
