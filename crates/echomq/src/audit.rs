@@ -668,23 +668,17 @@ fn fields(state: &str, id: &str, score: Option<&str>, j: &JobRow, f: &mut Findin
                 }
             }
         }
-        "failed" => {
-            if j.finished_on.is_empty() || j.failed_reason.is_empty() {
-                let detail = "failed without finishedOn or failedReason".into();
-                f.add("A9", Severity::Warning, id, detail);
-            }
+        "failed" if j.finished_on.is_empty() || j.failed_reason.is_empty() => {
+            let detail = "failed without finishedOn or failedReason".into();
+            f.add("A9", Severity::Warning, id, detail);
         }
-        "active" => {
-            if j.processed_on.is_empty() || j.ats.parse::<u64>().unwrap_or(0) < 1 {
-                let detail = "active without processedOn or ats".into();
-                f.add("A9", Severity::Warning, id, detail);
-            }
+        "active" if j.processed_on.is_empty() || j.ats.parse::<u64>().unwrap_or(0) < 1 => {
+            let detail = "active without processedOn or ats".into();
+            f.add("A9", Severity::Warning, id, detail);
         }
-        "prioritized" => {
-            if j.priority.parse::<i64>().unwrap_or(0) <= 0 {
-                let detail = "prioritized with priority 0".into();
-                f.add("A10", Severity::Warning, id, detail);
-            }
+        "prioritized" if j.priority.parse::<i64>().unwrap_or(0) <= 0 => {
+            let detail = "prioritized with priority 0".into();
+            f.add("A10", Severity::Warning, id, detail);
         }
         "wait" => {
             if j.priority.parse::<i64>().unwrap_or(0) > 0 {
