@@ -41,6 +41,16 @@ bench: _ensure-redis _ensure-node-packages
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
     cargo run --release -q -p echomq-integration-tests --bin bench_batches
 
+# The cost curve as a queue grows: add/process throughput and the operator's
+# calls at 10^3, 10^5, 10^6 and 10^7 jobs, each with its longest Redis command
+# (SLOWLOG), BullMQ Node's getJobs/getJobCounts beside; Redis bytes per job;
+# a worker holding 10 000 jobs (docs/benchmarks.md §Scale). About 4 GB of RAM
+# for the 10^7 queue (BENCH_HUGE=1; persistence off). BENCH_SIZES=1000,100000: quick;
+# BENCH_ONLY=curve|memory|held: one section.
+bench-scale: _ensure-redis _ensure-node-packages
+    cargo build --release -q -p echomq-cli
+    cargo run --release -q -p echomq-integration-tests --bin bench_scale
+
 # Fuzz the decoders of foreign data for SECONDS per target (libFuzzer on the
 # stable toolchain, fuzz/run.sh; docs/decisions.md §11); TARGETS picks some
 # (job_hash job_opts event reply scheduler relay_names names cron url).

@@ -60,7 +60,12 @@ local function cleanList(skipLocked)
       deleted[#deleted + 1] = jobId
     end
   end
-  rcall("LREM", setKey, 0, deletionMark)
+  -- The marks all sit in the window read from the tail: counted from the
+  -- tail, LREM stops after the last one instead of walking the whole list
+  -- (the same effect on any list no client wrote an empty id into).
+  if #deleted > 0 then
+    rcall("LREM", setKey, string.format("%d", -#deleted), deletionMark)
+  end
 end
 
 local function cleanSet(maxScore, fields)

@@ -709,7 +709,11 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
     // docs/decisions.md §1 the eight-KEYS stalled check.
     let own = [
         "auditFlows-1",
-        "auditSnapshot-1",
+        "auditHead-1",
+        "auditKeys-1",
+        "auditPage-1",
+        "drainChunk-2",
+        "getStateBounded-8",
         "searchJobs-1",
         "moveStalledJobsToWait-8",
     ];

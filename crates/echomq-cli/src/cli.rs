@@ -51,6 +51,11 @@ pub struct Cli {
     /// survives the loss of its primary. Default: off.
     #[arg(long, env = "ECHOMQ_WAIT_REPLICAS", global = true, value_name = "N")]
     pub wait_replicas: Option<u32>,
+    /// How long a command waits for Redis's reply, ms. A write whose reply
+    /// does not come in time has an unknown outcome (exit code 5). Default
+    /// 10 000.
+    #[arg(long, env = "ECHOMQ_COMMAND_TIMEOUT", global = true, value_name = "MS")]
+    pub command_timeout: Option<u64>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -81,6 +86,9 @@ impl Cli {
                 replicas,
                 ..Default::default()
             });
+        if let Some(ms) = self.command_timeout {
+            c.command_timeout = std::time::Duration::from_millis(ms.max(1));
+        }
         c
     }
 }
@@ -161,9 +169,19 @@ pub enum Command {
         opts: AddOpts,
     },
     /// Add jobs from a JSON-lines file: `{"name": .., "data": .., "opts": {..}}` per line.
+    /// Every line is checked first (nothing is written if one is bad); then
+    /// `--chunk` lines go per round trip, with a progress bar. Where it stops
+    /// it names the line to resume from.
     AddBulk {
         queue: String,
         file: std::path::PathBuf,
+        /// Start at this line of the file (1-based, blank lines counted): to
+        /// resume a run that stopped.
+        #[arg(long, default_value_t = 1)]
+        from_line: usize,
+        /// Lines per pipelined round trip.
+        #[arg(long, default_value_t = 1000)]
+        chunk: usize,
     },
     /// Job ids and names in a state.
     Jobs {
@@ -226,13 +244,18 @@ pub enum Command {
     Pause { queue: String },
     /// Resume the queue.
     Resume { queue: String },
-    /// Remove waiting jobs (and delayed ones with `--delayed`).
+    /// Remove waiting jobs (and delayed ones with `--delayed`), `--chunk` per
+    /// call; run it again to go on after an interruption.
     Drain {
         queue: String,
         #[arg(long)]
         delayed: bool,
+        /// Jobs per call.
+        #[arg(long, default_value_t = 1000)]
+        chunk: u64,
     },
-    /// Delete jobs of a state older than `--grace` ms.
+    /// Delete jobs of a state older than `--grace` ms, at most `--limit`
+    /// (0: all of them), `--chunk` per call.
     Clean {
         queue: String,
         state: StateArg,
@@ -240,6 +263,20 @@ pub enum Command {
         grace: u64,
         #[arg(long, default_value_t = 1000)]
         limit: u64,
+        /// Jobs per call.
+        #[arg(long, default_value_t = 1000)]
+        chunk: u64,
+    },
+    /// Delete the whole queue (pausing it first), `--chunk` jobs per call;
+    /// refuses while jobs are active unless `--force`. Run it again to go on
+    /// after an interruption.
+    Obliterate {
+        queue: String,
+        #[arg(long)]
+        force: bool,
+        /// Jobs per call.
+        #[arg(long, default_value_t = 1000)]
+        chunk: u32,
     },
     /// Print the events stream, one line per event.
     Events {

@@ -5,11 +5,10 @@ use std::time::Duration;
 
 use echomq::protocol::{Event, QueueKeys};
 use echomq::{
-    Backoff, Connection, Delivery, JobOptions, NewJob, Queue, QueueEvents, QueueEventsArgs,
-    QueueEventsMsg, QueueOptions, StartFrom,
+    Backoff, Connection, Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg,
+    QueueOptions, StartFrom,
 };
 use fred::prelude::{ClientInterface, SortedSetsInterface, StreamsInterface, Value};
-use serde_json::json;
 
 use crate::cli::{AddOpts, Cli, Command, SchedulerAction, StateArg};
 use crate::style::{self, paint};
@@ -82,6 +81,7 @@ fn queue_of(c: &Command) -> &str {
         | Command::Pause { queue }
         | Command::Resume { queue }
         | Command::Drain { queue, .. }
+        | Command::Obliterate { queue, .. }
         | Command::Clean { queue, .. }
         | Command::Events { queue, .. }
         | Command::Audit { queue }
@@ -102,7 +102,7 @@ fn queue_of(c: &Command) -> &str {
 enum Plan {
     None,
     Add(Box<(serde_json::Value, JobOptions)>),
-    Bulk(Vec<NewJob>),
+    Bulk(crate::bulk::BulkPlan),
     Scheduler(Box<echomq::SchedulerSpec>),
 }
 
@@ -110,7 +110,12 @@ impl Plan {
     fn build(c: &Command) -> Res<Plan> {
         Ok(match c {
             Command::Add { data, opts, .. } => Plan::Add(Box::new(add_plan(data, opts)?)),
-            Command::AddBulk { file, .. } => Plan::Bulk(read_bulk_file(file)?),
+            Command::AddBulk {
+                file,
+                from_line,
+                chunk,
+                ..
+            } => Plan::Bulk(crate::bulk::BulkPlan::check(file, *from_line, *chunk)?),
             Command::Schedulers { action, .. } => scheduler_plan(action)?,
             Command::Retry {
                 id: None,
@@ -133,38 +138,6 @@ fn add_plan(data: &str, opts: &AddOpts) -> Res<(serde_json::Value, JobOptions)> 
     let o = add_options(opts)?;
     o.validate()?;
     Ok((data, o))
-}
-
-/// One job per non-blank line: `{"name": …, "data": …, "opts": {…}}`.
-fn read_bulk_file(file: &std::path::Path) -> Res<Vec<NewJob>> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, line)| bulk_line(n + 1, line))
-        .collect()
-}
-
-fn bulk_line(n: usize, line: &str) -> Res<NewJob> {
-    let v: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| format!("line {n}: not JSON: {e}"))?;
-    let name = v["name"]
-        .as_str()
-        .ok_or_else(|| format!("line {n}: `name` (a string) is required"))?;
-    // BullMQ's public option names, as `queue.addBulk` takes them.
-    let options = match v.get("opts") {
-        Some(serde_json::Value::Object(m)) => {
-            JobOptions::from_public(m).map_err(|e| format!("line {n}: {e}"))?
-        }
-        None | Some(serde_json::Value::Null) => JobOptions::new(),
-        Some(_) => return Err(format!("line {n}: `opts` must be an object").into()),
-    };
-    options.validate().map_err(|e| format!("line {n}: {e}"))?;
-    Ok(NewJob {
-        name: name.to_owned(),
-        data: v.get("data").cloned().unwrap_or(json!({})),
-        options,
-    })
 }
 
 fn scheduler_plan(action: &SchedulerAction) -> Res<Plan> {
@@ -279,13 +252,17 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
         } => remove(q, &id, keep_children).await,
         Command::Pause { .. } => Ok(q.pause().await?),
         Command::Resume { .. } => Ok(q.resume().await?),
-        Command::Drain { delayed, .. } => Ok(q.drain(delayed).await?),
+        Command::Drain { delayed, chunk, .. } => crate::chunked::drain(q, delayed, chunk).await,
+        Command::Obliterate { force, chunk, .. } => {
+            crate::chunked::obliterate(q, force, chunk).await
+        }
         Command::Clean {
             state,
             grace,
             limit,
+            chunk,
             ..
-        } => clean(q, state, grace, limit).await,
+        } => crate::chunked::clean(q, state.into(), grace, limit, chunk).await,
         Command::Events { follow, from, .. } => events(conn, q, follow, from).await,
         Command::Work(_) | Command::Ui(_) | Command::Relay(_) => Ok(()),
         Command::Demo | Command::AddFlow { .. } => unreachable!("handled before connecting"),
@@ -302,18 +279,10 @@ async fn add(q: &Queue, name: &str, plan: Plan) -> Res {
 }
 
 async fn add_bulk(q: &Queue, plan: Plan) -> Res {
-    let Plan::Bulk(jobs) = plan else {
+    let Plan::Bulk(plan) = plan else {
         unreachable!()
     };
-    let n = jobs.len();
-    let ids = q.add_bulk(jobs).await?;
-    anstream::println!(
-        "added {n} jobs{}",
-        ids.first()
-            .map(|f| format!(" ({f}..{})", ids[ids.len() - 1]))
-            .unwrap_or_default()
-    );
-    Ok(())
+    crate::bulk::send(q, &plan).await
 }
 
 async fn list_jobs(q: &Queue, state: StateArg, start: i64, end: i64, asc: bool) -> Res {
@@ -328,22 +297,20 @@ async fn list_jobs(q: &Queue, state: StateArg, start: i64, end: i64, asc: bool) 
     Ok(())
 }
 
-/// One job by id, or (`--all`) up to `count` failed jobs.
+/// One job by id, or (`--all`) every failed job, `count` per call.
 async fn retry(q: &Queue, id: Option<String>, count: u64) -> Res {
     match id {
-        Some(id) => q.retry_job(&id, false).await?,
-        None => println!("retried {}", q.retry_failed(count).await?),
+        Some(id) => Ok(q.retry_job(&id, false).await?),
+        None => crate::chunked::retry_all(q, count).await,
     }
-    Ok(())
 }
 
-/// One job by id, or (`--all`) up to `count` delayed jobs.
+/// One job by id, or (`--all`) every delayed job, `count` per call.
 async fn promote(q: &Queue, id: Option<String>, count: u64) -> Res {
     match id {
-        Some(id) => q.promote(&id).await?,
-        None => println!("promoted {}", q.promote_all(count).await?),
+        Some(id) => Ok(q.promote(&id).await?),
+        None => crate::chunked::promote_all(q, count).await,
     }
-    Ok(())
 }
 
 async fn remove(q: &Queue, id: &str, keep_children: bool) -> Res {
@@ -353,14 +320,6 @@ async fn remove(q: &Queue, id: &str, keep_children: bool) -> Res {
             return Err(format!("job {id} is locked by a worker; nothing removed").into())
         }
     }
-    Ok(())
-}
-
-async fn clean(q: &Queue, state: StateArg, grace: u64, limit: u64) -> Res {
-    let ids = q
-        .clean(Duration::from_millis(grace), limit, state.into())
-        .await?;
-    anstream::println!("cleaned {}", ids.len());
     Ok(())
 }
 
@@ -418,7 +377,26 @@ async fn upsert_scheduler(schedulers: &echomq::JobSchedulers, spec: &echomq::Sch
 }
 
 async fn audit(conn: &Connection, q: &Queue) -> Res {
-    let report = echomq::audit::audit(conn, q.name()).await?;
+    // One bounded read per call (docs/stalled-checker.md §Audit); the bar
+    // says where it is on a terminal.
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("auditing {msg} {bar:30} {pos}/{len} ids")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let report = echomq::audit::audit_paged(
+        conn,
+        q.name(),
+        &echomq::audit::AuditOptions::default(),
+        |p| {
+            bar.set_length(p.ids_total.max(p.ids_read));
+            bar.set_position(p.ids_read);
+            bar.set_message(format!("{} ({} calls)", p.phase, p.calls));
+        },
+    )
+    .await;
+    bar.finish_and_clear();
+    let report = report?;
     for v in &report.violations {
         let s = if v.hard { style::BAD } else { style::WARN };
         anstream::println!(
@@ -429,11 +407,12 @@ async fn audit(conn: &Connection, q: &Queue) -> Res {
         );
     }
     anstream::println!(
-        "audit of {}: {} ids, {} violations ({} hard)",
+        "audit of {}: {} ids, {} violations ({} hard), {} calls",
         q.name(),
         report.ids,
         report.violations.len(),
-        report.hard_count()
+        report.hard_count(),
+        report.calls
     );
     if report.hard_count() > 0 {
         return Err("hard invariant violations found".into());

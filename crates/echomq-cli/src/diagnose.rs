@@ -25,19 +25,24 @@ pub enum FailureClass {
     /// Redis answered but refused us or does not suit a queue (password,
     /// version, eviction policy, cluster slots).
     Server,
+    /// A write was sent but its reply never came (timeout, broken
+    /// connection): it may have been applied. Not "unreachable": retrying
+    /// blindly may apply it twice.
+    OutcomeUnknown,
     /// Anything else, once running.
     Runtime,
 }
 
 impl FailureClass {
     /// The process exit code of this class: 2 config, 3 connection,
-    /// 4 server, 1 runtime.
+    /// 4 server, 5 outcome unknown, 1 runtime.
     pub fn exit_code(self) -> i32 {
         match self {
             FailureClass::Runtime => 1,
             FailureClass::Config => 2,
             FailureClass::Connection => 3,
             FailureClass::Server => 4,
+            FailureClass::OutcomeUnknown => 5,
         }
     }
 }
@@ -64,6 +69,14 @@ pub fn diagnose(e: &Error, url: Option<&str>) -> Diagnosis {
         .unwrap_or_else(|| "the server".to_owned());
     let (class, message) = match e {
         Error::Redis(r) => redis_line(e, r, &at, url),
+        Error::OutcomeUnknown { operation, source } => (
+            FailureClass::OutcomeUnknown,
+            format!(
+                "Redis at {at} did not answer {operation} after it was sent ({}): it may or may not have been applied; \
+                 check the queue (e.g. `echomq stats`, `echomq job`) before retrying, since a blind retry may apply it twice",
+                first_line(&io_message(source.details()))
+            ),
+        ),
         Error::Server(p) => (FailureClass::Server, p.to_string()),
         Error::Config(_) | Error::Validation(_) | Error::Scheduler(_) => {
             (FailureClass::Config, e.to_string())
@@ -274,10 +287,10 @@ mod tests {
     #[test]
     fn exit_codes_are_distinct() {
         use FailureClass::*;
-        let codes: Vec<i32> = [Runtime, Config, Connection, Server]
+        let codes: Vec<i32> = [Runtime, Config, Connection, Server, OutcomeUnknown]
             .map(FailureClass::exit_code)
             .into();
-        assert_eq!(codes, [1, 2, 3, 4]);
+        assert_eq!(codes, [1, 2, 3, 4, 5]);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! refuses us or does not suit a queue, 1 for anything else
 //! (`docs/deployment.md §Running as a service`).
 
+mod bulk;
+mod chunked;
 mod cli;
 mod commands;
 mod dedup;

@@ -74,12 +74,16 @@ script_ids! {
     GetCounts => "getCounts", 1;
     /// The state of one job.
     GetStateV2 => "getStateV2", 8;
+    /// EchoMQ extension: the state of one job without walking a long list.
+    GetStateBounded => "getStateBounded", 8;
     /// Whether a job finished, and how.
     IsFinished => "isFinished", 3;
     /// Pause or resume the queue.
     Pause => "pause", 7;
     /// Remove waiting (and delayed) jobs.
     Drain => "drain", 5;
+    /// EchoMQ extension: one bounded step of a drain.
+    DrainChunk => "drainChunk", 2;
     /// Destroy a paused queue in chunks.
     Obliterate => "obliterate", 2;
     /// Remove one job (and its children).
@@ -106,8 +110,12 @@ script_ids! {
     RemoveJobScheduler => "removeJobScheduler", 3;
     /// One job scheduler's definition and current millis.
     GetJobScheduler => "getJobScheduler", 1;
-    /// EchoMQ extension: the consistency audit's read-only snapshot of a queue.
-    AuditSnapshot => "auditSnapshot", 1;
+    /// EchoMQ extension: the audit's O(1) facts of a queue.
+    AuditHead => "auditHead", 1;
+    /// EchoMQ extension: one page of one state structure for the audit.
+    AuditPage => "auditPage", 1;
+    /// EchoMQ extension: one SCAN step of the audit over a queue's keys.
+    AuditKeys => "auditKeys", 1;
     /// Free a deduplication id if the given job still owns it.
     RemoveDeduplicationKey => "removeDeduplicationKey", 1;
     /// Time left in the rate limiter's window once its budget is used up.
@@ -170,6 +178,38 @@ script_ids! {
 }
 
 impl ScriptId {
+    /// Whether a call may change the queue. A read-only script is safe to
+    /// send again whatever happened to its first attempt; a write whose reply
+    /// was lost may or may not have run (the runtime's "outcome unknown").
+    /// `getCounts`, `getRanges` and `getJobs` count as reads: the one thing
+    /// they may write is dropping a legacy `0:` marker, which changes no job.
+    pub fn writes(self) -> bool {
+        use ScriptId::*;
+        !matches!(
+            self,
+            GetCounts
+                | GetStateV2
+                | GetStateBounded
+                | IsFinished
+                | GetRanges
+                | GetJobScheduler
+                | AuditHead
+                | AuditPage
+                | AuditKeys
+                | GetRateLimitTtl
+                | IsMaxed
+                | GetCountsPerPriority
+                | GetJobs
+                | SearchJobs
+                | GetDependencyCounts
+                | Paginate
+                | GetMetrics
+                | AuditFlows
+                | RelayGet
+                | RelayGetNamespaces
+        )
+    }
+
     /// The file name in `lua/`.
     pub fn file_name(self) -> String {
         format!("{}-{}.lua", self.name(), self.num_keys())

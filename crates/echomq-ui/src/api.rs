@@ -30,10 +30,25 @@ pub(crate) async fn session(
     }))
 }
 
-/// `GET /api/queues`: every queue of the prefix with counts and samples.
-pub(crate) async fn queues(State(app): State<Arc<App>>) -> ApiResult {
-    let all = model::overview(&app).await?;
-    Ok(Json(json!({ "prefix": app.prefix(), "queues": all })))
+/// Paging of the overview.
+#[derive(Deserialize)]
+pub(crate) struct PageQuery {
+    pub page: Option<usize>,
+}
+
+/// `GET /api/queues?page=`: the queues of the prefix with counts and
+/// samples, [`model::OVERVIEW_PAGE`] per page; `partial` while discovery has
+/// not walked the whole keyspace yet.
+pub(crate) async fn queues(State(app): State<Arc<App>>, Query(pq): Query<PageQuery>) -> ApiResult {
+    let o = model::overview(&app, pq.page.unwrap_or(0)).await?;
+    Ok(Json(json!({
+        "prefix": app.prefix(),
+        "queues": o.queues,
+        "total": o.total,
+        "page": o.page,
+        "pageSize": model::OVERVIEW_PAGE,
+        "partial": o.partial,
+    })))
 }
 
 /// `GET /api/queues/{queue}`: counts, paused, workers, schedulers.

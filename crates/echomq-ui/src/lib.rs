@@ -126,6 +126,7 @@ pub async fn start(conn: Connection, config: UiConfig) -> Result<RunningUi, UiEr
         live: live::LiveHub::new(),
         series: Default::default(),
         cancel: cancel.clone(),
+        discovery: Default::default(),
     });
     tokio::spawn(sampler::run_sampler(app.clone()));
     let router = router(app.clone());

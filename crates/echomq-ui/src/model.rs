@@ -88,8 +88,29 @@ async fn summary_with(app: &App, q: &Queue, workers: usize) -> Result<QueueSumma
     })
 }
 
-/// Every queue of the prefix, summarised.
-pub(crate) async fn overview(app: &App) -> Result<Vec<QueueSummary>, Failure> {
+/// Queues per overview page.
+pub(crate) const OVERVIEW_PAGE: usize = 50;
+
+/// One page of the overview: the queues found so far, summarised.
+pub(crate) struct Overview {
+    pub queues: Vec<QueueSummary>,
+    /// Queues found in all (the pages together).
+    pub total: usize,
+    pub page: usize,
+    /// The discovery walk has not covered the whole keyspace yet: more
+    /// queues may appear on a later request.
+    pub partial: bool,
+}
+
+/// Page `page` of the queues of the prefix: a bounded step of the discovery
+/// walk, then O(1) reads per listed queue (counts, paused) for at most
+/// [`OVERVIEW_PAGE`] queues.
+pub(crate) async fn overview(app: &App, page: usize) -> Result<Overview, Failure> {
+    let found = app
+        .discovery
+        .advance(&app.conn, crate::discover::REQUEST_BUDGET)
+        .await?;
+    let total = found.names.len();
     // One CLIENT LIST for every queue; a server that refuses it shows none.
     let clients: String = app
         .conn
@@ -99,15 +120,25 @@ pub(crate) async fn overview(app: &App) -> Result<Vec<QueueSummary>, Failure> {
         .await
         .unwrap_or_default();
     let mut out = Vec::new();
-    for name in crate::discover::queue_names(&app.conn).await? {
-        // A queue removed between the scan and now is skipped.
-        if let Ok(q) = app.queue(&name).await {
-            app.live.watch(&app.conn, &name).await;
+    for name in found
+        .names
+        .iter()
+        .skip(page.saturating_mul(OVERVIEW_PAGE))
+        .take(OVERVIEW_PAGE)
+    {
+        // A queue removed since it was found is skipped.
+        if let Ok(q) = app.queue(name).await {
+            app.live.watch(&app.conn, name).await;
             let workers = q.workers_in(&clients).len();
             out.push(summary_with(app, &q, workers).await?);
         }
     }
-    Ok(out)
+    Ok(Overview {
+        queues: out,
+        total,
+        page,
+        partial: !found.complete || found.walking && total == 0,
+    })
 }
 
 /// A worker connection as shown.
@@ -147,9 +178,12 @@ pub(crate) struct SchedulerView {
     pub iterations: u64,
 }
 
+/// Schedulers a queue page lists (the earliest next runs).
+const SCHEDULERS_SHOWN: u64 = 100;
+
 pub(crate) async fn schedulers(app: &App, q: &Queue) -> Result<Vec<SchedulerView>, Failure> {
     let s = echomq::JobSchedulers::new(&app.conn, q.name())?;
-    Ok(s.list()
+    Ok(s.list_page(0, SCHEDULERS_SHOWN)
         .await?
         .into_iter()
         .map(|i| SchedulerView {

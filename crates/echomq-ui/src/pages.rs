@@ -169,12 +169,25 @@ fn notice(done: Option<&str>) -> Markup {
 pub(crate) async fn overview(
     State(app): State<Arc<App>>,
     Extension(ctx): Extension<Ctx>,
+    Query(pq): Query<crate::api::PageQuery>,
     headers: HeaderMap,
 ) -> Page {
-    let queues = model::overview(&app).await?;
+    let o = model::overview(&app, pq.page.unwrap_or(0)).await?;
+    let queues = &o.queues;
+    let pages = o.total.div_ceil(model::OVERVIEW_PAGE);
     let body = html! {
         div #overview data-poll="1" {}
         h1 { "Queues" }
+        @if o.partial {
+            p.notice role="status" { "Still looking for queues in a large keyspace: more may appear on the next refresh." }
+        }
+        @if pages > 1 {
+            nav.pager {
+                "Queues " (o.page * model::OVERVIEW_PAGE + 1) "–" (o.page * model::OVERVIEW_PAGE + queues.len()) " of " (o.total) " "
+                @if o.page > 0 { a href=(format!("/?page={}", o.page - 1)) { "← previous" } " " }
+                @if o.page + 1 < pages { a href=(format!("/?page={}", o.page + 1)) { "next →" } }
+            }
+        }
         @if queues.is_empty() {
             p.empty { "No queue under prefix " code { (app.prefix()) } " yet." }
         } @else {
@@ -184,7 +197,7 @@ pub(crate) async fn overview(
                     @for s in STATES { th.num { (s.as_str()) } }
                     th.num { "Workers" } th { "Throughput /s" } th { "Failed /s" }
                 } }
-                tbody { @for q in &queues {
+                tbody { @for q in queues {
                     tr data-queue=(q.name) {
                         td { a.queue-link href=(queue_url(&q.name)) { (q.name) } }
                         td { @if q.paused { span.badge.paused { "paused" } } @else { span.badge.running { "running" } } }

@@ -22,8 +22,12 @@ pub(crate) async fn run_sampler(app: Arc<App>) {
         }
         let elapsed = last.elapsed().as_secs_f64().max(0.001);
         last = std::time::Instant::now();
-        let names = match discover::queue_names(&app.conn).await {
-            Ok(n) => n,
+        let names = match app
+            .discovery
+            .advance(&app.conn, discover::SAMPLER_BUDGET)
+            .await
+        {
+            Ok(found) => found.names,
             Err(e) => {
                 tracing::warn!(error = %e, "sampler: queue discovery failed");
                 continue;

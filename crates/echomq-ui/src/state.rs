@@ -19,6 +19,8 @@ pub(crate) struct App {
     pub live: LiveHub,
     pub series: Series,
     pub cancel: CancellationToken,
+    /// The queues found so far (a bounded walk per request, docs/ui.md §Scale).
+    pub discovery: discover::Discovery,
 }
 
 impl App {

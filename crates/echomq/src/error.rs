@@ -46,6 +46,22 @@ pub enum Error {
     /// Redis refused or the connection failed.
     #[error("redis: {0}")]
     Redis(#[from] fred::error::Error),
+    /// A write was sent (or may have been) but its reply never came: the
+    /// connection timed out or broke while waiting. Redis may have applied
+    /// it, entirely (every script is atomic) or not at all; only a look at
+    /// the queue tells. Retrying blindly may do it twice (an add with a
+    /// generated id stores a second job). See [`Error::is_outcome_unknown`].
+    #[error("the outcome of {operation} is unknown: {source} (it may have been applied; check before retrying)")]
+    OutcomeUnknown {
+        /// What was sent (a script name, or `MULTI/EXEC` of a flow).
+        operation: &'static str,
+        /// What the connection reported.
+        source: fred::error::Error,
+    },
+    /// Part of a batch that was never sent because an earlier part failed on
+    /// the connection (the reason): nothing of it was written.
+    #[error("not sent: an earlier part of the batch failed ({0})")]
+    NotSent(String),
     /// Obliterate found active jobs and was not forced.
     #[error("the queue has active jobs; obliterate refused without force")]
     ActiveJobs,
@@ -102,6 +118,47 @@ impl Error {
         matches!(self, Error::Redis(e) if e.details().starts_with("OOM"))
     }
 
+    /// True when a write may have been applied although its reply never came
+    /// (a timeout or a broken connection after it was sent): the caller must
+    /// look before retrying. An error that proves the command never reached
+    /// Redis (refused connection, unknown host, TLS handshake) is not one, nor
+    /// is a read's timeout (reads are sent again safely).
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, Error::OutcomeUnknown { .. })
+    }
+
+    /// `e` from a call of `operation`: an error after which a write may have
+    /// run becomes [`Error::OutcomeUnknown`], anything else stays
+    /// [`Error::Redis`]. fred reports no "written to the socket" flag, so
+    /// the test is on what the error proves: a timeout, a cancelled command
+    /// or a broken connection may all come after the bytes left; a refused
+    /// connection, a failed name lookup, a TLS handshake or fred's own
+    /// back-pressure refusal all come before.
+    pub(crate) fn after_send(e: fred::error::Error, operation: &'static str, writes: bool) -> Self {
+        use fred::error::ErrorKind::*;
+        if !writes || !matches!(e.kind(), Timeout | IO | Canceled) {
+            return Error::Redis(e);
+        }
+        let lower = e.details().to_ascii_lowercase();
+        let never_sent = [
+            "connection refused",
+            "connectionrefused",
+            "failed to lookup address",
+            "name or service not known",
+            "temporary failure in name resolution",
+        ]
+        .iter()
+        .any(|s| lower.contains(s));
+        if never_sent {
+            Error::Redis(e)
+        } else {
+            Error::OutcomeUnknown {
+                operation,
+                source: e,
+            }
+        }
+    }
+
     /// True when the error came from the connection, or from a server that
     /// cannot serve commands for now, rather than from a decision of Redis or
     /// of a script: the command did not run or its connection failed, and
@@ -129,8 +186,13 @@ impl Error {
             "TRYAGAIN",
             "CLUSTERDOWN",
         ];
-        let Error::Redis(e) = self else {
-            return false;
+        let e = match self {
+            Error::Redis(e) => e,
+            // Still a connection failure for the retry policies: the
+            // worker's finish and the LockManager's renewals are fenced by
+            // the lock token, so sending them again is safe.
+            Error::OutcomeUnknown { .. } => return true,
+            _ => return false,
         };
         if matches!(
             e.kind(),
@@ -210,5 +272,24 @@ mod tests {
         .is_connection());
         assert!(!Error::Redis(RedisError::new(ErrorKind::Auth, "WRONGPASS")).is_connection());
         assert!(!Error::Redis(RedisError::new(ErrorKind::Url, "bad url")).is_connection());
+    }
+
+    #[test]
+    fn a_lost_reply_of_a_write_is_outcome_unknown() {
+        let timeout = || RedisError::new(ErrorKind::Timeout, "Request timed out.");
+        let e = Error::after_send(timeout(), "addStandardJob", true);
+        assert!(e.is_outcome_unknown() && e.is_connection(), "{e}");
+        assert!(e.to_string().contains("addStandardJob"));
+        // A read is sent again safely; a refused connection never ran anything.
+        assert!(!Error::after_send(timeout(), "getCounts", false).is_outcome_unknown());
+        let refused = RedisError::new(
+            ErrorKind::IO,
+            r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#,
+        );
+        assert!(!Error::after_send(refused, "addStandardJob", true).is_outcome_unknown());
+        let reset = RedisError::new(ErrorKind::IO, "Connection reset by peer");
+        assert!(Error::after_send(reset, "addStandardJob", true).is_outcome_unknown());
+        let refusal = RedisError::new(ErrorKind::Unknown, "OOM command not allowed");
+        assert!(!Error::after_send(refusal, "addStandardJob", true).is_outcome_unknown());
     }
 }

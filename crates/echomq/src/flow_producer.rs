@@ -450,7 +450,12 @@ impl FlowProducer {
             trx.custom::<(), _>(eval.clone(), eval_args(release)?)
                 .await?;
         }
-        let mut replies: Vec<FredValue> = trx.exec(true).await?;
+        // Once EXEC is sent the whole flow is either stored or not: a lost
+        // reply leaves that unknown.
+        let mut replies: Vec<FredValue> = trx
+            .exec(true)
+            .await
+            .map_err(|e| Error::after_send(e, "MULTI/EXEC of a flow", true))?;
         if replies.len() != calls.len() + releases.len() {
             return Err(Error::protocol(
                 "addFlow",

@@ -13,4 +13,6 @@ pub use queue_wide::{
     BulkSource, CleanJobsInSet, Drain, MoveJobsToWait, Obliterate, ObliterateStep, Pause,
     PauseAction,
 };
-pub use read::{FinishedReply, GetCounts, GetRanges, GetState, IsFinished, RangeOrder};
+pub use read::{
+    FinishedReply, GetCounts, GetRanges, GetState, GetStateBounded, IsFinished, RangeOrder,
+};

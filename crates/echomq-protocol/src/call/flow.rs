@@ -472,18 +472,36 @@ pub struct FlowFinding {
     pub detail: String,
 }
 
-/// auditFlows-1 (EchoMQ extension, read-only): the flow invariants of the
-/// first `limit` parents in `waiting-children`.
+/// auditFlows-1 (EchoMQ extension, read-only): one bounded step of the
+/// flow checks over the parents in `waiting-children`, resumed from
+/// where the previous step stopped.
 #[derive(Debug, Clone)]
 pub struct AuditFlows<'a> {
     /// The queue.
     pub keys: &'a QueueKeys,
-    /// Most parents to look at.
-    pub limit: u64,
+    /// Index of the parent to go on with (0 to begin).
+    pub parent: u64,
+    /// SSCAN cursor in that parent's dependencies (`"0"`: from the start).
+    pub cursor: &'a str,
+    /// Children and parents this step may look at.
+    pub budget: u64,
+}
+
+/// What one [`AuditFlows`] step found, and where the next one goes on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowStep {
+    /// Parent index of the next step.
+    pub parent: u64,
+    /// SSCAN cursor of the next step.
+    pub cursor: String,
+    /// Every parent has been looked at.
+    pub done: bool,
+    /// What this step found.
+    pub findings: Vec<FlowFinding>,
 }
 
 impl ScriptCall for AuditFlows<'_> {
-    type Output = Vec<FlowFinding>;
+    type Output = FlowStep;
 
     fn script(&self) -> ScriptId {
         ScriptId::AuditFlows
@@ -496,23 +514,42 @@ impl ScriptCall for AuditFlows<'_> {
     fn args(&self) -> Vec<Arg> {
         vec![
             Arg::str(self.keys.prefix_key()),
-            Arg::int(self.limit.max(1)),
+            Arg::int(self.parent),
+            Arg::str(self.cursor),
+            Arg::int(self.budget.max(1)),
         ]
     }
 
-    fn decode(&self, reply: Reply) -> Result<Vec<FlowFinding>, ReplyError> {
-        let items = decode::strings(self.script(), reply)?;
-        if items.len() % 3 != 0 {
-            return Err(ReplyError::shape(self.script(), "findings come in threes"));
+    fn decode(&self, reply: Reply) -> Result<FlowStep, ReplyError> {
+        let s = self.script();
+        let parts = decode::array(s, reply)?;
+        if parts.len() != 4 {
+            return Err(ReplyError::shape(
+                s,
+                format!("{} parts, not 4", parts.len()),
+            ));
         }
-        Ok(items
-            .chunks(3)
-            .map(|c| FlowFinding {
-                check: c[0].clone(),
-                parent_id: c[1].clone(),
-                detail: c[2].clone(),
-            })
-            .collect())
+        let mut it = parts.into_iter();
+        let parent = it.next().and_then(|r| r.as_i64()).unwrap_or(0).max(0) as u64;
+        let cursor = decode::text(s, &it.next().unwrap_or(Reply::Nil))?;
+        let done = it.next().and_then(|r| r.as_i64()) == Some(1);
+        let items = decode::strings(s, it.next().unwrap_or(Reply::Nil))?;
+        if items.len() % 3 != 0 {
+            return Err(ReplyError::shape(s, "findings come in threes"));
+        }
+        Ok(FlowStep {
+            parent,
+            cursor,
+            done,
+            findings: items
+                .chunks(3)
+                .map(|c| FlowFinding {
+                    check: c[0].clone(),
+                    parent_id: c[1].clone(),
+                    detail: c[2].clone(),
+                })
+                .collect(),
+        })
     }
 }
 
@@ -656,11 +693,23 @@ mod tests {
         let k = k();
         let c = AuditFlows {
             keys: &k,
-            limit: 10,
+            parent: 3,
+            cursor: "0",
+            budget: 10,
         };
-        assert_eq!(argv_text(&c), ["emq:q:", "10"]);
-        let r = Reply::Array(["F1", "p", "x"].iter().map(|s| Reply::text(s)).collect());
-        assert_eq!(c.decode(r).unwrap()[0].check, "F1");
+        assert_eq!(argv_text(&c), ["emq:q:", "3", "0", "10"]);
+        let r = Reply::Array(vec![
+            Reply::Int(4),
+            Reply::text("12"),
+            Reply::Int(0),
+            Reply::Array(["F1", "p", "x"].iter().map(|s| Reply::text(s)).collect()),
+        ]);
+        let step = c.decode(r).unwrap();
+        assert_eq!(
+            (step.parent, step.cursor.as_str(), step.done),
+            (4, "12", false)
+        );
+        assert_eq!(step.findings[0].check, "F1");
         assert!(c.decode(Reply::Array(vec![Reply::text("F1")])).is_err());
     }
 

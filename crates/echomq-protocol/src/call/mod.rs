@@ -20,6 +20,7 @@ macro_rules! keys {
 pub mod add;
 pub mod admin;
 pub mod audit;
+pub mod chunked;
 pub mod decode;
 pub mod dedup;
 pub mod flow;

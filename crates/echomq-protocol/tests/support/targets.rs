@@ -14,10 +14,11 @@ use bytes::Bytes;
 use echomq_protocol::call::add::{AddJob, AddKind};
 use echomq_protocol::call::admin::{
     AddLog, BulkSource, ChangeDelay, ChangePriority, CleanJobsInSet, Drain, GetCounts, GetRanges,
-    GetState, IsFinished, MoveJobsToWait, Obliterate, Pause, PauseAction, Promote, PushSide,
-    RangeOrder, RemoveJob, ReprocessJob, UpdateData, UpdateProgress,
+    GetState, GetStateBounded, IsFinished, MoveJobsToWait, Obliterate, Pause, PauseAction, Promote,
+    PushSide, RangeOrder, RemoveJob, ReprocessJob, UpdateData, UpdateProgress,
 };
-use echomq_protocol::call::audit::AuditSnapshot;
+use echomq_protocol::call::audit::{AuditHead, AuditKeys, AuditPage};
+use echomq_protocol::call::chunked::{DrainChunk, DrainTarget};
 use echomq_protocol::call::dedup::RemoveDeduplicationKey;
 use echomq_protocol::call::flow::{
     AddParentJob, AuditFlows, FlowAdd, GetDependencyCounts, MoveToWaitingChildren, Paginate,
@@ -493,7 +494,29 @@ pub fn every_call(reply: &Reply, s: &str, n: u64, i: i64) {
             states: &states
         },
         IsFinished { keys: k, id: s },
-        AuditSnapshot { keys: k },
+        AuditHead { keys: k },
+        AuditPage {
+            keys: k,
+            state: s,
+            from: n,
+            count: n
+        },
+        AuditKeys {
+            keys: k,
+            cursor: s,
+            count: n
+        },
+        DrainChunk {
+            keys: k,
+            target: DrainTarget::Wait,
+            spared_before: n,
+            budget: n
+        },
+        GetStateBounded {
+            keys: k,
+            id: s,
+            reach: n
+        },
         RemoveDeduplicationKey {
             keys: k,
             dedup_id: s,
@@ -521,7 +544,12 @@ pub fn every_call(reply: &Reply, s: &str, n: u64, i: i64) {
             parent_key: s
         },
         RemoveUnprocessedChildren { keys: k, id: s },
-        AuditFlows { keys: k, limit: n },
+        AuditFlows {
+            keys: k,
+            parent: n,
+            cursor: s,
+            budget: n
+        },
         GetJobs {
             keys: k,
             start: i,

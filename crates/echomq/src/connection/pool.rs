@@ -211,7 +211,10 @@ impl Connection {
                     debug!(script = script.name(), error = %e, refused, "refused by the cluster; resending");
                     tokio::time::sleep(redirect::pause(refused)).await;
                 }
-                other => break other?,
+                other => {
+                    break other
+                        .map_err(|e| Error::after_send(e, script.name(), script.writes()))?
+                }
             }
         };
         self.wait_for_replicas(client, &[&route]).await?;
@@ -343,7 +346,11 @@ impl Connection {
         }
         raw.into_iter()
             .zip(calls)
-            .map(|(r, c)| Ok(c.decode(to_reply(r?))?))
+            .map(|(r, c)| {
+                let script = c.script();
+                let r = r.map_err(|e| Error::after_send(e, script.name(), script.writes()))?;
+                Ok(c.decode(to_reply(r))?)
+            })
             .collect()
     }
 
@@ -457,7 +464,13 @@ async fn pipeline(
             return encoded.iter().map(|_| Err(e.clone())).collect();
         }
     }
-    pipe.try_all::<Value>().await
+    let results = pipe.try_all::<Value>().await;
+    // A pipeline that failed as a whole (a timeout, a dropped connection)
+    // comes back as one error: it is every call's.
+    match results.as_slice() {
+        [Err(e)] if encoded.len() > 1 => encoded.iter().map(|_| Err(e.clone())).collect(),
+        _ => results,
+    }
 }
 
 /// A reply frame as the protocol's wire reply, read straight from the frame:

@@ -132,20 +132,54 @@ impl Queue {
         .await
     }
 
-    /// Adds many jobs in one pipelined round trip and returns their ids in order.
-    /// Every job is validated before anything is sent; a job the server refuses
-    /// is reported while the others stay added.
+    /// Adds many jobs and returns their ids in order: in pipelined round
+    /// trips of [`ADD_BULK_CHUNK`] jobs (one round trip for a smaller
+    /// batch), so neither side holds a whole large batch at once and Redis
+    /// serves other clients between the calls. Every job is validated before
+    /// anything is sent; a job the server refuses is reported while the
+    /// others stay added. A lost connection stops before the next chunk: its
+    /// error is the first one returned (see [`Queue::add_bulk_each`] for
+    /// every job's own result).
     pub async fn add_bulk(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
+        self.add_bulk_each(jobs).await?.into_iter().collect()
+    }
+
+    /// [`Queue::add_bulk`] with each job's own result, in order: an id, the
+    /// server's refusal, or — for the jobs of a chunk whose replies never
+    /// came — [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown)
+    /// (such a job may have been added). The jobs of the chunks after a
+    /// connection failure are not sent; they answer the same error. Bad
+    /// input is the outer error, with nothing sent.
+    pub async fn add_bulk_each(&self, jobs: Vec<NewJob>) -> Result<Vec<Result<String>>> {
         let span = crate::telemetry::trace::add_bulk_span(self.name(), jobs.len());
         async {
             let prepared = jobs
                 .iter()
                 .map(|j| self.prepare(&j.name, &j.data, j.options.clone()))
                 .collect::<Result<Vec<_>>>()?;
-            let calls: Vec<AddJob<'_>> = prepared.iter().map(|p| self.add_call(p)).collect();
-            self.conn.call_batch(&calls).await.into_iter().collect()
+            let mut out: Vec<Result<String>> = Vec::with_capacity(prepared.len());
+            let mut chunks = prepared.chunks(ADD_BULK_CHUNK);
+            for chunk in chunks.by_ref() {
+                let calls: Vec<AddJob<'_>> = chunk.iter().map(|p| self.add_call(p)).collect();
+                let results = self.conn.call_batch(&calls).await;
+                let broken = results
+                    .iter()
+                    .find_map(|r| r.as_ref().err().filter(|e| e.is_connection()))
+                    .map(|e| e.to_string());
+                out.extend(results);
+                if let Some(reason) = broken {
+                    for _ in chunks.by_ref().flat_map(|c| c.iter()) {
+                        out.push(Err(crate::error::Error::NotSent(reason.clone())));
+                    }
+                    break;
+                }
+            }
+            Ok(out)
         }
         .instrument(span)
         .await
     }
 }
+
+/// Jobs per pipelined round trip of [`Queue::add_bulk`].
+pub const ADD_BULK_CHUNK: usize = 1000;

@@ -3,17 +3,15 @@
 
 use std::time::Duration;
 
-use echomq_protocol::call::admin::{
-    BulkSource, CleanJobsInSet, Drain, MoveJobsToWait, Obliterate, ObliterateStep, Pause,
-    PauseAction, Promote, PushSide, RemoveJob, ReprocessJob,
-};
-use echomq_protocol::validate::ValidationError;
-use echomq_protocol::{FinishTarget, ScriptErrorCode, ScriptId};
-use fred::prelude::SortedSetsInterface;
-
+use super::chunked::DEFAULT_CHUNK;
 use super::handle::Queue;
 use super::types::{JobState, RemoveOutcome};
 use crate::error::{Error, Result};
+use echomq_protocol::call::admin::{
+    BulkSource, CleanJobsInSet, Pause, PauseAction, Promote, PushSide, RemoveJob, ReprocessJob,
+};
+use echomq_protocol::validate::ValidationError;
+use echomq_protocol::{FinishTarget, ScriptErrorCode, ScriptId};
 
 /// Jobs an obliterate call may delete before handing back (Node's chunk).
 const OBLITERATE_CHUNK: u32 = 1000;
@@ -46,36 +44,18 @@ impl Queue {
 
     /// Removes every waiting and prioritized job (and delayed ones when asked),
     /// except current scheduler iterations. Active and finished jobs stay.
+    /// Runs in bounded steps ([`Queue::drain_chunked`]); each job is removed
+    /// as BullMQ's drain removes it.
     pub async fn drain(&self, include_delayed: bool) -> Result<()> {
-        let call = Drain {
-            keys: &self.keys,
-            include_delayed,
-        };
-        self.conn.call(&call).await
+        self.drain_chunked(include_delayed, DEFAULT_CHUNK, |_| {})
+            .await
+            .map(|_| ())
     }
 
     /// Deletes the whole queue: pauses it, then removes jobs in chunks of 1000
     /// until nothing is left. Refuses while jobs are active unless `force`.
     pub async fn obliterate(&self, force: bool) -> Result<()> {
-        self.pause().await?;
-        let call = Obliterate {
-            keys: &self.keys,
-            max_jobs: OBLITERATE_CHUNK,
-            force,
-        };
-        loop {
-            match self.conn.call(&call).await? {
-                ObliterateStep::Done => return Ok(()),
-                ObliterateStep::Again => continue,
-                ObliterateStep::NotPaused => {
-                    return Err(Error::protocol(
-                        ScriptId::Obliterate.name(),
-                        "queue is not paused",
-                    ))
-                }
-                ObliterateStep::ActiveJobs => return Err(Error::ActiveJobs),
-            }
-        }
+        self.obliterate_with(force, OBLITERATE_CHUNK, |_| {}).await
     }
 
     /// Removes a job (and its children when `remove_children`). A locked job is
@@ -94,7 +74,11 @@ impl Queue {
     }
 
     /// Deletes jobs of `state` older than `grace` (by finishedOn, processedOn or
-    /// timestamp), at most `limit` of them (0 = no limit). Returns the deleted ids.
+    /// timestamp), at most `limit` of them (0 = no limit). Returns the deleted
+    /// ids. A limit above [`DEFAULT_CHUNK`] (or none) is worked through in
+    /// calls of that many, each looking at the oldest candidates left, until
+    /// one deletes fewer than it may ([`Queue::clean_chunked`] counts instead
+    /// of listing, for large cleans).
     pub async fn clean(&self, grace: Duration, limit: u64, state: JobState) -> Result<Vec<String>> {
         if state == JobState::Unknown {
             return Err(ValidationError::Option {
@@ -103,13 +87,32 @@ impl Queue {
             }
             .into());
         }
-        let call = CleanJobsInSet {
-            keys: &self.keys,
-            state: state.key_suffix(),
-            cutoff_ms: crate::clock::now_ms().saturating_sub(grace.as_millis() as u64),
-            limit,
-        };
-        self.conn.call(&call).await
+        let cutoff_ms = crate::clock::now_ms().saturating_sub(grace.as_millis() as u64);
+        let mut deleted = Vec::new();
+        loop {
+            let want = match limit {
+                0 => DEFAULT_CHUNK,
+                l => DEFAULT_CHUNK.min(l - deleted.len() as u64),
+            };
+            if want == 0 {
+                break;
+            }
+            let call = CleanJobsInSet {
+                keys: &self.keys,
+                state: state.key_suffix(),
+                cutoff_ms,
+                limit: want,
+            };
+            let ids = self.conn.call(&call).await?;
+            let n = ids.len() as u64;
+            deleted.extend(ids);
+            // A call that could not use its whole chunk found no more (one
+            // call, one `cleaned` event, for a clean within one chunk).
+            if n < want {
+                break;
+            }
+        }
+        Ok(deleted)
     }
 
     /// Moves a completed or failed job back to wait, or to prioritized when it
@@ -196,22 +199,7 @@ impl Queue {
         count: u64,
         until_ms: Option<u64>,
     ) -> Result<u64> {
-        if count == 0 {
-            return Ok(0);
-        }
-        let call = MoveJobsToWait {
-            keys: &self.keys,
-            from,
-            count,
-            until_ms,
-        };
-        let set = self.keys.key(from.key_suffix());
-        let pool = self.conn.pool();
-        let eligible: u64 = match until_ms {
-            Some(ms) => pool.zcount(set, 0.0, ms as f64).await?,
-            None => pool.zcard(set).await?,
-        };
-        while self.conn.call(&call).await? {}
-        Ok(eligible)
+        self.move_jobs_to_wait_with(from, count, until_ms, |_| {})
+            .await
     }
 }

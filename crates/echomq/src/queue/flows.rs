@@ -71,7 +71,7 @@ impl Queue {
     /// (`emq:<queue>:<id>`); a value that is not JSON reads as a string.
     pub async fn get_children_values(&self, id: &str) -> Result<BTreeMap<String, Value>> {
         let keys = ChildKeys::of(&self.keys.job(id));
-        let raw: BTreeMap<String, String> = self.conn.pool().hgetall(keys.processed).await?;
+        let raw = self.hash_paged(keys.processed).await?;
         Ok(raw
             .into_iter()
             .map(|(k, v)| {
@@ -87,7 +87,7 @@ impl Queue {
         id: &str,
     ) -> Result<BTreeMap<String, String>> {
         let keys = ChildKeys::of(&self.keys.job(id));
-        Ok(self.conn.pool().hgetall(keys.failed).await?)
+        self.hash_paged(keys.failed).await
     }
 
     /// Positions `start..start + count` of each group of a parent's
@@ -99,20 +99,34 @@ impl Queue {
         let page = |key: String| {
             let conn = self.conn.clone();
             async move {
-                if end.is_none() {
+                let Some(last) = end else {
                     return Ok(Vec::new());
+                };
+                // One call scans a bounded number of SCAN rounds; a page
+                // deep in a large group takes the calls after it, from the
+                // cursor where the previous one stopped.
+                let want = (last - start + 1) as usize;
+                let (mut items, mut cursor, mut offset) = (Vec::new(), String::from("0"), 0);
+                loop {
+                    let p = conn
+                        .call(&Paginate {
+                            key: &key,
+                            start,
+                            end,
+                            cursor: &cursor,
+                            offset,
+                            max_iterations: MAX_PAGE_ITERATIONS,
+                        })
+                        .await?;
+                    items.extend(p.items);
+                    if p.cursor == "0" || items.len() >= want || p.offset > last {
+                        break;
+                    }
+                    cursor = p.cursor;
+                    offset = p.offset;
                 }
-                let p = conn
-                    .call(&Paginate {
-                        key: &key,
-                        start,
-                        end,
-                        cursor: "0",
-                        offset: 0,
-                        max_iterations: MAX_PAGE_ITERATIONS,
-                    })
-                    .await?;
-                Ok::<_, Error>(p.items)
+                items.truncate(want);
+                Ok::<_, Error>(items)
             }
         };
         let fields = |items: Vec<PageItem>| {

@@ -6,11 +6,11 @@
 use std::collections::{HashMap, HashSet};
 
 use echomq_protocol::call::admin::{
-    FinishedReply, GetCounts, GetRanges, GetState, IsFinished, RangeOrder,
+    FinishedReply, GetCounts, GetRanges, GetStateBounded, IsFinished, RangeOrder,
 };
 use echomq_protocol::call::getters::GetJobs;
 use echomq_protocol::{Job, QueueKeys, PROTOCOL_VERSION};
-use fred::prelude::{ClientLike, HashesInterface, KeysInterface, ListInterface};
+use fred::prelude::{ClientLike, HashesInterface, KeysInterface};
 
 use super::types::{Finished, JobCounts, JobState, QueueOptions};
 use crate::connection::pool::Connection;
@@ -25,6 +25,9 @@ mod meta {
     /// Present while the queue is paused.
     pub const PAUSED: &str = "paused";
 }
+
+/// Entries of a list [`Queue::get_state`] searches from each end.
+const STATE_SEARCH_REACH: u64 = 1000;
 
 /// The producer and admin handle of one queue. Cheap to clone; all clones share
 /// the [`Connection`].
@@ -103,11 +106,15 @@ impl Queue {
         Ok(self.conn.pool().exists::<i64, _>(self.keys.job(id)).await? == 1)
     }
 
-    /// The state of a job.
+    /// The state of a job. Long lists are searched a bounded distance from
+    /// each end (getStateBounded, docs/scale.md §Getters): the answer is
+    /// getStateV2's, except that a job hash in no structure at all reads
+    /// `Waiting` while a list holds more than 2000 ids.
     pub async fn get_state(&self, id: &str) -> Result<JobState> {
-        let call = GetState {
+        let call = GetStateBounded {
             keys: &self.keys,
             id,
+            reach: STATE_SEARCH_REACH,
         };
         Ok(JobState::parse(&self.conn.call(&call).await?))
     }
@@ -197,7 +204,18 @@ impl Queue {
             },
             states: &suffixes,
         };
-        let per_state = self.conn.call(&call).await?;
+        let per_state = if super::range::is_large(start, end) {
+            let mut all = Vec::with_capacity(states.len());
+            for state in states {
+                all.push(
+                    self.get_ranges_paged(*state, start, end, call.order)
+                        .await?,
+                );
+            }
+            all
+        } else {
+            self.conn.call(&call).await?
+        };
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for (state, mut ids) in states.iter().zip(per_state) {
@@ -239,9 +257,19 @@ impl Queue {
             },
             states: &suffixes,
         };
+        // A large range goes page by page (docs/scale.md), one state at a time.
+        let entries = if super::range::is_large(start, end) {
+            let mut all = Vec::new();
+            for state in &suffixes {
+                all.extend(self.get_jobs_paged(state, start, end, call.order).await?);
+            }
+            all
+        } else {
+            self.conn.call(&call).await?.into_iter().flatten().collect()
+        };
         let mut seen = HashSet::new();
         let mut jobs = Vec::new();
-        for (id, fields) in self.conn.call(&call).await?.into_iter().flatten() {
+        for (id, fields) in entries {
             if seen.insert(id.clone()) {
                 jobs.push(Job::from_hash(&id, fields.into_iter().collect())?);
             }
@@ -249,13 +277,10 @@ impl Queue {
         Ok(jobs)
     }
 
-    /// A job's log lines in `[start, end]` (inclusive, negative from the end).
+    /// A job's log lines in `[start, end]` (inclusive, negative from the end),
+    /// read in pages when the range is large.
     pub async fn get_logs(&self, id: &str, start: i64, end: i64) -> Result<Vec<String>> {
-        Ok(self
-            .conn
-            .pool()
-            .lrange(self.keys.logs(id), start, end)
-            .await?)
+        self.lrange_paged(&self.keys.logs(id), start, end).await
     }
 }
 

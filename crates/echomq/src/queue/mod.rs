@@ -8,19 +8,25 @@
 pub(crate) mod add;
 pub(crate) mod admin;
 pub(crate) mod cancel;
+pub(crate) mod chunked;
 pub(crate) mod dedup;
 pub(crate) mod edit;
 pub(crate) mod flows;
 pub(crate) mod getters;
 pub(crate) mod handle;
 pub(crate) mod limits;
+pub(crate) mod paging;
+pub(crate) mod range;
 pub(crate) mod typed;
 pub(crate) mod types;
 
+pub use self::add::ADD_BULK_CHUNK;
 pub use self::cancel::{CancelMode, CancelOutcome};
+pub use self::chunked::{Progress, DEFAULT_CHUNK};
 pub use self::flows::{Dependencies, FlowNode};
 pub use self::getters::{JobFilter, JobLogs, WorkerInfo};
 pub use self::handle::Queue;
 pub use self::limits::RateLimit;
 pub use self::typed::TypedQueue;
+pub use self::range::READ_PAGE;
 pub use self::types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};

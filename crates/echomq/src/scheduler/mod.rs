@@ -18,5 +18,5 @@ pub use self::cron::{CronSchedule, CronZone};
 pub use self::error::SchedulerError;
 pub use self::iteration::create_next_iteration;
 pub use self::spec::{JobTemplate, Repeat, SchedulerSpec};
-pub use self::store::{IterationRestored, JobSchedulers, SchedulerSweep};
+pub use self::store::{IterationRestored, JobSchedulers, SchedulerSweep, SCHEDULER_PAGE};
 pub use echomq_protocol::call::scheduler::{Iteration, SchedulerInfo};

@@ -44,10 +44,13 @@ pub struct IterationRestored {
     pub new_job_id: String,
 }
 
+/// Schedulers read per call by [`JobSchedulers::list`] and the sweep.
+pub const SCHEDULER_PAGE: u64 = 1000;
+
 /// What one sweep found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerSweep {
-    /// Schedulers looked at.
+    /// Schedulers looked at (up to the first one not overdue).
     pub schedulers: usize,
     /// Iterations re-created.
     pub restored: Vec<IterationRestored>,
@@ -116,26 +119,64 @@ impl JobSchedulers {
     }
 
     /// Every scheduler, by next run (earliest first). Schedulers whose hash is
-    /// missing are skipped.
+    /// missing are skipped. Read [`SCHEDULER_PAGE`] at a time
+    /// ([`JobSchedulers::list_page`]).
     pub async fn list(&self) -> Result<Vec<SchedulerInfo>> {
-        let entries = self.index().await?;
-        let mut out = Vec::with_capacity(entries.len());
-        for (id, next) in entries {
-            let hash: HashMap<String, String> =
-                self.conn.pool().hgetall(self.keys.scheduler(&id)).await?;
-            if hash.is_empty() {
-                continue;
+        let mut out = Vec::new();
+        let mut start = 0;
+        loop {
+            let (page, seen) = self.list_page_raw(start, SCHEDULER_PAGE).await?;
+            out.extend(page);
+            if seen < SCHEDULER_PAGE {
+                return Ok(out);
             }
-            out.push(SchedulerInfo::from_hash(&id, next, hash));
+            start += seen;
         }
-        Ok(out)
     }
 
-    async fn index(&self) -> Result<Vec<(String, u64)>> {
+    /// Schedulers `start..start + count` by next run (earliest first), their
+    /// hashes read in one pipelined round trip; those whose hash is missing
+    /// are skipped.
+    pub async fn list_page(&self, start: u64, count: u64) -> Result<Vec<SchedulerInfo>> {
+        Ok(self.list_page_raw(start, count).await?.0)
+    }
+
+    /// A page and the number of index entries it covered.
+    async fn list_page_raw(&self, start: u64, count: u64) -> Result<(Vec<SchedulerInfo>, u64)> {
+        let entries = self.index(start, count).await?;
+        let seen = entries.len() as u64;
+        if entries.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let pipe = self.conn.pool().next().pipeline();
+        for (id, _) in &entries {
+            pipe.hgetall::<(), _>(self.keys.scheduler(id)).await?;
+        }
+        let hashes: Vec<HashMap<String, String>> = pipe.all().await?;
+        let out = entries
+            .into_iter()
+            .zip(hashes)
+            .filter(|(_, hash)| !hash.is_empty())
+            .map(|((id, next), hash)| SchedulerInfo::from_hash(&id, next, hash))
+            .collect();
+        Ok((out, seen))
+    }
+
+    /// Entries `start..start + count` of `{P}repeat`, lowest score first.
+    async fn index(&self, start: u64, count: u64) -> Result<Vec<(String, u64)>> {
+        let last = (start + count.max(1) - 1) as i64;
         let raw: Vec<(String, f64)> = self
             .conn
             .pool()
-            .zrange(self.keys.repeat(), 0, -1, None, false, None, true)
+            .zrange(
+                self.keys.repeat(),
+                start as i64,
+                last,
+                None,
+                false,
+                None,
+                true,
+            )
             .await?;
         Ok(raw
             .into_iter()
@@ -148,16 +189,30 @@ impl JobSchedulers {
     /// whose iteration is missing or already finished.
     pub async fn sweep(&self, grace: Duration) -> Result<SchedulerSweep> {
         let now = crate::clock::now_ms();
-        let entries = self.index().await?;
-        let mut report = SchedulerSweep {
-            schedulers: entries.len(),
-            restored: Vec::new(),
-        };
+        let mut report = SchedulerSweep::default();
         let grace = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
-        for (id, next) in entries {
-            if next.saturating_add(grace) >= now {
-                continue;
+        // Page by page, earliest first, up to the first one not overdue: a
+        // sweep of 10 000 schedulers is ten reads, each bounded, and stops
+        // early when (as usual) few are late. A restored scheduler moves to
+        // a later score, so a page may skip one entry; the next sweep has it.
+        let mut overdue = Vec::new();
+        let mut start = 0;
+        'pages: loop {
+            let page = self.index(start, SCHEDULER_PAGE).await?;
+            let n = page.len() as u64;
+            for (id, next) in page {
+                report.schedulers += 1;
+                if next.saturating_add(grace) >= now {
+                    break 'pages;
+                }
+                overdue.push((id, next));
             }
+            if n < SCHEDULER_PAGE {
+                break;
+            }
+            start += n;
+        }
+        for (id, next) in overdue {
             let current = format!("repeat:{id}:{next}");
             match self.restore(&id, &current).await {
                 Ok(Some(new_job_id)) => report.restored.push(IterationRestored {

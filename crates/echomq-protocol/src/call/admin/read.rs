@@ -57,6 +57,47 @@ impl ScriptCall for GetState<'_> {
     }
 }
 
+/// getStateBounded-8 (EchoMQ extension): [`GetState`]'s answer without
+/// walking a long list: lists are searched `reach` entries from each end
+/// (docs/scale.md §Getters).
+#[derive(Debug, Clone, Copy)]
+pub struct GetStateBounded<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The job.
+    pub id: &'a str,
+    /// Entries searched from each end of a list.
+    pub reach: u64,
+}
+
+impl ScriptCall for GetStateBounded<'_> {
+    type Output = String;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::GetStateBounded
+    }
+
+    fn keys(&self) -> Vec<Key> {
+        GetState {
+            keys: self.keys,
+            id: self.id,
+        }
+        .keys()
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.id),
+            Arg::int(self.reach),
+            Arg::str(self.keys.prefix_key()),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<String, ReplyError> {
+        decode::text(self.script(), &reply)
+    }
+}
+
 /// getCounts-1: the size of each named state, in order. States are key
 /// suffixes (`wait`, `active`, `delayed`, …): the script counts any sorted
 /// set of the queue, so the names are not a closed set.

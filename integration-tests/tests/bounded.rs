@@ -1,0 +1,319 @@
+//! Bounded work per Redis call, as counts (docs/scale.md): against queues far
+//! larger than a page or a chunk, every command a client sends and every
+//! command a script runs inside it is recorded (`MONITOR`), and each call is
+//! checked to touch at most a page's worth of elements — whatever the queue
+//! holds. Timings live in `just bench-scale`, never here.
+
+use std::time::Duration;
+
+use echomq::audit::{audit_paged, AuditOptions};
+use echomq::queue::{ADD_BULK_CHUNK, DEFAULT_CHUNK};
+use echomq::{JobOptions, JobState, NewJob, Queue};
+use echomq_integration_tests::scale::{fill, range_of, Call, Monitor};
+use echomq_integration_tests::{state, RedisServer};
+use fred::prelude::*;
+use serde_json::json;
+
+/// Checks every recorded call: at most `max_inner` commands inside it, no
+/// range over more than `max_range` elements, no whole-structure read of a
+/// state (`LRANGE k 0 -1`, `ZRANGEBYSCORE` without `LIMIT`, `KEYS`,
+/// `SMEMBERS`). Returns the number of script calls.
+fn assert_bounded(what: &str, calls: &[Call], max_inner: usize, max_range: i64) -> usize {
+    let mut scripts = 0;
+    for call in calls {
+        if matches!(call.command.as_str(), "EVALSHA" | "EVAL") {
+            scripts += 1;
+            assert!(
+                call.inner.len() <= max_inner,
+                "{what}: one script call ran {} commands (bound {max_inner}): {:?}…",
+                call.inner.len(),
+                &call.inner[..5.min(call.inner.len())]
+            );
+        }
+        let own = std::iter::once((call.command.clone(), call.args.clone()));
+        for (command, args) in own.chain(call.inner.iter().cloned()) {
+            check_command(what, &command, &args, max_range);
+        }
+    }
+    scripts
+}
+
+fn check_command(what: &str, command: &str, args: &[String], max_range: i64) {
+    assert!(
+        !matches!(command, "KEYS" | "SMEMBERS"),
+        "{what}: {command} {args:?} reads a whole keyspace or set"
+    );
+    if matches!(command, "LRANGE" | "ZRANGE" | "ZREVRANGE") {
+        let n = range_of(command, args);
+        assert!(
+            n.is_some_and(|n| n <= max_range),
+            "{what}: {command} {args:?} (bound {max_range})"
+        );
+    }
+    if command == "ZRANGEBYSCORE" {
+        assert!(
+            args.iter().any(|a| a.eq_ignore_ascii_case("LIMIT")),
+            "{what}: {command} {args:?} without LIMIT"
+        );
+    }
+}
+
+async fn big(waiting: u64, completed: u64) -> (RedisServer, echomq::Connection, Client, Queue) {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    fill(&c, "q", waiting, completed, r#"{"n":1}"#).await;
+    let q = Queue::new(&conn, "q").await.unwrap();
+    (redis, conn, c, q)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_reads_a_page_per_call() {
+    let (redis, conn, c, _q) = big(15_000, 15_000).await;
+    let m = Monitor::start(redis.port(), &c).await;
+    let mut calls_seen = 0;
+    let report = audit_paged(
+        &conn,
+        "q",
+        &AuditOptions {
+            quiescent: true,
+            ..Default::default()
+        },
+        |p| calls_seen = p.calls,
+    )
+    .await
+    .unwrap();
+    let calls = m.take(&c).await;
+    assert!(
+        report.violations.is_empty(),
+        "{:#?}",
+        &report.violations[..3.min(report.violations.len())]
+    );
+    assert_eq!(report.ids, 30_000);
+    // A page is ~8 commands per id; a SCAN step a few per key.
+    let page = echomq::audit::PAGE as usize;
+    let scripts = assert_bounded("audit", &calls, page * 10 + 20, page as i64);
+    assert_eq!(
+        scripts as u64,
+        report.calls - stalled_calls(&calls),
+        "every call but SSCAN is a script"
+    );
+    assert_eq!(calls_seen, report.calls);
+    // Paged: at least one call per page of each state.
+    assert!(scripts >= 30_000 / page, "{scripts} calls");
+    let hmget_max = calls
+        .iter()
+        .map(|c| c.inner.iter().filter(|(n, _)| n == "HMGET").count())
+        .max();
+    assert!(
+        hmget_max <= Some(page),
+        "{hmget_max:?} job hashes in one call"
+    );
+}
+
+fn stalled_calls(calls: &[Call]) -> u64 {
+    calls.iter().filter(|c| c.command == "SSCAN").count() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn getters_read_large_ranges_in_pages() {
+    let (redis, _conn, c, q) = big(20_000, 5_000).await;
+    let m = Monitor::start(redis.port(), &c).await;
+    let all = q.get_jobs(&[JobState::Waiting], 0, -1, true).await.unwrap();
+    assert_eq!(all.len(), 20_000);
+    assert_eq!(all[0].id, "5001", "oldest first");
+    let ids = q
+        .get_ranges(&[JobState::Completed], 0, -1, false)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 5_000);
+    // The oldest waiting job sits at the tail of a 20 000-long wait list.
+    assert_eq!(q.get_state("5001").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_state("15000").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_state("3").await.unwrap(), JobState::Completed);
+    assert_eq!(q.get_state("nope").await.unwrap(), JobState::Unknown);
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.completed), (20_000, 5_000));
+    let calls = m.take(&c).await;
+    let page = echomq::queue::READ_PAGE as usize;
+    assert_bounded("getters", &calls, page * 2 + 20, page as i64);
+    for call in &calls {
+        for (name, args) in &call.inner {
+            if name == "LPOS" {
+                assert!(
+                    args.iter().any(|a| a == "MAXLEN"),
+                    "LPOS {args:?} walks a whole list"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clean_and_drain_work_a_chunk_per_call() {
+    let (redis, _conn, c, q) = big(12_000, 12_000).await;
+    let m = Monitor::start(redis.port(), &c).await;
+    let mut steps = 0;
+    let cleaned = q
+        .clean_chunked(
+            Duration::ZERO,
+            JobState::Completed,
+            0,
+            DEFAULT_CHUNK,
+            |_| steps += 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(cleaned, 12_000);
+    assert!(steps >= 12, "{steps} calls");
+    let drained = q.drain_chunked(false, DEFAULT_CHUNK, |_| {}).await.unwrap();
+    assert_eq!(drained, 12_000);
+    let calls = m.take(&c).await;
+    let chunk = DEFAULT_CHUNK as usize;
+    // Removing a job is a handful of commands (its keys, its parent link).
+    assert_bounded("clean/drain", &calls, chunk * 8 + 20, chunk as i64);
+    let dels: Vec<usize> = calls
+        .iter()
+        .map(|c| c.inner.iter().filter(|(n, _)| n == "DEL").count())
+        .collect();
+    assert!(
+        dels.iter().all(|n| *n <= chunk * 2),
+        "{:?}",
+        dels.iter().max()
+    );
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.completed), (0, 0));
+    assert_eq!(state::list(&c, "emq:q:wait").await.len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_promote_and_obliterate_move_a_chunk_per_call() {
+    let (redis, _conn, c, q) = big(0, 0).await;
+    // 10 000 failed and 10 000 delayed jobs, written directly.
+    let script = r#"
+      for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do
+        local k = KEYS[1] .. i
+        redis.call("HSET", k, "name", "j", "data", "{}", "opts", "{}", "timestamp", "1", "delay", "0",
+          "priority", "0", "finishedOn", "2", "failedReason", "x", "atm", "1", "ats", "1")
+        if i % 2 == 0 then redis.call("ZADD", KEYS[1] .. "failed", 2, i)
+        else redis.call("ZADD", KEYS[1] .. "delayed", 4096 * 5, i) end
+      end
+      redis.call("SET", KEYS[1] .. "id", ARGV[2])
+      return 1"#;
+    for from in (1..=20_000u64).step_by(5000) {
+        let _: i64 = c
+            .eval(
+                script,
+                vec!["emq:q:"],
+                vec![from.to_string(), (from + 4999).to_string()],
+            )
+            .await
+            .unwrap();
+    }
+    let m = Monitor::start(redis.port(), &c).await;
+    assert_eq!(
+        q.retry_jobs_with(echomq::protocol::FinishTarget::Failed, 1000, None, |_| {})
+            .await
+            .unwrap(),
+        10_000
+    );
+    assert_eq!(q.promote_all_with(1000, |_| {}).await.unwrap(), 10_000);
+    assert_eq!(q.counts().await.unwrap().waiting, 20_000);
+    q.obliterate_with(true, 1000, |_| {}).await.unwrap();
+    let calls = m.take(&c).await;
+    assert_bounded("retry/promote/obliterate", &calls, 1000 * 10 + 50, 1000);
+    let keys: Vec<String> = state::cmd(&c, "KEYS", vec!["emq:q:*".into()]).await;
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_bulk_goes_in_pipelined_chunks() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "q").await.unwrap();
+    let jobs: Vec<NewJob> = (0..3 * ADD_BULK_CHUNK + 10)
+        .map(|i| NewJob {
+            name: "j".into(),
+            data: json!({ "i": i }),
+            options: JobOptions::new(),
+        })
+        .collect();
+    let m = Monitor::start(redis.port(), &c).await;
+    let ids = q.add_bulk(jobs).await.unwrap();
+    assert_eq!(ids.len(), 3 * ADD_BULK_CHUNK + 10);
+    let calls = m.take(&c).await;
+    assert_bounded("add_bulk", &calls, 40, 10);
+    assert_eq!(
+        calls.iter().filter(|c| c.command == "EVALSHA").count(),
+        ids.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedulers_are_listed_and_swept_a_page_at_a_time() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    // 2 500 schedulers, every one due far in the future.
+    let script = r#"
+      for i = 1, tonumber(ARGV[1]) do
+        redis.call("ZADD", KEYS[1] .. "repeat", 4102444800000, "s" .. i)
+        redis.call("HSET", KEYS[1] .. "repeat:s" .. i, "name", "n", "every", "60000", "ic", "1")
+      end
+      return 1"#;
+    let _: i64 = c.eval(script, vec!["emq:q:"], vec!["2500"]).await.unwrap();
+    let s = echomq::JobSchedulers::new(&conn, "q").unwrap();
+    let m = Monitor::start(redis.port(), &c).await;
+    assert_eq!(s.list().await.unwrap().len(), 2500);
+    let sweep = s.sweep(Duration::from_secs(1)).await.unwrap();
+    assert!(sweep.restored.is_empty());
+    assert_eq!(sweep.schedulers, 1, "stops at the first one not overdue");
+    let calls = m.take(&c).await;
+    let page = echomq::scheduler::SCHEDULER_PAGE as i64;
+    assert_bounded("schedulers", &calls, 0, page);
+    let ranges = calls.iter().filter(|c| c.command == "ZRANGE").count();
+    assert_eq!(ranges, 3 + 1, "three pages for the list, one for the sweep");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_with_10000_children_is_read_in_pages() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "q").await.unwrap();
+    q.add("p", &json!({}), JobOptions::new().job_id("P"))
+        .await
+        .unwrap();
+    // 10 000 children: 6 000 pending, 4 000 processed, written directly.
+    let script = r#"
+      for i = 1, 10000 do
+        local child = KEYS[1] .. "c" .. i
+        redis.call("HSET", child, "name", "c", "data", "{}", "opts", "{}", "timestamp", "1",
+          "delay", "0", "priority", "0", "parentKey", KEYS[1] .. "P")
+        if i <= 6000 then redis.call("SADD", KEYS[1] .. "P:dependencies", child)
+        else redis.call("HSET", KEYS[1] .. "P:processed", child, '"ok"') end
+      end
+      return 1"#;
+    let _: i64 = c
+        .eval(script, vec!["emq:q:"], Vec::<String>::new())
+        .await
+        .unwrap();
+    let m = Monitor::start(redis.port(), &c).await;
+    let values = q.get_children_values("P").await.unwrap();
+    assert_eq!(values.len(), 4000);
+    let deep = q.get_dependencies("P", 5900, 100).await.unwrap();
+    assert_eq!(deep.unprocessed.len(), 100, "a page deep in the set");
+    assert_eq!(deep.counts.unprocessed, 6000);
+    let calls = m.take(&c).await;
+    // paginate scans at most ten SSCAN rounds of COUNT 100 per call.
+    assert_bounded("children", &calls, 30, 100);
+    for call in &calls {
+        if call.command == "HSCAN" {
+            assert!(call.args.iter().any(|a| a == "COUNT"));
+        }
+        assert_ne!(call.command, "HGETALL", "{:?}", call.args);
+    }
+    let flows_audit = echomq::audit::audit(&conn, "q").await.unwrap();
+    assert!(flows_audit.is_consistent(), "{:#?}", flows_audit.violations);
+}
