@@ -27,6 +27,6 @@ pub use self::flows::{Dependencies, FlowNode};
 pub use self::getters::{JobFilter, JobLogs, WorkerInfo};
 pub use self::handle::Queue;
 pub use self::limits::RateLimit;
-pub use self::typed::TypedQueue;
 pub use self::range::READ_PAGE;
+pub use self::typed::TypedQueue;
 pub use self::types::{Finished, JobCounts, JobState, NewJob, QueueOptions, RemoveOutcome};
