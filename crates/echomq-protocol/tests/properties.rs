@@ -159,6 +159,8 @@ fn job_options() -> impl Strategy<Value = JobOptions> {
             continue_parent_on_failure: flags[2],
             ignore_dependency_on_failure: flags[3],
             remove_dependency_on_failure: flags[4],
+            timeout: None,
+            group: None,
             extra,
         }
     })

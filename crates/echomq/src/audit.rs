@@ -103,7 +103,85 @@ pub async fn audit_with(
     let snapshot = conn.call(&AuditSnapshot { keys: &keys }).await?;
     let mut report = check(&snapshot, opts);
     flow_checks(conn, &keys, &mut report).await?;
+    group_checks(conn, &keys, &snapshot, opts, &mut report).await?;
     Ok(report)
+}
+
+/// Most groups the group checks look at in one audit.
+const GROUP_AUDIT_LIMIT: u64 = 10_000;
+
+/// The group invariants G1–G4 (docs/groups.md §Audit). An unreleased group
+/// job is in no BullMQ structure by design, so A4 does not apply to it.
+async fn group_checks(
+    conn: &Connection,
+    keys: &QueueKeys,
+    s: &Snapshot,
+    opts: &AuditOptions,
+    report: &mut AuditReport,
+) -> Result<()> {
+    use echomq_protocol::call::groups::{AuditGroups, ReleasedState};
+    use echomq_protocol::group::GroupKeys;
+    let groups = GroupKeys::new(keys);
+    let view = conn
+        .call(&AuditGroups {
+            keys,
+            groups: &groups,
+            limit: GROUP_AUDIT_LIMIT,
+        })
+        .await?;
+    if view.groups.is_empty() && view.released.is_empty() {
+        return Ok(());
+    }
+    let states = States::of(s);
+    let mut f = Findings {
+        quiescent: opts.quiescent,
+        violations: Vec::new(),
+    };
+    let mut unreleased: HashSet<&String> = HashSet::new();
+    let released: HashMap<&String, &String> =
+        view.released.iter().map(|(id, gid, _)| (id, gid)).collect();
+    for g in &view.groups {
+        for id in &g.waiting {
+            unreleased.insert(id);
+            if let Some(in_states) = states.where_is.get(id) {
+                let detail = format!(
+                    "unreleased in group {:?} and in {}",
+                    g.id,
+                    in_states.join(", ")
+                );
+                f.add("G1", Severity::Hard, Some(id), detail);
+            }
+            if !s.jobs.contains_key(id) {
+                let detail = format!("id left in group {:?} after its job was removed", g.id);
+                f.add("G4", Severity::Warning, Some(id), detail);
+            }
+        }
+        for id in &g.active {
+            if released.get(id) != Some(&&g.id) {
+                let detail = format!("in group {:?}'s active set but not released to it", g.id);
+                f.add("G2", Severity::Hard, Some(id), detail);
+            }
+        }
+    }
+    let known: HashMap<&String, &Vec<String>> =
+        view.groups.iter().map(|g| (&g.id, &g.active)).collect();
+    for (id, gid, state) in &view.released {
+        if let Some(active) = known.get(gid) {
+            if !active.contains(id) {
+                let detail = format!("released to group {gid:?} but not in its active set");
+                f.add("G2", Severity::Hard, Some(id), detail);
+            }
+        }
+        if *state != ReleasedState::Open {
+            let detail = format!("finished ({state:?}) but still holds a slot of group {gid:?}");
+            f.add("G3", Severity::Quiescent, Some(id), detail);
+        }
+    }
+    report.violations.retain(|v| {
+        !(v.check == "A4" && v.job_id.as_ref().is_some_and(|id| unreleased.contains(id)))
+    });
+    report.violations.extend(f.violations);
+    Ok(())
 }
 
 /// Most parents the flow checks look at in one audit.

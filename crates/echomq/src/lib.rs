@@ -28,6 +28,7 @@ pub mod clock;
 pub mod connection;
 mod error;
 pub mod flow_producer;
+pub mod groups;
 pub mod health;
 #[cfg(any(feature = "health-server", feature = "prometheus"))]
 mod http;

@@ -482,7 +482,8 @@ pub fn every_call(reply: &Reply, s: &str, n: u64, i: i64) {
         GetState { keys: k, id: s },
         GetCounts {
             keys: k,
-            states: &states
+            states: &states,
+            delayed_before: None
         },
         GetRanges {
             keys: k,
