@@ -39,6 +39,7 @@ bench: _ensure-redis _ensure-node-packages
     fi
     cargo run --release -q -p echomq-integration-tests --bin bench
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
+    cargo run --release -q -p echomq-integration-tests --bin bench_groups
 
 # Fuzz the decoders of foreign data for SECONDS per target (libFuzzer on the
 # stable toolchain, fuzz/run.sh; docs/decisions.md §11); TARGETS picks some

@@ -104,13 +104,15 @@ while released < room and looked < room + count do
     if jobId then
       redis.call("SADD", base .. ":active", jobId)
       redis.call("HSET", KEYS[3], jobId, gid)
-      if max then
-        redis.call("ZADD", base .. ":window", now, jobId)
-        redis.call("PEXPIRE", base .. ":window", duration)
-      end
       redis.call("LPUSH", KEYS[5], jobId)
       maxEvents = maxEvents or getOrSetMaxEvents(KEYS[6])
-      redis.call("XADD", KEYS[8], "MAXLEN", "~", maxEvents, "*", "event", "waiting", "jobId", jobId)
+      local entry = redis.call("XADD", KEYS[8], "MAXLEN", "~", maxEvents, "*", "event", "waiting", "jobId", jobId)
+      if max then
+        -- The release is logged at its entry's time (never before `now`), so
+        -- the window holds on the stream's clock as well as on TIME's.
+        redis.call("ZADD", base .. ":window", string.match(entry, "^%d+"), jobId)
+        redis.call("PEXPIRE", base .. ":window", duration)
+      end
       released = released + 1
     end
     if redis.call("ZCARD", base .. ":wait") > 0 then

@@ -104,7 +104,7 @@ pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
         GroupsAction::List { start, count } => {
             let mut page = q.groups(start, count).await?;
             page.groups
-                .sort_by(|a, b| (b.waiting + b.active).cmp(&(a.waiting + a.active)));
+                .sort_by_key(|g| std::cmp::Reverse(g.waiting + g.active));
             header();
             for g in &page.groups {
                 row(g);
