@@ -152,6 +152,13 @@ pub struct AddOpts {
     /// while attempts remain).
     #[arg(long, value_name = "MS")]
     pub timeout: Option<u64>,
+    /// Put the job in this group (docs/groups.md): it runs under the
+    /// group's concurrency, rate limit and pause, round robin with the others.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Priority inside the group (with --group), lower first.
+    #[arg(long, requires = "group")]
+    pub group_priority: Option<i64>,
 }
 
 /// The subcommands.
@@ -294,6 +301,12 @@ pub enum Command {
         #[command(subcommand)]
         action: crate::limits::LimiterAction,
     },
+    /// The groups of a queue (counts, settings), or change one.
+    Groups {
+        queue: String,
+        #[command(subcommand)]
+        action: Option<crate::groups::GroupsAction>,
+    },
     /// Show, set or remove the global concurrency.
     Concurrency {
         queue: String,
@@ -392,6 +405,7 @@ impl Command {
             Command::Limiter { action, .. } => crate::limits::limiter_reads_only(action),
             Command::Concurrency { action, .. } => crate::limits::concurrency_reads_only(action),
             Command::Dedup { action, .. } => crate::dedup::dedup_reads_only(action),
+            Command::Groups { action, .. } => crate::groups::groups_reads_only(action),
             _ => false,
         }
     }

@@ -88,6 +88,7 @@ fn queue_of(c: &Command) -> &str {
         | Command::Schedulers { queue, .. }
         | Command::Limiter { queue, .. }
         | Command::Concurrency { queue, .. }
+        | Command::Groups { queue, .. }
         | Command::Dedup { queue, .. }
         | Command::Flow { queue, .. }
         | Command::Metrics { queue } => queue,
@@ -182,6 +183,10 @@ fn add_options(o: &AddOpts) -> Res<JobOptions> {
         job_id: o.job_id.clone(),
         attempts: o.attempts,
         timeout: o.timeout,
+        group: o.group.as_ref().map(|id| echomq::groups::GroupOptions {
+            id: id.clone(),
+            priority: o.group_priority,
+        }),
         ..Default::default()
     };
     if let Some(b) = &o.backoff {
@@ -234,6 +239,7 @@ async fn execute(conn: &Connection, q: &Queue, command: Command, plan: Plan) -> 
         Command::Limiter { action, .. } => crate::limits::limiter(q, action).await,
         Command::Concurrency { action, .. } => crate::limits::concurrency(q, action).await,
         Command::Dedup { action, .. } => crate::dedup::dedup(q, action).await,
+        Command::Groups { action, .. } => crate::groups::groups(q, action).await,
         Command::Job { id, .. } => show_job(conn, q, &id).await,
         Command::Cancel {
             id, reason, retry, ..

@@ -14,6 +14,7 @@ mod dedup;
 mod demo;
 mod demo_flow;
 mod flows;
+mod groups;
 mod limits;
 mod otlp;
 mod processors;

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use echomq::groups::GroupFeederArgs;
 use echomq::health::{HealthCheck, HealthServer};
 use echomq::worker::Processor;
 use echomq::{
@@ -81,6 +82,18 @@ pub async fn work(
         HostSupervisorMsg::AddWorkerSet,
         5000,
         Box::new(WorkerSetSpec::new(args))
+    )
+    .map_err(|e| e.to_string())??;
+    // Group jobs (docs/groups.md) wait for a feeder; with none on the queue
+    // it only reads the events stream. The look-ahead keeps what it releases
+    // to about what this worker runs next.
+    let feeder = GroupFeederArgs::new(conn.clone(), queue.name())
+        .max_ready((settings.concurrency as u64 * 2).max(16));
+    call_t!(
+        host,
+        HostSupervisorMsg::AddGroupFeeder,
+        5000,
+        Box::new(feeder)
     )
     .map_err(|e| e.to_string())??;
     if let Some(server) = health {

@@ -18,6 +18,7 @@
 
 pub mod call;
 pub mod event;
+pub mod group;
 pub mod job;
 pub mod keys;
 pub mod options;
@@ -31,6 +32,7 @@ pub mod wire;
 pub use call::lifecycle::FinishTarget;
 pub use call::{Arg, Reply, ReplyError, ScriptCall};
 pub use event::{Event, EventKind};
+pub use group::GroupOptions;
 pub use job::{DecodeError, Job};
 pub use keys::QueueKeys;
 pub use options::{Backoff, Deduplication, JobOptions, KeepJobs, ParentRef};

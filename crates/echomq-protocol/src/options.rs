@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::group::GroupOptions;
 use crate::validate::{validate_job_id, ValidationError, MAX_PRIORITY};
 
 /// How long to wait before a failed job is retried (docs/protocol.md §Failures and backoff).
@@ -332,6 +333,9 @@ pub struct JobOptions {
     /// an EchoMQ worker cancels the processor past it and fails the attempt.
     /// BullMQ Node carries the key through untouched and ignores it.
     pub timeout: Option<u64>,
+    /// EchoMQ's groups (public and stored `group: {id, priority}`, BullMQ
+    /// Pro's name): the job runs under its group's budget (docs/groups.md).
+    pub group: Option<GroupOptions>,
     /// Stored options this crate does not interpret, carried through unchanged
     /// (flows, deduplication, repeat settings, newer BullMQ options).
     pub extra: Map<String, Value>,
@@ -346,6 +350,12 @@ impl JobOptions {
     /// Sets `delay` from a duration.
     pub fn delay(mut self, delay: std::time::Duration) -> Self {
         self.delay = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+        self
+    }
+
+    /// Puts the job in a group (docs/groups.md).
+    pub fn group(mut self, group: GroupOptions) -> Self {
+        self.group = Some(group);
         self
     }
 
@@ -485,6 +495,26 @@ impl JobOptions {
         if self.timeout == Some(0) {
             return opt("timeout", "must be at least 1 ms".into());
         }
+        if let Some(g) = &self.group {
+            g.validate()?;
+            // Not yet combined with the paths that bypass the group's set.
+            let other = if self.delay.unwrap_or(0) > 0 {
+                Some("delay")
+            } else if self.priority.unwrap_or(0) > 0 {
+                Some("priority (use group.priority)")
+            } else if self.parent.is_some() {
+                Some("parent")
+            } else if self.deduplication.is_some() {
+                Some("deduplication")
+            } else if self.lifo {
+                Some("lifo")
+            } else {
+                None
+            };
+            if let Some(other) = other {
+                return opt("group", format!("cannot be combined with {other} yet"));
+            }
+        }
         if let Some(p) = self.priority {
             if !(0..=MAX_PRIORITY).contains(&p) {
                 return opt(
@@ -570,6 +600,9 @@ impl JobOptions {
         if let Some(t) = self.timeout {
             m.insert(TIMEOUT_KEY.into(), Value::from(t));
         }
+        if let Some(g) = &self.group {
+            m.insert("group".into(), g.to_value());
+        }
         // After the others, in the order BullMQ's flow producer leaves them.
         for flag in self.failure_flags() {
             m.insert(flag.into(), Value::Bool(true));
@@ -604,6 +637,9 @@ impl JobOptions {
                 "stackTraceLimit" => o.stack_trace_limit = v.as_u64(),
                 "sizeLimit" => o.size_limit = v.as_u64(),
                 TIMEOUT_KEY if v.as_u64().is_some() => o.timeout = v.as_u64(),
+                "group" if GroupOptions::from_value(v).is_some() => {
+                    o.group = GroupOptions::from_value(v)
+                }
                 "fpof" | "failParentOnFailure" => {
                     o.fail_parent_on_failure = v == &Value::Bool(true)
                 }
@@ -672,6 +708,9 @@ impl JobOptions {
                     option: "repeat",
                     reason: "not an option of an added job; use a job scheduler".into(),
                 });
+            } else if name == "group" {
+                // EchoMQ's groups, under BullMQ Pro's public name.
+                stored.insert("group".into(), v.clone());
             } else if name == "timeout" {
                 // EchoMQ's own option, under a key of its own when stored.
                 stored.insert(TIMEOUT_KEY.into(), v.clone());

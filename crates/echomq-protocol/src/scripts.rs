@@ -175,6 +175,20 @@ script_ids! {
     RelayGetNamespaces => "relayGetNamespaces", 1;
     /// Relay: note a namespace in use in the prefix's registry.
     RelayTouchNamespace => "relayTouchNamespace", 1;
+    /// Groups (EchoMQ extension): add a job to its group's set.
+    AddGroupJob => "addGroupJob", 10;
+    /// Groups: the feeder's release of a batch of group jobs into wait.
+    ReleaseGroupJobs => "releaseGroupJobs", 9;
+    /// Groups: free the slots of released jobs that have finished.
+    AccountGroupJobs => "accountGroupJobs", 3;
+    /// Groups: change a group's settings, pause or resume it.
+    GroupSettings => "groupSettings", 6;
+    /// Groups: one group's or a page of groups' counts and settings.
+    GetGroups => "getGroups", 1;
+    /// Groups: remove a group's unreleased jobs, then the group.
+    RemoveGroup => "removeGroup", 7;
+    /// Groups: the audit's read-only view of the group structures.
+    AuditGroups => "auditGroups", 2;
 }
 
 impl ScriptId {

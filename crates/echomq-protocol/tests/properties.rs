@@ -160,6 +160,7 @@ fn job_options() -> impl Strategy<Value = JobOptions> {
             ignore_dependency_on_failure: flags[3],
             remove_dependency_on_failure: flags[4],
             timeout: timestamp.map(|t| t % 86_400_000),
+            group: None,
             extra,
         }
     })

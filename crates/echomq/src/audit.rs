@@ -135,6 +135,9 @@ pub async fn audit_with(
     audit_paged(conn, queue, opts, |_| {}).await
 }
 
+/// Most groups the group checks look at in one audit.
+const GROUP_AUDIT_LIMIT: u64 = 10_000;
+
 /// The list states, paged first: the other reads check against them.
 const LISTS: [&str; 3] = ["wait", "paused", "active"];
 /// The sorted-set states.
@@ -242,6 +245,17 @@ pub async fn audit_paged(
         }
         (parent, cursor) = (step.parent, step.cursor);
     }
+    p.phase = "groups";
+    let view = conn
+        .call(&echomq_protocol::call::groups::AuditGroups {
+            keys: &keys,
+            groups: &echomq_protocol::group::GroupKeys::new(&keys),
+            limit: GROUP_AUDIT_LIMIT,
+        })
+        .await?;
+    p.calls += 1;
+    progress(p);
+    a.groups(&view);
     let mut report = a.finish();
     report.calls = p.calls;
     Ok(report)
@@ -358,6 +372,11 @@ struct Auditor {
     /// Distinct ids counted so far.
     ids: usize,
     locks: usize,
+    /// Job hashes the key steps showed, and those of them some state holds:
+    /// the group checks tell an unreleased group job (in no state by design)
+    /// from one also in a state (G1) or without a hash (G4).
+    hashes: IdSet,
+    held: IdSet,
 }
 
 impl Auditor {
@@ -374,6 +393,8 @@ impl Auditor {
             pending_by_scheduler: HashMap::new(),
             ids: 0,
             locks: 0,
+            hashes: IdSet::default(),
+            held: IdSet::default(),
         };
         a.head_checks();
         a
@@ -584,6 +605,10 @@ impl Auditor {
         }
         for hash in &step.hashes {
             let listed = LISTS.iter().any(|l| self.lists[l].contains(&hash.id));
+            self.hashes.insert(&hash.id);
+            if listed || !hash.held_by.is_empty() {
+                self.held.insert(&hash.id);
+            }
             if hash.held_by.is_empty() && !listed {
                 let detail = "job hash in no state structure".into();
                 self.f
@@ -591,6 +616,55 @@ impl Auditor {
                 self.ids += 1;
             }
         }
+    }
+
+    /// G1–G4 (docs/groups.md §Audit), after the key steps. An unreleased
+    /// group job is in no BullMQ structure by design: A4 does not apply to it.
+    fn groups(&mut self, view: &echomq_protocol::call::groups::GroupAudit) {
+        use echomq_protocol::call::groups::ReleasedState;
+        if view.groups.is_empty() && view.released.is_empty() {
+            return;
+        }
+        let mut unreleased: HashSet<&String> = HashSet::new();
+        let released: HashMap<&String, &String> =
+            view.released.iter().map(|(id, gid, _)| (id, gid)).collect();
+        for g in &view.groups {
+            for id in &g.waiting {
+                unreleased.insert(id);
+                if self.held.contains(id) {
+                    let detail = format!("unreleased in group {:?} and in a state", g.id);
+                    self.f.add("G1", Severity::Hard, Some(id), detail);
+                }
+                if !self.hashes.contains(id) {
+                    let detail = format!("id left in group {:?} after its job was removed", g.id);
+                    self.f.add("G4", Severity::Warning, Some(id), detail);
+                }
+            }
+            for id in &g.active {
+                if released.get(id) != Some(&&g.id) {
+                    let detail = format!("in group {:?}'s active set but not released to it", g.id);
+                    self.f.add("G2", Severity::Hard, Some(id), detail);
+                }
+            }
+        }
+        let known: HashMap<&String, &Vec<String>> =
+            view.groups.iter().map(|g| (&g.id, &g.active)).collect();
+        for (id, gid, state) in &view.released {
+            if let Some(active) = known.get(gid) {
+                if !active.contains(id) {
+                    let detail = format!("released to group {gid:?} but not in its active set");
+                    self.f.add("G2", Severity::Hard, Some(id), detail);
+                }
+            }
+            if *state != ReleasedState::Open {
+                let detail =
+                    format!("finished ({state:?}) but still holds a slot of group {gid:?}");
+                self.f.add("G3", Severity::Quiescent, Some(id), detail);
+            }
+        }
+        self.f.violations.retain(|v| {
+            !(v.check == "A4" && v.job_id.as_ref().is_some_and(|id| unreleased.contains(id)))
+        });
     }
 
     /// A page of `stalled` (A8).

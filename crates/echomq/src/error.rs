@@ -75,6 +75,15 @@ pub enum Error {
     /// slots): see [`check_server`](crate::connection::check_server).
     #[error(transparent)]
     Server(#[from] ServerProblem),
+    /// A group job was refused: its group holds its max size of unreleased
+    /// jobs (docs/groups.md). Nothing was written.
+    #[error("group {group:?} is full ({max_size} jobs waiting)")]
+    GroupFull {
+        /// The group.
+        group: String,
+        /// Its max size.
+        max_size: u64,
+    },
 }
 
 impl From<echomq_protocol::ReplyError> for Error {

@@ -30,6 +30,7 @@ mod error;
 #[cfg(any(feature = "exec-processor", feature = "http-processor"))]
 pub mod external;
 pub mod flow_producer;
+pub mod groups;
 pub mod health;
 #[cfg(any(feature = "health-server", feature = "prometheus"))]
 mod http;

@@ -25,6 +25,7 @@ pub mod decode;
 pub mod dedup;
 pub mod flow;
 pub mod getters;
+pub mod groups;
 pub mod lifecycle;
 pub mod limits;
 pub mod metrics;

@@ -2,6 +2,8 @@
 
 use echomq_protocol::call::add::{AddJob, AddKind};
 use echomq_protocol::call::flow::ChildKeys;
+use echomq_protocol::call::groups::{AddGroupJob, GroupAdded};
+use echomq_protocol::group::GroupKeys;
 use echomq_protocol::packing::AddArgs;
 use echomq_protocol::validate::ValidationError;
 use echomq_protocol::JobOptions;
@@ -11,7 +13,8 @@ use tracing::Instrument;
 
 use super::handle::Queue;
 use super::types::NewJob;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::groups::add::AnyAdd;
 
 /// One job validated and encoded; nothing is written until it is called.
 struct Prepared {
@@ -26,6 +29,9 @@ struct Prepared {
     /// With `opts.parent`: the parent's key, its `:dependencies` set and the
     /// descriptor the add scripts store, as Node's `queue.add` sends them.
     parent: Option<ParentArgs>,
+    /// With `opts.group`: the group, its priority inside it and the keys of
+    /// the extension (docs/groups.md).
+    group: Option<(String, i64, GroupKeys)>,
 }
 
 struct ParentArgs {
@@ -81,6 +87,13 @@ impl Queue {
                 .deduplication
                 .as_ref()
                 .map(|d| self.keys.dedup(&d.id)),
+            group: options.group.as_ref().map(|g| {
+                (
+                    g.id.clone(),
+                    g.priority.unwrap_or(0),
+                    GroupKeys::new(&self.keys),
+                )
+            }),
             parent: options.parent.as_ref().and_then(|p| {
                 let key = p.key();
                 Some(ParentArgs {
@@ -92,8 +105,25 @@ impl Queue {
         })
     }
 
-    fn add_call<'a>(&'a self, p: &'a Prepared) -> AddJob<'a> {
-        AddJob {
+    fn add_call<'a>(&'a self, p: &'a Prepared) -> AnyAdd<'a> {
+        if let Some((group, priority, groups)) = &p.group {
+            return AnyAdd::Group(AddGroupJob {
+                keys: &self.keys,
+                groups,
+                group,
+                priority: *priority,
+                args: AddArgs {
+                    prefix_key: self.keys.prefix_key(),
+                    custom_id: &p.custom_id,
+                    name: &p.name,
+                    timestamp: p.timestamp,
+                    ..Default::default()
+                },
+                data: &p.data,
+                opts: &p.opts,
+            });
+        }
+        AnyAdd::Plain(AddJob {
             keys: &self.keys,
             kind: p.kind,
             args: AddArgs {
@@ -109,6 +139,17 @@ impl Queue {
             },
             data: &p.data,
             opts: &p.opts,
+        })
+    }
+
+    /// The id, or the typed refusal of a full group.
+    fn added(p: &Prepared, r: Result<GroupAdded>) -> Result<String> {
+        match r? {
+            GroupAdded::Added(id) => Ok(id),
+            GroupAdded::Full { max_size } => Err(Error::GroupFull {
+                group: p.group.as_ref().map(|g| g.0.clone()).unwrap_or_default(),
+                max_size,
+            }),
         }
     }
 
@@ -126,7 +167,7 @@ impl Queue {
         let span = crate::telemetry::trace::add_span(self.name(), name);
         async {
             let p = self.prepare(name, data, options)?;
-            self.conn.call(&self.add_call(&p)).await
+            Self::added(&p, self.conn.call(&self.add_call(&p)).await)
         }
         .instrument(span)
         .await
@@ -160,8 +201,13 @@ impl Queue {
             let mut out: Vec<Result<String>> = Vec::with_capacity(prepared.len());
             let mut chunks = prepared.chunks(ADD_BULK_CHUNK);
             for chunk in chunks.by_ref() {
-                let calls: Vec<AddJob<'_>> = chunk.iter().map(|p| self.add_call(p)).collect();
-                let results = self.conn.call_batch(&calls).await;
+                let calls: Vec<AnyAdd<'_>> = chunk.iter().map(|p| self.add_call(p)).collect();
+                let replies = self.conn.call_batch(&calls).await;
+                let results: Vec<Result<String>> = chunk
+                    .iter()
+                    .zip(replies)
+                    .map(|(p, r)| Self::added(p, r))
+                    .collect();
                 let broken = results
                     .iter()
                     .find_map(|r| r.as_ref().err().filter(|e| e.is_connection()))

@@ -373,7 +373,7 @@ fn parse_id(id: &str) -> Option<(u64, u64)> {
 }
 
 /// `[[key, [[id, [f, v, …]], …]]]` (RESP2) into events; nil (timeout) into none.
-fn parse_xread(v: Value) -> Vec<Event> {
+pub(crate) fn parse_xread(v: Value) -> Vec<Event> {
     let mut out = Vec::new();
     let Value::Array(streams) = v else { return out };
     for s in streams {

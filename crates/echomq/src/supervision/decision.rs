@@ -53,6 +53,8 @@ pub enum ChildKind {
     JobScheduler,
     /// A QueueEvents.
     QueueEvents,
+    /// A GroupFeeder.
+    GroupFeeder,
 }
 
 impl From<Member> for ChildKind {

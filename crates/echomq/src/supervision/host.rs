@@ -34,6 +34,7 @@ use super::decision::{
 };
 use super::intensity::RestartIntensity;
 use super::worker_set::{WorkerSet, WorkerSetSpec};
+use crate::groups::feeder::{GroupFeeder, GroupFeederArgs, GroupFeederMsg};
 use crate::queue_events::{QueueEvents, QueueEventsArgs, QueueEventsMsg};
 use crate::scheduler::actor::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 
@@ -69,6 +70,13 @@ pub enum HostSupervisorMsg {
         Box<QueueEventsArgs>,
         RpcReplyPort<Added<ActorRef<QueueEventsMsg>>>,
     ),
+    /// Spawn a GroupFeeder (docs/groups.md) under the supervisor.
+    AddGroupFeeder(
+        Box<GroupFeederArgs>,
+        RpcReplyPort<Added<ActorRef<GroupFeederMsg>>>,
+    ),
+    /// The current ref of a GroupFeeder.
+    GetGroupFeeder(ChildId, RpcReplyPort<Option<ActorRef<GroupFeederMsg>>>),
     /// The current refs of a worker set.
     GetWorkerSet(ChildId, RpcReplyPort<Option<WorkerSet>>),
     /// The current ref of a JobScheduler.
@@ -88,6 +96,8 @@ impl std::fmt::Debug for HostSupervisorMsg {
             HostSupervisorMsg::AddWorkerSet(..) => write!(f, "AddWorkerSet"),
             HostSupervisorMsg::AddJobScheduler(..) => write!(f, "AddJobScheduler"),
             HostSupervisorMsg::AddQueueEvents(..) => write!(f, "AddQueueEvents"),
+            HostSupervisorMsg::AddGroupFeeder(..) => write!(f, "AddGroupFeeder"),
+            HostSupervisorMsg::GetGroupFeeder(id, _) => write!(f, "GetGroupFeeder({id})"),
             HostSupervisorMsg::GetWorkerSet(id, _) => write!(f, "GetWorkerSet({id})"),
             HostSupervisorMsg::GetJobScheduler(id, _) => write!(f, "GetJobScheduler({id})"),
             HostSupervisorMsg::GetQueueEvents(id, _) => write!(f, "GetQueueEvents({id})"),
@@ -142,6 +152,7 @@ pub struct HostSupervisorState {
     sets: Vec<SetChild>,
     schedulers: Vec<Child<JobSchedulerMsg, JobSchedulerArgs>>,
     events: Vec<Child<QueueEventsMsg, QueueEventsArgs>>,
+    feeders: Vec<Child<GroupFeederMsg, GroupFeederArgs>>,
     next_id: u64,
     closing: bool,
     status: HostStatus,
@@ -187,6 +198,15 @@ async fn spawn_scheduler(
         .0)
 }
 
+async fn spawn_feeder(
+    args: &GroupFeederArgs,
+    sup: ActorCell,
+) -> Result<ActorRef<GroupFeederMsg>, SpawnErr> {
+    Ok(Actor::spawn_linked(None, GroupFeeder, args.clone(), sup)
+        .await?
+        .0)
+}
+
 async fn spawn_events(
     args: &QueueEventsArgs,
     sup: ActorCell,
@@ -217,6 +237,7 @@ impl Actor for HostSupervisor {
             sets: Vec::new(),
             schedulers: Vec::new(),
             events: Vec::new(),
+            feeders: Vec::new(),
             next_id: 0,
             closing: false,
             status: HostStatus::default(),
@@ -255,6 +276,17 @@ impl Actor for HostSupervisor {
                     adopt(&mut s.events, id, *args, actor)
                 });
                 let _ = reply.send(r);
+            }
+            HostSupervisorMsg::AddGroupFeeder(args, reply) => {
+                let r = spawn_feeder(&args, me.get_cell()).await.map(|actor| {
+                    let id = s.new_id();
+                    adopt(&mut s.feeders, id, *args, actor)
+                });
+                let _ = reply.send(r);
+            }
+            HostSupervisorMsg::GetGroupFeeder(id, reply) => {
+                let found = s.feeders.iter().find(|c| c.id == id);
+                let _ = reply.send(found.map(|c| c.actor.clone()));
             }
             HostSupervisorMsg::GetWorkerSet(id, reply) => {
                 let _ = reply.send(s.sets.iter().find(|c| c.id == id).map(|c| c.set.clone()));
@@ -343,6 +375,16 @@ impl Actor for HostSupervisor {
                 let id = c.id;
                 s.record(id, ChildKind::QueueEvents);
             }
+        } else if let Some(i) = s.feeders.iter().position(|c| c.actor.get_id() == id) {
+            let outcome = decide(&me, s.closing, asked, &mut s.budget, ChildKind::GroupFeeder)?;
+            if let Outcome::Restarted = outcome {
+                let c = &mut s.feeders[i];
+                c.actor = spawn_feeder(&c.args, me.get_cell())
+                    .await
+                    .map_err(|source| restart_failed(&me, ChildKind::GroupFeeder, source))?;
+                let id = c.id;
+                s.record(id, ChildKind::GroupFeeder);
+            }
         }
         Ok(())
     }
@@ -385,6 +427,10 @@ fn give_up(me: &ActorRef<HostSupervisorMsg>, err: SupervisionError) -> ActorProc
 /// already read.
 async fn close_all(s: &mut HostSupervisorState, timeout: Duration) -> ShutdownReport {
     s.closing = true;
+    // Feeders first: nothing more is released while the workers finish.
+    for c in &s.feeders {
+        stop_and_wait(c.actor.get_cell()).await;
+    }
     let closes: Vec<_> = s
         .sets
         .iter()

@@ -1,0 +1,159 @@
+//! `echomq groups <queue> [list|show|set-concurrency|set-rate-limit|set-max-size|pause|resume|remove]`:
+//! the groups of a queue (docs/groups.md). Bad values are refused by the
+//! argument parser, before anything connects or writes.
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use echomq::groups::GroupInfo;
+use echomq::Queue;
+
+use crate::limits::parse_rate_limit;
+use crate::style::{self, paint};
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// `groups <queue> …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum GroupsAction {
+    /// The groups with their counts and settings, busiest first (the default).
+    List {
+        /// First group (in id order) of the page read.
+        #[arg(long, default_value_t = 0)]
+        start: u64,
+        /// Groups read (at most 1000).
+        #[arg(long, default_value_t = 100)]
+        count: u64,
+    },
+    /// One group's counts and settings.
+    Show { id: String },
+    /// At most N of the group's jobs released and unfinished at once.
+    SetConcurrency {
+        id: String,
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        concurrency: u64,
+    },
+    /// At most MAX releases per DURATION_MS (`MAX/DURATION_MS`, e.g. `10/1000`).
+    SetRateLimit {
+        id: String,
+        #[arg(value_parser = parse_rate_limit)]
+        limit: echomq::RateLimit,
+    },
+    /// Refuse adds while the group holds N unreleased jobs.
+    SetMaxSize {
+        id: String,
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        max_size: u64,
+    },
+    /// Stop releasing the group's jobs.
+    Pause { id: String },
+    /// Release the group's jobs again.
+    Resume { id: String },
+    /// Remove the group's unreleased jobs and the group.
+    Remove { id: String },
+}
+
+/// Whether the action only reads.
+pub fn groups_reads_only(a: &Option<GroupsAction>) -> bool {
+    matches!(
+        a,
+        None | Some(GroupsAction::List { .. } | GroupsAction::Show { .. })
+    )
+}
+
+fn row(g: &GroupInfo) {
+    let limit = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let rate = g
+        .rate_limit
+        .map_or_else(|| "-".to_owned(), |(m, d)| format!("{m}/{d} ms"));
+    let paused = if g.paused {
+        paint(style::WARN, "paused")
+    } else {
+        String::new()
+    };
+    anstream::println!(
+        "{:<24} {:>9} {:>7} {:>6} {:>12} {:>8} {}",
+        g.id,
+        g.waiting,
+        g.active,
+        limit(g.concurrency),
+        rate,
+        limit(g.max_size),
+        paused
+    );
+}
+
+fn header() {
+    anstream::println!(
+        "{}",
+        paint(
+            style::DIM,
+            format!(
+                "{:<24} {:>9} {:>7} {:>6} {:>12} {:>8}",
+                "group", "waiting", "active", "conc", "rate", "max size"
+            )
+        )
+    );
+}
+
+pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
+    match action.unwrap_or(GroupsAction::List {
+        start: 0,
+        count: 100,
+    }) {
+        GroupsAction::List { start, count } => {
+            let mut page = q.groups(start, count).await?;
+            page.groups
+                .sort_by_key(|g| std::cmp::Reverse(g.waiting + g.active));
+            header();
+            for g in &page.groups {
+                row(g);
+            }
+            anstream::println!("{} of {} groups", page.groups.len(), page.total);
+        }
+        GroupsAction::Show { id } => {
+            header();
+            row(&q.group_counts(&id).await?);
+        }
+        GroupsAction::SetConcurrency { id, concurrency } => {
+            q.set_group_concurrency(&id, concurrency).await?;
+            anstream::println!("group {id}: concurrency {concurrency}");
+        }
+        GroupsAction::SetRateLimit { id, limit } => {
+            q.set_group_rate_limit(&id, limit.max, Duration::from_millis(limit.duration_ms()))
+                .await?;
+            anstream::println!(
+                "group {id}: at most {}/{} ms",
+                limit.max,
+                limit.duration_ms()
+            );
+        }
+        GroupsAction::SetMaxSize { id, max_size } => {
+            q.set_group_max_size(&id, max_size).await?;
+            anstream::println!("group {id}: max size {max_size}");
+        }
+        GroupsAction::Pause { id } => {
+            let changed = q.pause_group(&id).await?;
+            anstream::println!(
+                "group {id}: {}",
+                if changed {
+                    "paused"
+                } else {
+                    "was paused already"
+                }
+            );
+        }
+        GroupsAction::Resume { id } => {
+            let changed = q.resume_group(&id).await?;
+            anstream::println!(
+                "group {id}: {}",
+                if changed { "resumed" } else { "was not paused" }
+            );
+        }
+        GroupsAction::Remove { id } => {
+            let n = q.remove_group(&id).await?;
+            anstream::println!("group {id}: removed with {n} unreleased jobs");
+        }
+    }
+    Ok(())
+}

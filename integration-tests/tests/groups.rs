@@ -1,0 +1,584 @@
+//! Groups (issue 31, docs/groups.md) against a real Redis: fairness, per-group
+//! concurrency under a mixed fleet (EchoMQ and BullMQ 6.7.0 workers), rate
+//! limits on Redis's clock, pause/resume, max size, and a killed feeder.
+//! Every wait is on observed state under one deadline.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use echomq::audit::{audit_with, AuditOptions};
+use echomq::groups::{GroupDefaults, GroupFeeder, GroupFeederArgs, GroupFeederMsg, GroupOptions};
+use echomq::supervision::HostStatus;
+use echomq::worker::{processor_fn, JobContext};
+use echomq::{
+    Error, HostSupervisor, HostSupervisorMsg, JobOptions, NewJob, Queue, RestartIntensity,
+    WorkerArgs, WorkerMsg, WorkerSetSpec,
+};
+use echomq_integration_tests::keyspace::{snapshot, Mask};
+use echomq_integration_tests::{events, wait_until, NodeChild, NullSupervisor, RedisServer};
+use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
+use ractor::{call_t, Actor, ActorRef};
+use serde_json::{json, Value as Json};
+
+type Runs = Arc<Mutex<HashMap<String, u32>>>;
+
+/// The consistency audit, quiescent (every "Q" check hard), group checks included.
+async fn assert_consistent(conn: &echomq::Connection, queue: &str) {
+    let opts = AuditOptions {
+        quiescent: true,
+        ..Default::default()
+    };
+    let report = audit_with(conn, queue, &opts).await.unwrap();
+    assert!(
+        report.is_consistent(),
+        "audit of {queue}: {:?}",
+        report.violations
+    );
+}
+
+fn job(data: Json, options: JobOptions) -> NewJob {
+    NewJob {
+        name: "g".into(),
+        data,
+        options,
+    }
+}
+
+fn grouped(gid: &str) -> JobOptions {
+    JobOptions::new().group(GroupOptions::new(gid))
+}
+
+async fn add_group(queue: &Queue, gid: &str, n: usize, data: Json) -> Vec<String> {
+    let mut ids = Vec::with_capacity(n);
+    let mut left = n;
+    while left > 0 {
+        let chunk = left.min(1000);
+        let jobs = (0..chunk)
+            .map(|_| job(data.clone(), grouped(gid)))
+            .collect();
+        ids.extend(queue.add_bulk(jobs).await.unwrap());
+        left -= chunk;
+    }
+    ids
+}
+
+/// A Rust worker set counting runs per job id; jobs behave as their data says.
+async fn rust_worker(queue: &Queue, concurrency: usize, runs: Runs) -> echomq::WorkerSet {
+    let processor = processor_fn(move |job: JobContext| {
+        let runs = runs.clone();
+        async move {
+            *runs.lock().unwrap().entry(job.id().to_owned()).or_default() += 1;
+            echomq_integration_tests::behave(&job).await
+        }
+    });
+    let mut args = WorkerArgs::new(queue.clone(), processor);
+    args.options.concurrency = concurrency;
+    args.options.drain_delay = Duration::from_millis(100);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap()
+}
+
+async fn feeder(args: GroupFeederArgs) -> ActorRef<GroupFeederMsg> {
+    Actor::spawn(None, GroupFeeder, args).await.unwrap().0
+}
+
+fn fast(args: GroupFeederArgs) -> GroupFeederArgs {
+    args.block(Duration::from_millis(100))
+        .sweep_interval(Duration::from_millis(500))
+}
+
+/// The stream id's milliseconds (Redis's clock).
+fn ms(id: &str) -> u64 {
+    id.split('-').next().unwrap().parse().unwrap()
+}
+
+/// `(stream id, event, jobId)` of every entry, in stream order.
+async fn stream(c: &fred::prelude::Client, queue: &str) -> Vec<(String, String, String)> {
+    use fred::prelude::{StreamsInterface, Value};
+    let raw: Value = c
+        .xrange(format!("emq:{queue}:events"), "-", "+", None)
+        .await
+        .unwrap();
+    let Value::Array(entries) = raw else {
+        return Vec::new();
+    };
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let Value::Array(mut parts) = e else {
+                return None;
+            };
+            let Value::Array(flat) = parts.pop()? else {
+                return None;
+            };
+            let id = parts.first()?.as_string()?;
+            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
+            let get = |k: &str| {
+                flat.chunks(2)
+                    .find(|c| c[0] == k)
+                    .and_then(|c| c.get(1).cloned())
+                    .unwrap_or_default()
+            };
+            Some((id, get("event"), get("jobId")))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_group_finishes_within_its_fair_share() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "fair").await.unwrap();
+    // The worst order for a FIFO queue: the big tenant first, the small last.
+    let mut group_of: HashMap<String, &str> = HashMap::new();
+    // The others' jobs take 20 ms, the small group's none: what is measured
+    // is the wait the queue imposes on the small tenant, not its own jobs'
+    // run time (while one of them ran, other slots would go on starting jobs).
+    for (gid, n, ms) in [("big", 20_000, 20), ("mid", 1_000, 20), ("small", 10, 0)] {
+        let data = json!({"mode": "sleep", "ms": ms});
+        for id in add_group(&queue, gid, n, data).await {
+            group_of.insert(id, gid);
+        }
+    }
+    assert_eq!(queue.group_counts("big").await.unwrap().waiting, 20_000);
+    let llen: u64 = c.llen("emq:fair:wait").await.unwrap();
+    assert_eq!(llen, 0, "group jobs wait in their groups, not in wait");
+
+    let f = feeder(fast(GroupFeederArgs::new(conn.clone(), "fair")).max_ready(16)).await;
+    let runs = Runs::default();
+    let set = rust_worker(&queue, 8, runs.clone()).await;
+    wait_until(
+        "the small group's 10 jobs complete",
+        Duration::from_secs(60),
+        async || {
+            let small = queue.group_counts("small").await.unwrap();
+            small.waiting == 0 && small.active == 0
+        },
+    )
+    .await;
+    call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
+    f.stop(None);
+
+    let entries = stream(&c, "fair").await;
+    let last_small = entries
+        .iter()
+        .rposition(|(_, e, id)| e == "completed" && group_of.get(id) == Some(&"small"))
+        .expect("the small group's completions are in the stream");
+    // Round robin: the small group's 10th job is released, and so started,
+    // after 2 × 10 jobs of the others (workers take wait in order).
+    let small_starts: Vec<usize> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, e, id))| e == "active" && group_of.get(id) == Some(&"small"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(small_starts.len(), 10);
+    let before_last_start = entries[..small_starts[9]]
+        .iter()
+        .filter(|(_, e, id)| e == "active" && group_of.get(id) != Some(&"small"))
+        .count();
+    assert!(
+        before_last_start <= 20,
+        "{before_last_start} others started before the small group's last job"
+    );
+    let others_started = entries[..last_small]
+        .iter()
+        .filter(|(_, e, id)| e == "active" && group_of.get(id) != Some(&"small"))
+        .count();
+    eprintln!(
+        "the small group's last job started after {before_last_start} and finished after \
+         {others_started} jobs of the others started"
+    );
+    assert!(
+        others_started < 10 * 3,
+        "the small group waited behind {others_started} jobs of the others"
+    );
+    assert!(runs.lock().unwrap().values().all(|&n| n == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_concurrency_holds_under_a_mixed_fleet() {
+    const GROUPS: usize = 4;
+    const PER_GROUP: usize = 30;
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "mixed").await.unwrap();
+    let limits = [1u64, 2, 3, 2];
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    for (g, limit) in limits.iter().enumerate() {
+        let gid = format!("t{g}");
+        queue.set_group_concurrency(&gid, *limit).await.unwrap();
+        for id in add_group(&queue, &gid, PER_GROUP, json!({"mode": "sleep", "ms": 50})).await {
+            group_of.insert(id, g);
+        }
+    }
+    let node = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        "mixed",
+        json!({"concurrency": 8, "name": "node"}),
+    );
+    let runs = Runs::default();
+    let set = rust_worker(&queue, 8, runs.clone()).await;
+    let f = feeder(fast(GroupFeederArgs::new(conn.clone(), "mixed")).max_ready(32)).await;
+    let total = (GROUPS * PER_GROUP) as u64;
+    wait_until(
+        "every group job completes",
+        Duration::from_secs(90),
+        async || {
+            let done: u64 = c.zcard("emq:mixed:completed").await.unwrap();
+            done == total
+        },
+    )
+    .await;
+    call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
+    let summary = node.finish().expect("node worker summary");
+    f.stop(None);
+
+    // Replay the stream: a group's started-and-unfinished jobs, at every entry.
+    let mut running = [0u64; GROUPS];
+    let mut peak = [0u64; GROUPS];
+    for (_, event, id) in stream(&c, "mixed").await {
+        let Some(&g) = group_of.get(&id) else {
+            continue;
+        };
+        match event.as_str() {
+            "active" => {
+                running[g] += 1;
+                peak[g] = peak[g].max(running[g]);
+            }
+            "completed" | "failed" => running[g] = running[g].saturating_sub(1),
+            _ => {}
+        }
+    }
+    eprintln!("peaks {peak:?} under limits {limits:?}");
+    for g in 0..GROUPS {
+        assert!(
+            peak[g] <= limits[g],
+            "group t{g} ran {} at once (limit {})",
+            peak[g],
+            limits[g]
+        );
+        assert_eq!(
+            peak[g], limits[g],
+            "group t{g} never reached its limit: the test proves nothing"
+        );
+    }
+    let rust_runs = runs.lock().unwrap().clone();
+    let node_runs: HashMap<String, u32> = serde_json::from_value(summary["runs"].clone()).unwrap();
+    eprintln!("rust ran {}, node ran {}", rust_runs.len(), node_runs.len());
+    assert!(
+        !rust_runs.is_empty() && !node_runs.is_empty(),
+        "both sides took group jobs"
+    );
+    assert!(
+        rust_runs
+            .values()
+            .chain(node_runs.values())
+            .all(|&n| n == 1),
+        "a job ran twice"
+    );
+    assert!(
+        rust_runs.keys().all(|id| !node_runs.contains_key(id)),
+        "a job ran on both sides"
+    );
+    assert_eq!((rust_runs.len() + node_runs.len()) as u64, total);
+    let open: u64 = c.hlen("emq:mixed:gr:jobs").await.unwrap();
+    assert_eq!(open, 0, "every finish was accounted");
+    assert_consistent(&conn, "mixed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_rate_limit_holds_in_every_window() {
+    const MAX: usize = 5;
+    const WINDOW: u64 = 400;
+    const N: usize = 20;
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "rated").await.unwrap();
+    queue
+        .set_group_rate_limit("r", MAX as u64, Duration::from_millis(WINDOW))
+        .await
+        .unwrap();
+    let ids = add_group(&queue, "r", N, Json::Null).await;
+    let free = add_group(&queue, "free", N, Json::Null).await;
+    let runs = Runs::default();
+    let set = rust_worker(&queue, 8, runs.clone()).await;
+    let f = feeder(fast(GroupFeederArgs::new(conn.clone(), "rated"))).await;
+    wait_until(
+        "both groups complete",
+        Duration::from_secs(30),
+        async || {
+            let done: u64 = c.zcard("emq:rated:completed").await.unwrap();
+            done == 2 * N as u64
+        },
+    )
+    .await;
+    call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
+    f.stop(None);
+
+    let released = |of: &[String], entries: &[(String, String, String)]| -> Vec<u64> {
+        entries
+            .iter()
+            .filter(|(_, e, id)| e == "waiting" && of.contains(id))
+            .map(|(sid, _, _)| ms(sid))
+            .collect()
+    };
+    let entries = stream(&c, "rated").await;
+    let times = released(&ids, &entries);
+    assert_eq!(times.len(), N, "one release per job");
+    // On the entries' ids: Redis's clock, the one the release log keeps.
+    for (i, t) in times.iter().enumerate() {
+        let within = times[i..].iter().take_while(|u| **u < t + WINDOW).count();
+        assert!(
+            within <= MAX,
+            "{within} releases in the window from {t} (max {MAX})"
+        );
+    }
+    let span = times[N - 1] - times[0];
+    eprintln!("{N} releases of the limited group over {span} ms (window {WINDOW} ms, max {MAX})");
+    assert!(
+        span >= (N / MAX - 1) as u64 * WINDOW,
+        "the limit held nothing back"
+    );
+    let free_times = released(&free, &entries);
+    assert!(
+        free_times[N - 1] - free_times[0] < span,
+        "the unlimited group was held back with the limited one"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_a_group() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let queue = Queue::new(&conn, "pausing").await.unwrap();
+    // A group may be paused before it exists; a second pause changes nothing.
+    assert!(queue.pause_group("p").await.unwrap());
+    assert!(!queue.pause_group("p").await.unwrap());
+    assert!(!queue.resume_group("q").await.unwrap(), "q was not paused");
+    add_group(&queue, "p", 5, Json::Null).await;
+    add_group(&queue, "q", 5, Json::Null).await;
+    let f = feeder(fast(GroupFeederArgs::new(conn.clone(), "pausing"))).await;
+    wait_until(
+        "q's jobs are released",
+        Duration::from_secs(20),
+        async || queue.group_counts("q").await.unwrap().active == 5,
+    )
+    .await;
+    let p = queue.group_counts("p").await.unwrap();
+    assert!(p.paused);
+    assert_eq!(
+        (p.waiting, p.active),
+        (5, 0),
+        "a paused group releases nothing"
+    );
+
+    assert!(queue.resume_group("p").await.unwrap());
+    assert!(!queue.resume_group("p").await.unwrap());
+    wait_until(
+        "p's jobs are released after resume",
+        Duration::from_secs(20),
+        async || {
+            let p = queue.group_counts("p").await.unwrap();
+            p.waiting == 0 && p.active == 5
+        },
+    )
+    .await;
+    let page = queue.groups(0, 10).await.unwrap();
+    assert_eq!(page.total, 2);
+    assert_eq!(
+        page.groups
+            .iter()
+            .map(|g| g.id.as_str())
+            .collect::<Vec<_>>(),
+        ["p", "q"]
+    );
+    f.stop(None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_past_max_size_is_refused_and_writes_nothing() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "sized").await.unwrap();
+    queue.set_group_max_size("m", 2).await.unwrap();
+    add_group(&queue, "m", 2, Json::Null).await;
+    let before = snapshot(&c, "sized", Mask::default()).await;
+    let err = queue
+        .add("g", &json!({"x": 1}), grouped("m"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::GroupFull { group, max_size: 2 } if group == "m"),
+        "{err:?}"
+    );
+    let custom = queue
+        .add("g", &json!({}), grouped("m").job_id("custom"))
+        .await
+        .unwrap_err();
+    assert!(matches!(custom, Error::GroupFull { .. }));
+    assert_eq!(
+        before,
+        snapshot(&c, "sized", Mask::default()).await,
+        "a refused add wrote something"
+    );
+
+    // In a bulk add, the refused job is reported and the others are added.
+    let r = queue
+        .add_bulk(vec![
+            job(json!({}), grouped("m")),
+            job(json!({}), grouped("other")),
+            job(json!({}), JobOptions::new()),
+        ])
+        .await;
+    assert!(matches!(r, Err(Error::GroupFull { .. })), "{r:?}");
+    assert_eq!(queue.group_counts("other").await.unwrap().waiting, 1);
+    assert_eq!(queue.group_counts("m").await.unwrap().waiting, 2);
+    // Bad input is refused before Redis.
+    assert!(queue.add("g", &json!({}), grouped("a:b")).await.is_err());
+    assert!(queue
+        .add("g", &json!({}), grouped("ok").delay(Duration::from_secs(1)))
+        .await
+        .is_err());
+    assert!(queue.set_group_concurrency("ok", 0).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_feeder_loses_nothing_and_runs_nothing_twice() {
+    const GROUPS: usize = 20;
+    const PER_GROUP: usize = 100;
+    const N: u64 = (GROUPS * PER_GROUP) as u64;
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "killed").await.unwrap();
+    for g in 0..GROUPS {
+        add_group(
+            &queue,
+            &format!("k{g}"),
+            PER_GROUP,
+            json!({"mode": "sleep", "ms": 2}),
+        )
+        .await;
+    }
+    let (host, _) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
+        .await
+        .unwrap();
+    let args = fast(GroupFeederArgs::new(conn.clone(), "killed"))
+        .max_ready(8)
+        .batch(4)
+        .defaults(GroupDefaults {
+            concurrency: Some(2),
+            limit: None,
+        });
+    let (fid, first) = call_t!(
+        host,
+        HostSupervisorMsg::AddGroupFeeder,
+        5000,
+        Box::new(args)
+    )
+    .unwrap()
+    .unwrap();
+    let runs = Runs::default();
+    let set = rust_worker(&queue, 16, runs.clone()).await;
+    let completed = async || -> u64 { c.zcard("emq:killed:completed").await.unwrap() };
+    wait_until("some jobs complete", Duration::from_secs(30), async || {
+        completed().await >= 200
+    })
+    .await;
+    first.kill();
+    let at_kill = completed().await;
+    assert!(
+        at_kill < N,
+        "the feeder was killed before the work was done"
+    );
+    wait_until(
+        "the host restarts the feeder",
+        Duration::from_secs(10),
+        async || {
+            let s: HostStatus = call_t!(host, HostSupervisorMsg::GetStatus, 5000).unwrap();
+            s.restarts == 1
+        },
+    )
+    .await;
+    let second = call_t!(host, HostSupervisorMsg::GetGroupFeeder, 5000, fid)
+        .unwrap()
+        .expect("the feeder is still a child");
+    assert_ne!(second.get_id(), first.get_id(), "a new feeder runs");
+    wait_until("every job completes", Duration::from_secs(90), async || {
+        completed().await == N
+    })
+    .await;
+    call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
+
+    let counts = queue.counts().await.unwrap();
+    let mut group_pending = 0;
+    for g in 0..GROUPS {
+        let info = queue.group_counts(&format!("k{g}")).await.unwrap();
+        group_pending += info.waiting + info.active;
+    }
+    eprintln!("killed the feeder at {at_kill} of {N} completed");
+    assert_eq!(
+        N,
+        counts.completed + counts.failed + counts.pending() + group_pending,
+        "added = completed + failed + pending"
+    );
+    assert_eq!(counts.completed, N);
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len() as u64, N);
+    assert!(runs.values().all(|&n| n == 1), "a job ran twice");
+    let open: u64 = c.hlen("emq:killed:gr:jobs").await.unwrap();
+    assert_eq!(open, 0);
+    let _ = call_t!(
+        host,
+        HostSupervisorMsg::Close,
+        20_000,
+        Duration::from_secs(5)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_jobs_read_back_with_their_group_and_can_be_removed() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "rm").await.unwrap();
+    let id = queue
+        .add(
+            "g",
+            &json!({}),
+            JobOptions::new().group(GroupOptions::new("x").priority(3)),
+        )
+        .await
+        .unwrap();
+    let job = queue.get_job(&id).await.unwrap().expect("stored");
+    assert_eq!(job.opts.group, Some(GroupOptions::new("x").priority(3)));
+    let public =
+        JobOptions::from_public(json!({"group": {"id": "x"}}).as_object().unwrap()).unwrap();
+    assert_eq!(public.group, Some(GroupOptions::new("x")));
+    add_group(&queue, "x", 2500, Json::Null).await;
+    assert_eq!(queue.remove_group("x").await.unwrap(), 2501);
+    let left = echomq_integration_tests::keys(&c, "emq:rm:gr:*").await;
+    assert!(
+        left.iter().all(|k| !k.contains(":g:x")),
+        "group keys left: {left:?}"
+    );
+    assert_eq!(queue.groups(0, 10).await.unwrap().total, 0);
+    let removed = events(&c, "emq:rm:events")
+        .await
+        .into_iter()
+        .filter(|(n, _)| n == "removed")
+        .count();
+    assert_eq!(removed, 2501);
+    let hashes: u64 = c.exists(format!("emq:rm:{id}")).await.unwrap();
+    assert_eq!(hashes, 0);
+}
