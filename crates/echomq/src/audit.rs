@@ -135,9 +135,6 @@ pub async fn audit_with(
     audit_paged(conn, queue, opts, |_| {}).await
 }
 
-/// Most groups the group checks look at in one audit.
-const GROUP_AUDIT_LIMIT: u64 = 10_000;
-
 /// The list states, paged first: the other reads check against them.
 const LISTS: [&str; 3] = ["wait", "paused", "active"];
 /// The sorted-set states.
@@ -246,19 +243,120 @@ pub async fn audit_paged(
         (parent, cursor) = (step.parent, step.cursor);
     }
     p.phase = "groups";
-    let view = conn
-        .call(&echomq_protocol::call::groups::AuditGroups {
-            keys: &keys,
-            groups: &echomq_protocol::group::GroupKeys::new(&keys),
-            limit: GROUP_AUDIT_LIMIT,
-        })
-        .await?;
-    p.calls += 1;
-    progress(p);
-    a.groups(&view);
+    group_steps(conn, &keys, &mut a, &mut p, &mut progress).await?;
     let mut report = a.finish();
     report.calls = p.calls;
     Ok(report)
+}
+
+/// The group checks G1–G4 (docs/groups.md §Audit), one bounded step per
+/// call: `{P}gr:jobs` by HSCAN, the groups by index page, each group's
+/// unreleased ids by page and its active set by SSCAN.
+async fn group_steps(
+    conn: &Connection,
+    keys: &QueueKeys,
+    a: &mut Auditor,
+    p: &mut AuditProgress,
+    progress: &mut impl FnMut(AuditProgress),
+) -> Result<()> {
+    use echomq_protocol::call::groups::{
+        AuditGroups, GroupAuditPage as Page, GroupAuditStep as Step, ReleasedState,
+    };
+    let groups = echomq_protocol::group::GroupKeys::new(keys);
+    let mut step = async |step: Step<'_>| -> Result<Page> {
+        let page = conn
+            .call(&AuditGroups {
+                keys,
+                groups: &groups,
+                step,
+                count: PAGE,
+            })
+            .await?;
+        p.calls += 1;
+        progress(*p);
+        Ok(page)
+    };
+    // Released jobs, by group: bounded by the groups' concurrencies (and
+    // finished jobs not yet accounted).
+    let mut released: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut cursor = String::from("0");
+    loop {
+        let Page::Jobs(next, rows) = step(Step::Jobs { cursor: &cursor }).await? else {
+            break;
+        };
+        for (id, gid, state) in rows {
+            if state != ReleasedState::Open {
+                let detail =
+                    format!("finished ({state:?}) but still holds a slot of group {gid:?}");
+                a.f.add("G3", Severity::Quiescent, Some(&id), detail);
+            }
+            released.entry(gid).or_default().insert(id);
+        }
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    let mut from = 0;
+    loop {
+        let Page::Groups(rows) = step(Step::Groups { from }).await? else {
+            break;
+        };
+        let n = rows.len() as u64;
+        for (gid, _paused) in rows {
+            let mut at = 0;
+            loop {
+                let Page::Wait(ids) = step(Step::Wait {
+                    group: &gid,
+                    from: at,
+                })
+                .await?
+                else {
+                    break;
+                };
+                a.group_waiting(&gid, &ids);
+                if (ids.len() as u64) < PAGE {
+                    break;
+                }
+                at += PAGE;
+            }
+            let mine = released.remove(&gid).unwrap_or_default();
+            let mut active = HashSet::new();
+            let mut cursor = String::from("0");
+            loop {
+                let Page::Active(next, ids) = step(Step::Active {
+                    group: &gid,
+                    cursor: &cursor,
+                })
+                .await?
+                else {
+                    break;
+                };
+                for id in ids {
+                    if !mine.contains(&id) {
+                        let detail =
+                            format!("in group {gid:?}'s active set but not released to it");
+                        a.f.add("G2", Severity::Hard, Some(&id), detail);
+                    }
+                    active.insert(id);
+                }
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+            }
+            for id in mine.difference(&active) {
+                let detail = format!("released to group {gid:?} but not in its active set");
+                a.f.add("G2", Severity::Hard, Some(id), detail);
+            }
+        }
+        if n < PAGE {
+            break;
+        }
+        from += n;
+    }
+    a.forgive_unreleased();
+    Ok(())
 }
 
 /// One `SSCAN` step of a set (`"0"` as the next cursor once done).
@@ -377,6 +475,8 @@ struct Auditor {
     /// from one also in a state (G1) or without a hash (G4).
     hashes: IdSet,
     held: IdSet,
+    /// Unreleased group jobs seen.
+    unreleased: IdSet,
 }
 
 impl Auditor {
@@ -395,6 +495,7 @@ impl Auditor {
             locks: 0,
             hashes: IdSet::default(),
             held: IdSet::default(),
+            unreleased: IdSet::default(),
         };
         a.head_checks();
         a
@@ -618,52 +719,30 @@ impl Auditor {
         }
     }
 
-    /// G1–G4 (docs/groups.md §Audit), after the key steps. An unreleased
-    /// group job is in no BullMQ structure by design: A4 does not apply to it.
-    fn groups(&mut self, view: &echomq_protocol::call::groups::GroupAudit) {
-        use echomq_protocol::call::groups::ReleasedState;
-        if view.groups.is_empty() && view.released.is_empty() {
-            return;
-        }
-        let mut unreleased: HashSet<&String> = HashSet::new();
-        let released: HashMap<&String, &String> =
-            view.released.iter().map(|(id, gid, _)| (id, gid)).collect();
-        for g in &view.groups {
-            for id in &g.waiting {
-                unreleased.insert(id);
-                if self.held.contains(id) {
-                    let detail = format!("unreleased in group {:?} and in a state", g.id);
-                    self.f.add("G1", Severity::Hard, Some(id), detail);
-                }
-                if !self.hashes.contains(id) {
-                    let detail = format!("id left in group {:?} after its job was removed", g.id);
-                    self.f.add("G4", Severity::Warning, Some(id), detail);
-                }
+    /// G1/G4 over a page of a group's unreleased ids, after the key steps:
+    /// such a job is in no BullMQ structure by design (so A4 does not apply).
+    fn group_waiting(&mut self, gid: &str, ids: &[String]) {
+        for id in ids {
+            self.unreleased.insert(id);
+            if self.held.contains(id) {
+                let detail = format!("unreleased in group {gid:?} and in a state");
+                self.f.add("G1", Severity::Hard, Some(id), detail);
             }
-            for id in &g.active {
-                if released.get(id) != Some(&&g.id) {
-                    let detail = format!("in group {:?}'s active set but not released to it", g.id);
-                    self.f.add("G2", Severity::Hard, Some(id), detail);
-                }
+            if !self.hashes.contains(id) {
+                let detail = format!("id left in group {gid:?} after its job was removed");
+                self.f.add("G4", Severity::Warning, Some(id), detail);
             }
         }
-        let known: HashMap<&String, &Vec<String>> =
-            view.groups.iter().map(|g| (&g.id, &g.active)).collect();
-        for (id, gid, state) in &view.released {
-            if let Some(active) = known.get(gid) {
-                if !active.contains(id) {
-                    let detail = format!("released to group {gid:?} but not in its active set");
-                    self.f.add("G2", Severity::Hard, Some(id), detail);
-                }
-            }
-            if *state != ReleasedState::Open {
-                let detail =
-                    format!("finished ({state:?}) but still holds a slot of group {gid:?}");
-                self.f.add("G3", Severity::Quiescent, Some(id), detail);
-            }
-        }
+    }
+
+    /// Drops the A4 findings of unreleased group jobs.
+    fn forgive_unreleased(&mut self) {
+        let unreleased = &self.unreleased;
         self.f.violations.retain(|v| {
-            !(v.check == "A4" && v.job_id.as_ref().is_some_and(|id| unreleased.contains(id)))
+            !(v.check == "A4"
+                && v.job_id
+                    .as_deref()
+                    .is_some_and(|id| unreleased.contains(id)))
         });
     }
 

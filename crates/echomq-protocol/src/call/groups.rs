@@ -494,21 +494,6 @@ impl ScriptCall for RemoveGroup<'_> {
     }
 }
 
-/// One group as [`AuditGroups`] saw it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GroupAuditRow {
-    /// The group.
-    pub id: String,
-    /// Its unreleased job ids.
-    pub waiting: Vec<String>,
-    /// Its released, unfinished job ids.
-    pub active: Vec<String>,
-    /// Paused.
-    pub paused: bool,
-    /// Its own concurrency.
-    pub concurrency: Option<u64>,
-}
-
 /// How a `{P}gr:jobs` entry's job was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleasedState {
@@ -520,28 +505,64 @@ pub enum ReleasedState {
     Open,
 }
 
-/// What [`AuditGroups`] answers.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GroupAudit {
-    /// The groups (at most the limit).
-    pub groups: Vec<GroupAuditRow>,
-    /// `{P}gr:jobs`: (job id, group id, state).
-    pub released: Vec<(String, String, ReleasedState)>,
+/// Which bounded read of the group structures an [`AuditGroups`] call makes.
+#[derive(Debug, Clone, Copy)]
+pub enum GroupAuditStep<'a> {
+    /// Groups of the index from an offset.
+    Groups {
+        /// Offset in the index.
+        from: u64,
+    },
+    /// A page of one group's unreleased ids.
+    Wait {
+        /// The group.
+        group: &'a str,
+        /// Offset in its set.
+        from: u64,
+    },
+    /// One SSCAN step of a group's active set.
+    Active {
+        /// The group.
+        group: &'a str,
+        /// The cursor ("0" to begin).
+        cursor: &'a str,
+    },
+    /// One HSCAN step of `{P}gr:jobs`.
+    Jobs {
+        /// The cursor ("0" to begin).
+        cursor: &'a str,
+    },
 }
 
-/// auditGroups-2: read-only view of the group structures for the audit.
+/// What one [`AuditGroups`] call answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupAuditPage {
+    /// (group id, paused) per group.
+    Groups(Vec<(String, bool)>),
+    /// Unreleased ids of the group.
+    Wait(Vec<String>),
+    /// The next cursor ("0" when done) and released ids of the group.
+    Active(String, Vec<String>),
+    /// The next cursor ("0" when done) and (job id, group id, state) rows.
+    Jobs(String, Vec<(String, String, ReleasedState)>),
+}
+
+/// auditGroups-2: one bounded, read-only step over the group structures for
+/// the audit (the caller pages).
 #[derive(Debug, Clone)]
 pub struct AuditGroups<'a> {
     /// The queue.
     pub keys: &'a QueueKeys,
     /// The extension's keys.
     pub groups: &'a GroupKeys,
-    /// Most groups read.
-    pub limit: u64,
+    /// What to read.
+    pub step: GroupAuditStep<'a>,
+    /// Most elements read.
+    pub count: u64,
 }
 
 impl ScriptCall for AuditGroups<'_> {
-    type Output = GroupAudit;
+    type Output = GroupAuditPage;
 
     fn script(&self) -> ScriptId {
         ScriptId::AuditGroups
@@ -552,42 +573,60 @@ impl ScriptCall for AuditGroups<'_> {
     }
 
     fn args(&self) -> Vec<Arg> {
+        let (step, at, group) = match self.step {
+            GroupAuditStep::Groups { from } => ("groups", from.to_string(), ""),
+            GroupAuditStep::Wait { group, from } => ("wait", from.to_string(), group),
+            GroupAuditStep::Active { group, cursor } => ("active", cursor.to_owned(), group),
+            GroupAuditStep::Jobs { cursor } => ("jobs", cursor.to_owned(), ""),
+        };
         vec![
             Arg::str(self.keys.prefix_key()),
-            Arg::int(self.limit.max(1)),
+            Arg::str(step),
+            Arg::str(&at),
+            Arg::int(self.count.max(1)),
+            Arg::str(group),
         ]
     }
 
-    fn decode(&self, reply: Reply) -> Result<GroupAudit, ReplyError> {
+    fn decode(&self, reply: Reply) -> Result<GroupAuditPage, ReplyError> {
         let script = self.script();
-        let parts = decode::array(script, reply)?;
-        let [groups, jobs] = <[Reply; 2]>::try_from(parts)
-            .map_err(|_| ReplyError::shape(script, "expected {groups, jobs}"))?;
-        let mut out = GroupAudit::default();
-        for row in decode::array(script, groups)? {
-            let row = decode::array(script, row)?;
-            let [id, waiting, active, paused, conc] = <[Reply; 5]>::try_from(row)
-                .map_err(|_| ReplyError::shape(script, "a group row has 5 fields"))?;
-            out.groups.push(GroupAuditRow {
-                id: id.to_text().unwrap_or_default(),
-                waiting: decode::strings(script, waiting)?,
-                active: decode::strings(script, active)?,
-                paused: paused.as_i64() == Some(1),
-                concurrency: conc.as_i64().filter(|n| *n > 0).map(|n| n as u64),
-            });
-        }
-        for row in decode::array(script, jobs)? {
-            let row = decode::strings(script, row)?;
-            let [id, gid, state] = <[String; 3]>::try_from(row)
-                .map_err(|_| ReplyError::shape(script, "a released row has 3 fields"))?;
-            let state = match state.as_str() {
-                "gone" => ReleasedState::Gone,
-                "finished" => ReleasedState::Finished,
-                _ => ReleasedState::Open,
-            };
-            out.released.push((id, gid, state));
-        }
-        Ok(out)
+        let scanned = |reply: Reply| -> Result<(String, Reply), ReplyError> {
+            let [cursor, items] = <[Reply; 2]>::try_from(decode::array(script, reply)?)
+                .map_err(|_| ReplyError::shape(script, "expected {cursor, items}"))?;
+            Ok((cursor.to_text().unwrap_or_else(|| "0".into()), items))
+        };
+        Ok(match self.step {
+            GroupAuditStep::Groups { .. } => {
+                let mut rows = Vec::new();
+                for row in decode::array(script, reply)? {
+                    let [id, paused] = <[Reply; 2]>::try_from(decode::array(script, row)?)
+                        .map_err(|_| ReplyError::shape(script, "a group row has 2 fields"))?;
+                    rows.push((id.to_text().unwrap_or_default(), paused.as_i64() == Some(1)));
+                }
+                GroupAuditPage::Groups(rows)
+            }
+            GroupAuditStep::Wait { .. } => GroupAuditPage::Wait(decode::strings(script, reply)?),
+            GroupAuditStep::Active { .. } => {
+                let (cursor, ids) = scanned(reply)?;
+                GroupAuditPage::Active(cursor, decode::strings(script, ids)?)
+            }
+            GroupAuditStep::Jobs { .. } => {
+                let (cursor, rows) = scanned(reply)?;
+                let mut out = Vec::new();
+                for row in decode::array(script, rows)? {
+                    let row = decode::strings(script, row)?;
+                    let [id, gid, state] = <[String; 3]>::try_from(row)
+                        .map_err(|_| ReplyError::shape(script, "a released row has 3 fields"))?;
+                    let state = match state.as_str() {
+                        "gone" => ReleasedState::Gone,
+                        "finished" => ReleasedState::Finished,
+                        _ => ReleasedState::Open,
+                    };
+                    out.push((id, gid, state));
+                }
+                GroupAuditPage::Jobs(cursor, out)
+            }
+        })
     }
 }
 
