@@ -229,6 +229,8 @@ pub struct LoadReport {
     pub completed: usize,
     /// Acknowledged jobs that ended failed (asked to, [`LoadOptions::fail_every`]).
     pub failed: usize,
+    /// The failed jobs' `failedReason`s.
+    pub failed_reasons: Vec<String>,
     /// Acknowledged jobs that no longer exist: lost by Redis's asynchronous
     /// replication when a primary died before its replica got them.
     pub lost: Vec<String>,
@@ -377,13 +379,13 @@ impl Load {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let (completed, failed, lost) = loop {
             let mut completed = 0;
-            let mut failed = 0;
+            let mut failed = Vec::new();
             let mut lost = Vec::new();
             let mut pending = Vec::new();
             for id in &acked {
                 match self.queue.get_state(id).await.expect("get_state") {
                     JobState::Completed => completed += 1,
-                    JobState::Failed => failed += 1,
+                    JobState::Failed => failed.push(id.clone()),
                     JobState::Unknown => lost.push(id.clone()),
                     _ => pending.push(id.clone()),
                 }
@@ -409,6 +411,11 @@ impl Load {
             .stop_and_wait(None, Some(Duration::from_secs(5)))
             .await
             .expect("host stops");
+        let mut failed_reasons = Vec::new();
+        for id in &failed {
+            let job = self.queue.get_job(id).await.expect("get_job");
+            failed_reasons.push(job.and_then(|j| j.failed_reason).unwrap_or_default());
+        }
         let processed_twice = self
             .processed
             .lock()
@@ -419,7 +426,8 @@ impl Load {
         LoadReport {
             acked: acked.len(),
             completed,
-            failed,
+            failed: failed.len(),
+            failed_reasons,
             lost,
             processed_twice,
             add_errors: self.add_errors.load(Ordering::Relaxed),

@@ -716,6 +716,14 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "getStateBounded-8",
         "searchJobs-1",
         "moveStalledJobsToWait-8",
+        // Groups (docs/groups.md).
+        "accountGroupJobs-3",
+        "addGroupJob-10",
+        "auditGroups-2",
+        "getGroups-1",
+        "groupSettings-6",
+        "releaseGroupJobs-9",
+        "removeGroup-7",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {

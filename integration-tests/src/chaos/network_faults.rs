@@ -51,13 +51,14 @@ pub async fn f37(_ctx: Ctx) -> Row {
     args.block = Duration::from_millis(200);
     let mut f = Vec::new();
     let mut got = None;
+    // Subscribed before the actor starts: its first read is the gap, and a
+    // subscriber that arrives after that read would never see it.
+    let mut sub = args.subscribers.subscribe(1000);
     if let Ok((qe, _h)) = Actor::spawn(None, QueueEvents, args).await {
-        if let Ok(mut sub) = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 1000) {
-            got = tokio::time::timeout(Duration::from_secs(10), sub.recv())
-                .await
-                .ok()
-                .flatten();
-        }
+        got = tokio::time::timeout(Duration::from_secs(30), sub.recv())
+            .await
+            .ok()
+            .flatten();
         let _ = qe.cast(QueueEventsMsg::Close);
     }
     let gap = matches!(&got, Some(Delivery::Gap { after, .. }) if *after == cursor);

@@ -43,6 +43,10 @@ pub async fn start(config: UiConfig) -> Harness {
 }
 
 pub fn client() -> reqwest::Client {
+    // reqwest's rustls comes without a provider in this workspace (the
+    // runtime's HTTP processor passes its own configuration): the tests'
+    // plain-HTTP client takes the process default, ring, as fred does.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
