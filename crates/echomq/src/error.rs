@@ -180,8 +180,10 @@ impl Error {
     /// cluster, TLS and Sentinel errors, a refused or unresolvable address, and
     /// fred's "too many failed write attempts" (the connection went down with
     /// the command written or queued: the pool allows one attempt, so fred
-    /// does not replay it; like a timeout, it may or may not have run).
-    /// The server states are Redis's transient refusals: `LOADING` (a
+    /// does not replay it; like a timeout, it may or may not have run), and
+    /// fred's "failed to route command" (no connection to send it on while
+    /// the client reconnects: nothing was sent; seen in the soak when Redis
+    /// restarted). The server states are Redis's transient refusals: `LOADING` (a
     /// restarted server reading its AOF/RDB), `BUSY` (a script runs too long),
     /// `MASTERDOWN` and `READONLY` (a failover in progress), `TRYAGAIN` and
     /// `CLUSTERDOWN` (a slot moving or not served).
@@ -226,6 +228,7 @@ impl Error {
             "name or service not known",
             "temporary failure in name resolution",
             "too many failed write attempts",
+            "failed to route command",
         ]
         .iter()
         .any(|s| lower.contains(s))
@@ -277,6 +280,13 @@ mod tests {
         assert!(Error::Redis(RedisError::new(
             ErrorKind::Unknown,
             "Too many failed write attempts."
+        ))
+        .is_connection());
+        // No connection to send on while the client reconnects (the soak,
+        // a Redis SIGKILL + restart).
+        assert!(Error::Redis(RedisError::new(
+            ErrorKind::Unknown,
+            "Failed to route command."
         ))
         .is_connection());
         assert!(!Error::Redis(RedisError::new(ErrorKind::Auth, "WRONGPASS")).is_connection());
