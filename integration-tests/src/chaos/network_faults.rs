@@ -8,7 +8,7 @@ use echomq::{
     StartFrom,
 };
 use fred::prelude::*;
-use ractor::{call_t, Actor};
+use ractor::Actor;
 
 use super::fleet::{InProc, SetOptions};
 use super::server::Persistence;
