@@ -95,6 +95,26 @@ async fn cancel_from_the_command_line_reaches_the_worker_process() {
     let later = later.trim().rsplit(' ').next().unwrap().to_owned();
     let stored: Option<String> = c.hget(format!("emq:cq:{later}"), "opts").await.unwrap();
     assert!(stored.unwrap().contains(r#""emqTimeout":2500"#));
+    // add-bulk takes the public name `timeout`, stored the same way.
+    let file = std::env::temp_dir().join(format!("cancel_cli_{}.jsonl", std::process::id()));
+    std::fs::write(
+        &file,
+        "{\"name\": \"b\", \"data\": {}, \"opts\": {\"timeout\": 1500, \"delay\": 600000}}\n",
+    )
+    .unwrap();
+    ok(&url, &["add-bulk", "cq", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    let bulk: Vec<String> = c
+        .zrange("emq:cq:delayed", 0, -1, None, false, None, false)
+        .await
+        .unwrap();
+    let bulk = bulk
+        .into_iter()
+        .find(|id| *id != later)
+        .expect("the add-bulk job");
+    let stored: Option<String> = c.hget(format!("emq:cq:{bulk}"), "opts").await.unwrap();
+    assert!(stored.unwrap().contains(r#""emqTimeout":1500"#));
+    ok(&url, &["cancel", "cq", &bulk]);
     let said = ok(&url, &["cancel", "cq", &later]);
     assert!(said.contains("removed"), "{said}");
     let gone: bool = c.exists(format!("emq:cq:{later}")).await.unwrap();
