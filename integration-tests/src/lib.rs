@@ -164,6 +164,19 @@ pub async fn event_names(client: &Client, key: &str) -> Vec<String> {
 }
 
 /// `KEYS pattern`, sorted (fred has no typed KEYS; fine on a test server).
+/// Script calls (EVALSHA) the server has run so far, from `INFO commandstats`.
+pub async fn evalsha_calls(client: &Client) -> u64 {
+    let info: String = client
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 pub async fn keys(client: &Client, pattern: &str) -> Vec<String> {
     use fred::types::{ClusterHash, CustomCommand};
     let cmd = CustomCommand::new_static("KEYS", ClusterHash::FirstKey, false);

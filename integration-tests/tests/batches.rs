@@ -28,17 +28,7 @@ fn jobs(n: usize, opts: JobOptions) -> Vec<NewJob> {
         .collect()
 }
 
-async fn evalsha_calls(c: &Client) -> u64 {
-    let info: String = c
-        .info(Some(fred::types::InfoKind::CommandStats))
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
+use echomq_integration_tests::evalsha_calls;
 
 /// A batch of 50 where jobs 7, 21 and 40 fail: 47 complete in the batch, the
 /// 3 failures are retried (attempts 2) and complete on their second run.

@@ -21,17 +21,7 @@ use fred::types::{ClusterHash, CustomCommand};
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::{json, Value as Json};
 
-async fn evalsha_calls(c: &Client) -> u64 {
-    let info: String = c
-        .info(Some(fred::types::InfoKind::CommandStats))
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
+use echomq_integration_tests::evalsha_calls;
 
 async fn stats(lm: &ActorRef<LockManagerMsg>) -> LockStats {
     call_t!(lm, LockManagerMsg::GetStats, 5000).unwrap()

@@ -42,16 +42,6 @@ pub struct WorkSettings {
     pub batch: Option<echomq::worker::BatchOptions>,
 }
 
-/// A batch processor running the one-job processor on every job of the
-/// batch at once: what batching buys the command is the pipelined take and
-/// finish, one round trip each per batch.
-fn side_by_side(one: Arc<dyn Processor>) -> Arc<dyn echomq::worker::BatchProcessor> {
-    echomq::worker::batch_processor_fn(move |jobs: Vec<echomq::JobContext>| {
-        let one = one.clone();
-        async move { futures_util::future::join_all(jobs.into_iter().map(|j| one.process(j))).await }
-    })
-}
-
 pub async fn work(
     conn: Connection,
     queue: Queue,
@@ -60,7 +50,9 @@ pub async fn work(
     health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut args = match settings.batch {
-        Some(batch) => WorkerArgs::batched(queue.clone(), side_by_side(processor), batch),
+        Some(batch) => {
+            WorkerArgs::batched(queue.clone(), echomq::worker::each_job(processor), batch)
+        }
         None => WorkerArgs::new(queue.clone(), processor),
     };
     args.options.concurrency = settings.concurrency;

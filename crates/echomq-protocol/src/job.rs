@@ -185,7 +185,7 @@ impl Job {
 }
 
 /// The fields a [`Job`] is read from, in slot order; others are ignored.
-const READ: [&str; 22] = [
+pub const READ: [&str; 22] = [
     field::NAME,
     field::DATA,
     field::OPTS,

@@ -636,30 +636,7 @@ proptest! {
 }
 
 /// The fields a job is read from.
-const FIELDS: &[&str] = &[
-    field::NAME,
-    field::DATA,
-    field::OPTS,
-    field::TIMESTAMP,
-    field::DELAY,
-    field::PRIORITY,
-    field::PROCESSED_ON,
-    field::FINISHED_ON,
-    field::RETURN_VALUE,
-    field::FAILED_REASON,
-    field::STACKTRACE,
-    field::ATTEMPTS_MADE,
-    field::ATTEMPTS_MADE_LEGACY,
-    field::ATTEMPTS_STARTED,
-    field::STALLED_COUNTER,
-    field::DEFERRED_FAILURE,
-    field::PROCESSED_BY,
-    field::PROGRESS,
-    field::PARENT_KEY,
-    field::PARENT,
-    field::REPEAT_JOB_KEY,
-    field::DEDUPLICATION_ID,
-];
+const FIELDS: &[&str] = &echomq_protocol::job::READ;
 
 /// Floats through JSON text, as the `data` of a job travels (and as a
 /// worker's return value comes back): exact.

@@ -33,18 +33,7 @@ fn scale(n: u64) -> u64 {
     ((n as f64 * f) as u64).max(10)
 }
 
-async fn evalsha_calls(c: &Client) -> u64 {
-    let info: String = c
-        .info(Some(fred::types::InfoKind::CommandStats))
-        .await
-        .unwrap();
-    info.lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
+use echomq_integration_tests::evalsha_calls;
 
 async fn fill(q: &Queue, n: u64) {
     for start in (0..n).step_by(1000) {

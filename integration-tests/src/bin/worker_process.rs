@@ -111,21 +111,11 @@ async fn run(url: String, queue_name: String, opts: Value) {
         }
     });
     let mut wargs = match opts["batch"].as_u64() {
-        Some(size) => {
-            let single = processor.clone();
-            let batch = echomq::worker::batch_processor_fn(move |jobs: Vec<JobContext>| {
-                let single = single.clone();
-                async move {
-                    let runs = jobs.into_iter().map(|job| single.process(job));
-                    futures_util::future::join_all(runs).await
-                }
-            });
-            WorkerArgs::batched(
-                queue,
-                batch,
-                echomq::worker::BatchOptions::new(size as usize),
-            )
-        }
+        Some(size) => WorkerArgs::batched(
+            queue,
+            echomq::worker::each_job(processor),
+            echomq::worker::BatchOptions::new(size as usize),
+        ),
         None => WorkerArgs::new(queue, processor),
     };
     wargs.options.concurrency = opts["concurrency"].as_u64().unwrap_or(1) as usize;

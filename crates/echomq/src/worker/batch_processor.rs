@@ -11,7 +11,7 @@ use std::time::Duration;
 use echomq_protocol::ValidationError;
 use serde_json::Value;
 
-use super::processor::{JobContext, ProcessError};
+use super::processor::{JobContext, ProcessError, Processor};
 
 /// How a worker takes batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,4 +97,14 @@ where
     Fut: Future<Output = BatchResults> + Send + 'static,
 {
     Arc::new(f)
+}
+
+/// A batch processor that runs a one-job processor on every job of the
+/// batch at once, in the batch's order: what batching then buys is the
+/// pipelined take and finish, one round trip each per batch.
+pub fn each_job(one: Arc<dyn Processor>) -> Arc<dyn BatchProcessor> {
+    batch_processor_fn(move |jobs: Vec<JobContext>| {
+        let runs: Vec<_> = jobs.into_iter().map(|job| one.process(job)).collect();
+        futures_util::future::join_all(runs)
+    })
 }

@@ -33,7 +33,7 @@ pub(crate) mod typed;
 pub use self::actor::{spawn_linked, Worker, WorkerState};
 pub use self::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
 pub use self::batch_processor::{
-    batch_processor_fn, BatchFuture, BatchOptions, BatchProcessor, BatchResults,
+    batch_processor_fn, each_job, BatchFuture, BatchOptions, BatchProcessor, BatchResults,
 };
 pub use self::flow_ctx::Parking;
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
