@@ -317,3 +317,201 @@ async fn a_parent_with_10000_children_is_read_in_pages() {
     let flows_audit = echomq::audit::audit(&conn, "q").await.unwrap();
     assert!(flows_audit.is_consistent(), "{:#?}", flows_audit.violations);
 }
+
+/// The stalled check on a crashed fleet's queue: 2 500 jobs active without
+/// a lock, 50 000 more waiting or completed. The probe reads `active` in
+/// pages; `moveStalledJobsToWait` (BullMQ's script, frozen) walks `stalled`
+/// and `active` whole, which hold in-flight jobs only: its work follows the
+/// fleet's concurrency, never the backlog (docs/scale.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stalled_check_follows_the_active_jobs_not_the_backlog() {
+    const ACTIVE: usize = 2_500;
+    let (redis, conn, c, _q) = big(40_000, 10_000).await;
+    let _: i64 = c
+        .eval(
+            "for i = 1, tonumber(ARGV[1]) do redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') end return 1",
+            vec!["emq:q:wait", "emq:q:active"],
+            vec![ACTIVE.to_string()],
+        )
+        .await
+        .unwrap();
+    let m = Monitor::start(redis.port(), &c).await;
+    // Its first sweep runs at once and marks every active job; the second,
+    // asked for once that mark is seen, finds them still without a lock
+    // and moves them back.
+    let (checker, _) = ractor::Actor::spawn(
+        None,
+        echomq::StalledChecker,
+        echomq::StalledCheckerArgs::new(conn.clone(), "q"),
+    )
+    .await
+    .unwrap();
+    echomq_integration_tests::wait_until(
+        "the first sweep marks every active job",
+        Duration::from_secs(30),
+        async || c.scard::<u64, _>("emq:q:stalled").await.unwrap() == ACTIVE as u64,
+    )
+    .await;
+    // As if the interval had passed (the script throttles itself with this
+    // key, PX interval; the actor's own timer is 30 s away).
+    let _: i64 = c.del("emq:q:stalled-check").await.unwrap();
+    let recover = ractor::call_t!(checker, echomq::StalledCheckerMsg::CheckNow, 30_000)
+        .unwrap()
+        .unwrap();
+    assert_eq!(recover.active, ACTIVE);
+    assert_eq!(recover.without_lock.len(), ACTIVE);
+    assert_eq!(recover.recovered.len(), ACTIVE, "the fault happened");
+    checker.stop(None);
+    let calls = m.take(&c).await;
+    let page = echomq::stalled_checker::PROBE_PAGE;
+    let mut scripts = 0;
+    for call in &calls {
+        if call.command == "LRANGE" {
+            assert!(range_of("LRANGE", &call.args).is_some_and(|n| n <= page));
+        }
+        if call.command == "EVALSHA" {
+            scripts += 1;
+            // A handful of commands per in-flight job, whatever waits.
+            assert!(
+                call.inner.len() <= 10 * ACTIVE + 50,
+                "{} commands in one stalled check",
+                call.inner.len()
+            );
+            for (command, args) in &call.inner {
+                let backlog = args
+                    .first()
+                    .is_some_and(|k| k == "emq:q:wait" || k == "emq:q:completed");
+                assert!(
+                    !(backlog && matches!(command.as_str(), "LRANGE" | "ZRANGE" | "LPOS")),
+                    "the stalled check read the backlog: {command} {args:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(scripts, 2, "one script call per sweep");
+    let pipelined = calls.iter().filter(|c| c.command == "EXISTS").count();
+    assert_eq!(
+        pipelined,
+        2 * ACTIVE,
+        "one lock probe per active job per sweep"
+    );
+}
+
+/// BullMQ's Prometheus text for a queue of 50 000 jobs: counts and the last
+/// metrics point, a few O(1)/O(log n) commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_export_reads_counts_not_jobs() {
+    let (redis, _conn, c, q) = big(30_000, 20_000).await;
+    let m = Monitor::start(redis.port(), &c).await;
+    let text = q.export_prometheus_metrics(&[]).await.unwrap();
+    assert!(
+        text.contains("bullmq_job_count{queue=\"q\", state=\"waiting\"} 30000"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bullmq_job_count{queue=\"q\", state=\"completed\"} 20000"),
+        "{text}"
+    );
+    let calls = m.take(&c).await;
+    assert_bounded("metrics export", &calls, 20, 1);
+    assert!(calls.len() <= 6, "{} round trips: {calls:?}", calls.len());
+}
+
+/// A queue of 10 000 groups, two jobs each: every add, every release and
+/// accounting step of the feeder, the groups page and the group audit touch
+/// a bounded number of groups and jobs per call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_of_10000_groups_is_fed_a_batch_per_call() {
+    use echomq::groups::{GroupFeeder, GroupFeederArgs, GroupFeederMsg, GroupOptions};
+    const GROUPS: usize = 10_000;
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "g").await.unwrap();
+    let m = Monitor::start(redis.port(), &c).await;
+    for chunk in 0..(2 * GROUPS / 1000) {
+        let jobs = (0..1000)
+            .map(|i| NewJob {
+                name: "j".into(),
+                data: json!({}),
+                options: JobOptions::new().group(GroupOptions::new(format!(
+                    "t{}",
+                    (chunk * 1000 + i) % GROUPS
+                ))),
+            })
+            .collect();
+        q.add_bulk(jobs).await.unwrap();
+    }
+    let adds = m.take(&c).await;
+    assert_eq!(assert_bounded("group adds", &adds, 40, 1000), 2 * GROUPS);
+    let page = q.groups(5_000, 100).await.unwrap();
+    assert_eq!(page.groups.len(), 100);
+    let calls = m.take(&c).await;
+    assert_bounded("groups page", &calls, 100 * 12 + 20, 100);
+
+    let batch = 100;
+    let (feeder, _) = ractor::Actor::spawn(
+        None,
+        GroupFeeder,
+        GroupFeederArgs::new(conn.clone(), "g")
+            .batch(batch)
+            .block(Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
+    let mut worker = echomq::WorkerArgs::new(
+        q.clone(),
+        echomq::worker::processor_fn(|_job| async { Ok(json!(null)) }),
+    );
+    worker.options.concurrency = 16;
+    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    // The stalled check has its own test above (it follows the active jobs).
+    let mut spec = echomq::WorkerSetSpec::new(worker);
+    spec.stalled_checker = None;
+    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    echomq_integration_tests::wait_until(
+        "every group job completes",
+        Duration::from_secs(240),
+        async || {
+            let n: u64 = c.zcard("emq:g:completed").await.unwrap();
+            n == 2 * GROUPS as u64
+        },
+    )
+    .await;
+    // Quiescent once the feeder has accounted for every finish.
+    echomq_integration_tests::wait_until(
+        "the feeder frees every slot",
+        Duration::from_secs(60),
+        async || {
+            let stats = ractor::call_t!(feeder, GroupFeederMsg::GetStats, 5_000).unwrap();
+            stats.freed == 2 * GROUPS as u64
+        },
+    )
+    .await;
+    let _ = set.close(Duration::from_secs(10)).await;
+    feeder.cast(GroupFeederMsg::Close).unwrap();
+    let run = m.take(&c).await;
+    // Each step looks at a batch of groups and jobs, not all 10 000.
+    assert_bounded("feeding", &run, 40 * batch as usize + 100, 1000);
+    let report = audit_paged(
+        &conn,
+        "g",
+        &AuditOptions {
+            quiescent: true,
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(report.violations.is_empty(), "{:?}", &report.violations);
+    let audit = m.take(&c).await;
+    assert_bounded(
+        "group audit",
+        &audit,
+        echomq::audit::PAGE as usize * 12 + 50,
+        1000,
+    );
+}

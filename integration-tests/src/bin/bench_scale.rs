@@ -730,10 +730,14 @@ async fn held_jobs(n: u64) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_held = rss_kb(w.id());
     // Idle CPU while holding: 30 s, two renewal rounds (lock 30 s, renewed
-    // every 15 s).
+    // every 15 s) and the stalled checks of that time, whose longest command
+    // (extendLocks or moveStalledJobsToWait over every held job) is read
+    // from SLOWLOG.
+    slowlog_reset(&c).await;
     let (t0, c0) = (Instant::now(), cpu_ticks(w.id()));
     tokio::time::sleep(Duration::from_secs(30)).await;
     let ticks = cpu_ticks(w.id()) - c0;
+    let (held_us, held_cmd) = slowlog_max(&c).await;
     let secs = t0.elapsed().as_secs_f64();
     let _ = w.kill();
     let _ = w.wait();
@@ -797,6 +801,10 @@ async fn held_jobs(n: u64) {
         (y1 - y0) as f64 / n as f64
     );
     println!("| CPU while holding, between renewals included (30 s) | {cpu_ms_per_s:.2} ms/s |");
+    println!(
+        "| longest Redis command while holding (SLOWLOG) | {:.2} ms `{held_cmd}` |",
+        held_us as f64 / 1e3
+    );
 }
 
 async fn wait_for<F, Fut>(_c: &Client, what: &str, mut f: F)
