@@ -27,6 +27,26 @@ async fn stats(lm: &ActorRef<LockManagerMsg>) -> LockStats {
     call_t!(lm, LockManagerMsg::GetStats, 5000).unwrap()
 }
 
+/// The manager's counters and the server's EVALSHA count at one moment: a
+/// tick may start between reading one and the other (its call then counts
+/// on one side only), so the pair is read again until the counters are the
+/// same on both sides of the server's count. A call counted in the stats has
+/// run on the server (the actor answers between handlers, after the call),
+/// and one not yet counted had not started when the server was read.
+async fn stats_with_evalsha(
+    lm: &ActorRef<LockManagerMsg>,
+    c: &fred::prelude::Client,
+) -> (LockStats, u64) {
+    loop {
+        let first = stats(lm).await;
+        let evalsha = evalsha_calls(c).await;
+        let second = stats(lm).await;
+        if first.extend_calls == second.extend_calls && first.ticks == second.ticks {
+            return (first, evalsha);
+        }
+    }
+}
+
 /// N held jobs, on the path production uses: a Worker takes N jobs whose
 /// processors wait to be released, and shares its held set with its
 /// LockManager; the locks are then renewed for three lock lifetimes.
@@ -82,13 +102,11 @@ async fn one_call_per_tick(n: usize) {
         async || stats(&lm).await.ticks > held_at,
     )
     .await;
-    let before = stats(&lm).await;
-    let evalsha_before = evalsha_calls(&c).await;
+    let (before, evalsha_before) = stats_with_evalsha(&lm, &c).await;
     // The observation window is the claim: three lock lifetimes, after which
     // every lock would be gone without renewal.
     tokio::time::sleep(Duration::from_millis(3 * lock_ms)).await;
-    let after = stats(&lm).await;
-    let evalsha_after = evalsha_calls(&c).await;
+    let (after, evalsha_after) = stats_with_evalsha(&lm, &c).await;
     let ticks = after.ticks - before.ticks;
     let calls = after.extend_calls - before.extend_calls;
     let evalsha = evalsha_after - evalsha_before;
