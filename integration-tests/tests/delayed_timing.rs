@@ -30,10 +30,13 @@ const MEDIAN_PROCESSED_ON_MS: i64 = 2;
 /// 0.8–2.7 ms (4.7 ms for the 4-sample cron case) in a debug build at load 7–9
 /// on 2 cores, so the 2 ms of the issue is not asserted here.
 const MEDIAN_ENTRY_MS: f64 = 10.0;
-/// Bound on the worst lateness of either measure, ms. Measured 2–14 ms under
-/// the same load (scheduling hiccups of a shared machine), so the issue's
-/// 10 ms is reported, not asserted.
-const WORST_MS: f64 = 50.0;
+/// Bound on the worst lateness of either measure, ms. The worst start is
+/// the machine's, not the worker's: 2–14 ms at load 7–9, 195 ms once with a
+/// parallel build on the 2 cores (the process descheduled). What the bound
+/// must tell apart is a worker without its due timer, whose delayed job
+/// waits for the next fetch after a drain delay (5 s); the medians above
+/// hold the timer to its few ms. The issue's 10 ms is reported, not asserted.
+const WORST_MS: f64 = 1000.0;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
