@@ -493,13 +493,15 @@ async fn failure_options_with_children_split_between_rust_and_node(js: NodeBullm
     for opt in options {
         for (bad_q, good_q) in [("q", "q2"), ("q2", "q")] {
             let tag = format!("{opt}-{bad_q}");
-            // The failing child fails twice, 3 s apart, so that its sibling is
-            // done first (a continued parent completes only without pending children).
+            // The failing child fails twice; its retry waits (a backoff far
+            // beyond the test) until its sibling is seen done, then is
+            // promoted: a continued parent completes only without pending
+            // children, so the order is made, not hoped for.
             flows.push(json!({
                 "name": "parent", "queueName": "q", "data": {"mode": "ok", "ret": "p"}, "opts": {"jobId": format!("{tag}-p")},
                 "children": [
                     {"name": "bad", "queueName": bad_q, "data": {"mode": "fail", "reason": "boom"},
-                     "opts": {"jobId": format!("{tag}-bad"), opt: true, "attempts": 2, "backoff": 3000}},
+                     "opts": {"jobId": format!("{tag}-bad"), opt: true, "attempts": 2, "backoff": 600_000}},
                     {"name": "good", "queueName": good_q, "data": {"mode": "ok", "ret": "g"}, "opts": {"jobId": format!("{tag}-good")}},
                 ]
             }));
@@ -517,17 +519,49 @@ async fn failure_options_with_children_split_between_rust_and_node(js: NodeBullm
     let seen: Seen = Default::default();
     let workers = rust_workers(&conn, &["q"], &seen).await;
     let url = redis.url();
+    // The Node worker stays while q2 has delayed jobs (it leaves 4 s after
+    // q2 is idle, or at its limit).
     let node = tokio::task::spawn_blocking(move || {
         js.flows(
             "work",
             &url,
             "q2",
-            json!({"queues": ["q2"], "idleMs": 4000}),
+            json!({"queues": ["q2"], "idleMs": 4000, "limitMs": 90000}),
         )
-    })
-    .await
-    .unwrap();
+    });
     let q = Queue::new(&conn, "q").await.unwrap();
+    let q2 = Queue::new(&conn, "q2").await.unwrap();
+    let side = |name: &str| if name == "q" { &q } else { &q2 };
+    echomq_integration_tests::wait_until(
+        "every good child done and every bad one waiting for its retry",
+        Duration::from_secs(60),
+        async || {
+            for opt in options {
+                for (bad_q, good_q) in [("q", "q2"), ("q2", "q")] {
+                    let tag = format!("{opt}-{bad_q}");
+                    let good = side(good_q)
+                        .get_state(&format!("{tag}-good"))
+                        .await
+                        .unwrap();
+                    let bad = side(bad_q).get_state(&format!("{tag}-bad")).await.unwrap();
+                    if good != echomq::JobState::Completed || bad != echomq::JobState::Delayed {
+                        return false;
+                    }
+                }
+            }
+            true
+        },
+    )
+    .await;
+    for opt in options {
+        for bad_q in ["q", "q2"] {
+            side(bad_q)
+                .promote(&format!("{opt}-{bad_q}-bad"))
+                .await
+                .unwrap();
+        }
+    }
+    let node = node.await.unwrap();
     let parents: Vec<String> = options
         .iter()
         .flat_map(|o| [format!("{o}-q-p"), format!("{o}-q2-p")])

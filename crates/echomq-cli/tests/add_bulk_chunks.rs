@@ -68,14 +68,19 @@ impl ReplyEater {
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 64 * 1024];
                     while let Ok(n) = cr.read(&mut buf).await {
-                        if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
+                        if n == 0 {
                             break;
                         }
+                        // Muted before the bytes go on: set after, the
+                        // server's reply could be passed back in between.
                         if buf[..n]
                             .windows(7)
                             .any(|w| w.eq_ignore_ascii_case(b"EVALSHA"))
                         {
                             m1.store(true, Ordering::SeqCst);
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
                         }
                     }
                 });
