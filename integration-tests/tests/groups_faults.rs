@@ -89,15 +89,13 @@ async fn stream(c: &Client, queue: &str) -> Vec<(String, String)> {
     echomq_integration_tests::events(c, &format!("emq:{queue}:events"))
         .await
         .into_iter()
-        .map(|(_, fields)| {
-            let get = |k: &str| {
-                fields
-                    .iter()
-                    .find(|(f, _)| f == k)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            };
-            (get("event"), get("jobId"))
+        .map(|(event, fields)| {
+            let id = fields
+                .into_iter()
+                .find(|(f, _)| f == "jobId")
+                .map(|(_, v)| v)
+                .unwrap_or_default();
+            (event, id)
         })
         .collect()
 }
