@@ -53,19 +53,19 @@ async fn the_groups_panel_shows_the_busiest_groups_and_acts_on_them() {
     assert_eq!(rows[0]["waiting"], 41);
     assert_eq!(rows[0]["concurrency"], 3);
     assert_eq!(rows[1]["id"], "t150");
-    // The next page of the index holds t200…t299 and the odd id.
+    assert_eq!(rows[2]["id"], evil, "'<' sorts first in the index");
+    // The next page of the index: t199…t299.
     let next = h.json("/api/queues/tenants?groups=200").await;
     assert_eq!(next["groups"]["read"], 101);
-    assert_eq!(next["groups"]["groups"][0]["id"], evil);
+    assert_eq!(next["groups"]["groups"][0]["id"], "t199");
 
     assert!(
         html.contains("Groups (301)"),
         "the panel is on the queue page"
     );
     assert!(html.contains("t005") && html.contains("next groups"));
-    let evil_page = h.html("/queues/tenants?groups=200").await;
-    assert!(!evil_page.contains(evil), "a group id is escaped");
-    assert!(evil_page.contains("&lt;img/src=x/onerror=alert(1)&gt;"));
+    assert!(!html.contains(evil), "a group id is escaped");
+    assert!(html.contains("&lt;img/src=x/onerror=alert(1)&gt;"));
     // Every read of the two requests is bounded (issue 28).
     for call in &calls {
         for (name, args) in &call.inner {
