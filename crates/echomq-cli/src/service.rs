@@ -581,6 +581,29 @@ async fn run_connected(
     }
 }
 
+/// `--group-concurrency` and `--group-rate-limit` as the worker's `group`
+/// option; `None` when neither is given.
+fn group_defaults(
+    concurrency: Option<u64>,
+    rate_limit: Option<String>,
+) -> Result<Option<echomq::groups::GroupDefaults>, String> {
+    if concurrency == Some(0) {
+        return Err("--group-concurrency: N must be at least 1".into());
+    }
+    let limit = match rate_limit {
+        Some(text) => {
+            let l = crate::limits::parse_rate_limit(&text)
+                .map_err(|e| format!("--group-rate-limit: {e}"))?;
+            Some((l.max, l.duration_ms()))
+        }
+        None => None,
+    };
+    if concurrency.is_none() && limit.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(echomq::groups::GroupDefaults { concurrency, limit }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -894,27 +917,4 @@ mod tests {
             proptest::prop_assert_eq!(f.log_format, Some(format));
         }
     }
-}
-
-/// `--group-concurrency` and `--group-rate-limit` as the worker's `group`
-/// option; `None` when neither is given.
-fn group_defaults(
-    concurrency: Option<u64>,
-    rate_limit: Option<String>,
-) -> Result<Option<echomq::groups::GroupDefaults>, String> {
-    if concurrency == Some(0) {
-        return Err("--group-concurrency: N must be at least 1".into());
-    }
-    let limit = match rate_limit {
-        Some(text) => {
-            let l = crate::limits::parse_rate_limit(&text)
-                .map_err(|e| format!("--group-rate-limit: {e}"))?;
-            Some((l.max, l.duration_ms()))
-        }
-        None => None,
-    };
-    if concurrency.is_none() && limit.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(echomq::groups::GroupDefaults { concurrency, limit }))
 }
