@@ -741,3 +741,41 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
         GroupDefaults::default()
     );
 }
+
+/// The scrape's group gauges are bounded in cardinality: the 10 busiest
+/// groups only, never one series per tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_endpoint_exports_the_busiest_groups_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let queue = Queue::new(&conn, "gm").await.unwrap();
+    for i in 0..15 {
+        add_group(&queue, &format!("m{i:02}"), i + 1, Json::Null).await;
+    }
+    queue.pause_group("m14").await.unwrap();
+    let server = echomq::telemetry::prometheus::serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    server.watch(queue.clone());
+    let mut s = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).await.unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains("echomq_groups{queue=\"gm\"} 15"), "{body}");
+    let series: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("echomq_group_jobs{"))
+        .collect();
+    assert_eq!(series.len(), 20, "10 groups × 2 states: {series:?}");
+    assert!(body.contains("echomq_group_jobs{queue=\"gm\", group=\"m14\", state=\"waiting\"} 15"));
+    assert!(body.contains("echomq_group_paused{queue=\"gm\", group=\"m14\"} 1"));
+    assert!(
+        !body.contains("group=\"m04\""),
+        "a quiet group has no series"
+    );
+}
