@@ -582,3 +582,200 @@ async fn group_jobs_read_back_with_their_group_and_can_be_removed() {
     let hashes: u64 = c.exists(format!("emq:rm:{id}")).await.unwrap();
     assert_eq!(hashes, 0);
 }
+
+/// A worker spawned with `WorkerOptions::group`, counting runs per job id.
+async fn rust_worker_with_group(
+    queue: &Queue,
+    concurrency: usize,
+    defaults: GroupDefaults,
+    runs: Runs,
+) -> echomq::WorkerSet {
+    let processor = processor_fn(move |job: JobContext| {
+        let runs = runs.clone();
+        async move {
+            *runs.lock().unwrap().entry(job.id().to_owned()).or_default() += 1;
+            echomq_integration_tests::behave(&job).await
+        }
+    });
+    let mut args = WorkerArgs::new(queue.clone(), processor);
+    args.options = args.options.concurrency(concurrency).group(defaults);
+    args.options.drain_delay = Duration::from_millis(100);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap()
+}
+
+/// BullMQ Pro's worker option `group: {concurrency, limit}`: the default of
+/// every group without its own, for the whole fleet. Two workers disagree:
+/// the one started last holds (and a feeder's own defaults give way too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_group_option_is_every_groups_default_and_the_last_started_holds() {
+    const PER_GROUP: usize = 24;
+    const MAX: usize = 6;
+    const WINDOW: u64 = 300;
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let queue = Queue::new(&conn, "wdef").await.unwrap();
+    assert_eq!(
+        queue.group_defaults().await.unwrap(),
+        GroupDefaults::default()
+    );
+    let bad = GroupDefaults {
+        concurrency: Some(0),
+        limit: None,
+    };
+    assert!(matches!(
+        queue.set_group_defaults(bad).await,
+        Err(Error::Config(_))
+    ));
+
+    let first = GroupDefaults {
+        concurrency: Some(4),
+        limit: None,
+    };
+    let second = GroupDefaults {
+        concurrency: Some(2),
+        limit: Some((MAX as u64, WINDOW)),
+    };
+    let runs = Runs::default();
+    let a = rust_worker_with_group(&queue, 8, first, runs.clone()).await;
+    wait_until(
+        "the first worker's defaults",
+        Duration::from_secs(10),
+        async || queue.group_defaults().await.unwrap() == first,
+    )
+    .await;
+    let b = rust_worker_with_group(&queue, 8, second, runs.clone()).await;
+    wait_until(
+        "the second worker's defaults replace the first's",
+        Duration::from_secs(10),
+        async || queue.group_defaults().await.unwrap() == second,
+    )
+    .await;
+    let stored: std::collections::HashMap<String, String> =
+        c.hgetall("emq:wdef:gr:defaults").await.unwrap();
+    assert_eq!(stored.len(), 3, "{stored:?}");
+
+    // "own" keeps its own concurrency; "a" and "b" take the defaults.
+    queue.set_group_concurrency("own", 1).await.unwrap();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    let gids = ["own", "a", "b"];
+    for (g, gid) in gids.iter().enumerate() {
+        for id in add_group(&queue, gid, PER_GROUP, json!({"mode": "sleep", "ms": 40})).await {
+            group_of.insert(id, g);
+        }
+    }
+    // The feeder's own defaults (a looser bound) give way to the queue's.
+    let f = feeder(
+        fast(GroupFeederArgs::new(conn.clone(), "wdef"))
+            .max_ready(32)
+            .defaults(GroupDefaults {
+                concurrency: Some(8),
+                limit: None,
+            }),
+    )
+    .await;
+    let total = (gids.len() * PER_GROUP) as u64;
+    wait_until(
+        "every group job completes",
+        Duration::from_secs(60),
+        async || {
+            let done: u64 = c.zcard("emq:wdef:completed").await.unwrap();
+            done == total
+        },
+    )
+    .await;
+    call_t!(a.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
+    call_t!(b.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
+    f.stop(None);
+
+    let entries = stream(&c, "wdef").await;
+    let mut running = [0u64; 3];
+    let mut peak = [0u64; 3];
+    let mut released: [Vec<u64>; 3] = Default::default();
+    for (sid, event, id) in &entries {
+        let Some(&g) = group_of.get(id) else {
+            continue;
+        };
+        match event.as_str() {
+            "waiting" => released[g].push(ms(sid)),
+            "active" => {
+                running[g] += 1;
+                peak[g] = peak[g].max(running[g]);
+            }
+            "completed" | "failed" => running[g] = running[g].saturating_sub(1),
+            _ => {}
+        }
+    }
+    let limits = [1u64, 2, 2];
+    eprintln!("peaks {peak:?} under {limits:?}");
+    assert_eq!(
+        peak, limits,
+        "each group ran at most, and reached, its bound"
+    );
+    // The default rate limit holds "a" and "b" (their own windows) on
+    // Redis's clock; "own" set no limit of its own, so it takes it too.
+    for (g, times) in released.iter().enumerate() {
+        assert_eq!(times.len(), PER_GROUP, "one release per job of {}", gids[g]);
+        for (i, t) in times.iter().enumerate() {
+            let within = times[i..].iter().take_while(|u| **u < t + WINDOW).count();
+            assert!(
+                within <= MAX,
+                "{within} releases of {} in the window from {t}",
+                gids[g]
+            );
+        }
+    }
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len() as u64, total);
+    assert!(runs.values().all(|&n| n == 1), "a job ran twice");
+    assert_consistent(&conn, "wdef").await;
+
+    // Cleared, the feeder's own defaults apply again.
+    assert_eq!(queue.clear_group_defaults().await.unwrap(), second);
+    assert_eq!(
+        queue.group_defaults().await.unwrap(),
+        GroupDefaults::default()
+    );
+}
+
+/// The scrape's group gauges are bounded in cardinality: the 10 busiest
+/// groups only, never one series per tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_endpoint_exports_the_busiest_groups_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let queue = Queue::new(&conn, "gm").await.unwrap();
+    for i in 0..15 {
+        add_group(&queue, &format!("m{i:02}"), i + 1, Json::Null).await;
+    }
+    queue.pause_group("m14").await.unwrap();
+    let server = echomq::telemetry::prometheus::serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    server.watch(queue.clone());
+    let mut s = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).await.unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains("echomq_groups{queue=\"gm\"} 15"), "{body}");
+    let series: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("echomq_group_jobs{"))
+        .collect();
+    assert_eq!(series.len(), 20, "10 groups × 2 states: {series:?}");
+    assert!(body.contains("echomq_group_jobs{queue=\"gm\", group=\"m14\", state=\"waiting\"} 15"));
+    assert!(body.contains("echomq_group_paused{queue=\"gm\", group=\"m14\"} 1"));
+    assert!(
+        !body.contains("group=\"m04\""),
+        "a quiet group has no series"
+    );
+}

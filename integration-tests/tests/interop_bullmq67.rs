@@ -721,8 +721,9 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "addGroupJob-10",
         "auditGroups-2",
         "getGroups-1",
+        "groupDefaults-1",
         "groupSettings-6",
-        "releaseGroupJobs-9",
+        "releaseGroupJobs-10",
         "removeGroup-7",
     ];
     let mut missing = Vec::new();

@@ -110,6 +110,14 @@ pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
                 row(g);
             }
             anstream::println!("{} of {} groups", page.groups.len(), page.total);
+            let d = q.group_defaults().await?;
+            anstream::println!(
+                "defaults (groups without their own): conc {}, rate {}",
+                d.concurrency
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                d.limit
+                    .map_or_else(|| "-".to_owned(), |(m, ms)| format!("{m}/{ms} ms"))
+            );
         }
         GroupsAction::Show { id } => {
             header();

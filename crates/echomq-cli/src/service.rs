@@ -73,6 +73,15 @@ pub struct WorkArgs {
     /// every worker of the queue that has one, Node's included).
     #[arg(long, env = "ECHOMQ_LIMITER")]
     pub limiter: Option<String>,
+    /// Concurrency of every group without its own (BullMQ Pro's worker
+    /// `group.concurrency`), written to the queue's group defaults for the
+    /// whole fleet at start [default: leave them as they are].
+    #[arg(long, env = "ECHOMQ_GROUP_CONCURRENCY", value_name = "N")]
+    pub group_concurrency: Option<u64>,
+    /// Rate limit MAX/DURATION_MS of every group without its own (Pro's
+    /// `group.limit`), written with --group-concurrency's rule.
+    #[arg(long, env = "ECHOMQ_GROUP_RATE_LIMIT", value_name = "MAX/DURATION_MS")]
+    pub group_rate_limit: Option<String>,
     /// Record per-minute completed/failed counts, keeping this many minutes
     /// (BullMQ's `metrics.maxDataPoints`) [default: off].
     #[arg(long, env = "ECHOMQ_METRICS", value_name = "MAX_DATA_POINTS")]
@@ -149,6 +158,8 @@ struct FileConfig {
     max_jobs: Option<u64>,
     name: Option<String>,
     limiter: Option<String>,
+    group_concurrency: Option<u64>,
+    group_rate_limit: Option<String>,
     metrics: Option<u64>,
     quiet: Option<bool>,
     connect_timeout: Option<u64>,
@@ -292,6 +303,10 @@ pub fn resolve(
         }
         None => None,
     };
+    let group = group_defaults(
+        args.group_concurrency.or(file.group_concurrency),
+        args.group_rate_limit.clone().or(file.group_rate_limit),
+    )?;
     let metrics = args.metrics.or(file.metrics);
     if metrics == Some(0) {
         return Err("--metrics: MAX_DATA_POINTS must be at least 1".into());
@@ -330,6 +345,7 @@ pub fn resolve(
             max_jobs: args.max_jobs.or(file.max_jobs),
             name: args.name.clone().or(file.name),
             limiter,
+            group,
             metrics,
             quiet: args.quiet.or(file.quiet).unwrap_or(false),
             close_timeout: ms(args.close_timeout.or(file.close_timeout).unwrap_or(10_000)),
@@ -563,6 +579,29 @@ async fn run_connected(
         Ok(()) => 0,
         Err(e) => fail(FailureClass::Runtime, &e.to_string()),
     }
+}
+
+/// `--group-concurrency` and `--group-rate-limit` as the worker's `group`
+/// option; `None` when neither is given.
+fn group_defaults(
+    concurrency: Option<u64>,
+    rate_limit: Option<String>,
+) -> Result<Option<echomq::groups::GroupDefaults>, String> {
+    if concurrency == Some(0) {
+        return Err("--group-concurrency: N must be at least 1".into());
+    }
+    let limit = match rate_limit {
+        Some(text) => {
+            let l = crate::limits::parse_rate_limit(&text)
+                .map_err(|e| format!("--group-rate-limit: {e}"))?;
+            Some((l.max, l.duration_ms()))
+        }
+        None => None,
+    };
+    if concurrency.is_none() && limit.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(echomq::groups::GroupDefaults { concurrency, limit }))
 }
 
 #[cfg(test)]

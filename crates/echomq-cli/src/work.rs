@@ -31,6 +31,8 @@ pub struct WorkSettings {
     pub name: Option<String>,
     /// The worker rate limiter, when given.
     pub limiter: Option<echomq::RateLimit>,
+    /// The worker's `group` option (the queue's group defaults), when given.
+    pub group: Option<echomq::groups::GroupDefaults>,
     /// Minutes of metrics kept (`metrics.maxDataPoints`), when recording.
     pub metrics: Option<u64>,
     pub quiet: bool,
@@ -64,6 +66,7 @@ pub async fn work(
     if let Some(limit) = settings.limiter {
         args.options = args.options.limiter(limit);
     }
+    args.options.group = settings.group;
     // This process's supervisor: the shipped one-for-one HostSupervisor, with
     // the default restart budget.
     let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())

@@ -115,6 +115,9 @@ pub struct GroupKeys {
     pub seq: String,
     /// `{P}gr:jobs`: released, unfinished job id → group id.
     pub jobs: String,
+    /// `{P}gr:defaults`: the queue's concurrency and rate limit for groups
+    /// without settings of their own.
+    pub defaults: String,
 }
 
 impl GroupKeys {
@@ -126,6 +129,7 @@ impl GroupKeys {
             index: queue.key("gr:index"),
             seq: queue.key("gr:seq"),
             jobs: queue.key("gr:jobs"),
+            defaults: queue.key("gr:defaults"),
         }
     }
 

@@ -178,7 +178,7 @@ script_ids! {
     /// Groups (EchoMQ extension): add a job to its group's set.
     AddGroupJob => "addGroupJob", 10;
     /// Groups: the feeder's release of a batch of group jobs into wait.
-    ReleaseGroupJobs => "releaseGroupJobs", 9;
+    ReleaseGroupJobs => "releaseGroupJobs", 10;
     /// Groups: free the slots of released jobs that have finished.
     AccountGroupJobs => "accountGroupJobs", 3;
     /// Groups: change a group's settings, pause or resume it.
@@ -189,6 +189,8 @@ script_ids! {
     RemoveGroup => "removeGroup", 7;
     /// Groups: the audit's read-only view of the group structures.
     AuditGroups => "auditGroups", 2;
+    /// Groups: read or replace the queue's defaults for groups without settings.
+    GroupDefaults => "groupDefaults", 1;
 }
 
 impl ScriptId {

@@ -35,6 +35,14 @@ pub(crate) struct ActionInput {
     pub reason: Option<String>,
     /// Retry a cancelled job if attempts remain.
     pub retry: Option<String>,
+    /// The group of a group action.
+    pub group: Option<String>,
+    /// A group's concurrency.
+    pub concurrency: Option<String>,
+    /// A group's rate limit: releases per window.
+    pub max: Option<String>,
+    /// A group's rate limit: the window.
+    pub duration_ms: Option<String>,
     /// The CSRF token of a form.
     pub csrf: Option<String>,
 }
@@ -65,6 +73,10 @@ impl ActionInput {
             attempts: text("attempts"),
             reason: text("reason"),
             retry: text("retry"),
+            group: text("group"),
+            concurrency: text("concurrency"),
+            max: text("max"),
+            duration_ms: text("duration_ms"),
             csrf: None,
         })
     }
@@ -104,11 +116,32 @@ pub(crate) enum Action {
         attempts: Option<i64>,
     },
     RetryFailed,
+    GroupPause {
+        group: String,
+    },
+    GroupResume {
+        group: String,
+    },
+    GroupConcurrency {
+        group: String,
+        concurrency: u64,
+    },
+    GroupRateLimit {
+        group: String,
+        max: u64,
+        duration_ms: u64,
+    },
 }
 
 /// What the confirm step of action `name` asks, `None` for no such action.
-pub(crate) fn question(name: &str, queue: &str, job: Option<&str>) -> Option<String> {
+pub(crate) fn question(
+    name: &str,
+    queue: &str,
+    job: Option<&str>,
+    group: Option<&str>,
+) -> Option<String> {
     let job = job.unwrap_or("?");
+    let group = group.unwrap_or("?");
     Some(match name {
         "retry" => format!("Retry job {job} of queue {queue}?"),
         "promote" => format!("Promote delayed job {job} of queue {queue} now?"),
@@ -124,12 +157,18 @@ pub(crate) fn question(name: &str, queue: &str, job: Option<&str>) -> Option<Str
         "drain" => format!("Remove every waiting job of queue {queue}? This cannot be undone."),
         "add" => format!("Add this job to queue {queue}?"),
         "retry-failed" => format!("Move every failed job of queue {queue} back to wait?"),
+        "group-pause" => format!(
+            "Pause group {group} of queue {queue}? Its jobs are not released until resumed; released ones run on."
+        ),
+        "group-resume" => format!("Resume group {group} of queue {queue}?"),
+        "group-concurrency" => format!("Set the concurrency of group {group} of queue {queue}?"),
+        "group-rate-limit" => format!("Set the rate limit of group {group} of queue {queue}?"),
         _ => return None,
     })
 }
 
 /// The action names of the routes, in menu order.
-pub(crate) const ACTIONS: [&str; 10] = [
+pub(crate) const ACTIONS: [&str; 14] = [
     "retry",
     "promote",
     "remove",
@@ -140,6 +179,18 @@ pub(crate) const ACTIONS: [&str; 10] = [
     "drain",
     "add",
     "retry-failed",
+    "group-pause",
+    "group-resume",
+    "group-concurrency",
+    "group-rate-limit",
+];
+
+/// The actions about one group (they need a `group` field).
+pub(crate) const GROUP_ACTIONS: [&str; 4] = [
+    "group-pause",
+    "group-resume",
+    "group-concurrency",
+    "group-rate-limit",
 ];
 
 fn non_empty(v: &Option<String>) -> Option<&str> {
@@ -167,7 +218,30 @@ impl Action {
                 .map(str::to_owned)
                 .ok_or_else(|| Failure::bad_request(format!("{name} needs a job id")))
         };
+        let group = || -> Result<String, Failure> {
+            let g = non_empty(&input.group)
+                .ok_or_else(|| Failure::bad_request(format!("{name} needs a group id")))?;
+            echomq::protocol::group::validate_group_id(g)
+                .map_err(|e| Failure::bad_request(e.to_string()))?;
+            Ok(g.to_owned())
+        };
+        let positive = |v: &Option<String>, what: &str| -> Result<u64, Failure> {
+            number::<u64>(v, what)?
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| Failure::bad_request(format!("{what} must be at least 1")))
+        };
         Ok(match name {
+            "group-pause" => Action::GroupPause { group: group()? },
+            "group-resume" => Action::GroupResume { group: group()? },
+            "group-concurrency" => Action::GroupConcurrency {
+                group: group()?,
+                concurrency: positive(&input.concurrency, "concurrency")?,
+            },
+            "group-rate-limit" => Action::GroupRateLimit {
+                group: group()?,
+                max: positive(&input.max, "max")?,
+                duration_ms: positive(&input.duration_ms, "duration_ms")?,
+            },
             "retry" => Action::Retry { job: job()? },
             "promote" => Action::Promote { job: job()? },
             "remove" => Action::Remove { job: job()? },
@@ -223,6 +297,17 @@ impl Action {
             | Action::Promote { job }
             | Action::Remove { job }
             | Action::Cancel { job, .. } => Some(job),
+            _ => None,
+        }
+    }
+
+    /// The group the action is about, if one.
+    pub fn group(&self) -> Option<&str> {
+        match self {
+            Action::GroupPause { group }
+            | Action::GroupResume { group }
+            | Action::GroupConcurrency { group, .. }
+            | Action::GroupRateLimit { group, .. } => Some(group),
             _ => None,
         }
     }
@@ -311,6 +396,25 @@ impl Action {
                 json!({ "id": q.add(name, data, opts).await? })
             }
             Action::RetryFailed => json!({ "retried": q.retry_failed(RETRY_CHUNK).await? }),
+            Action::GroupPause { group } => {
+                json!({ "group": group, "paused": true, "changed": q.pause_group(group).await? })
+            }
+            Action::GroupResume { group } => {
+                json!({ "group": group, "paused": false, "changed": q.resume_group(group).await? })
+            }
+            Action::GroupConcurrency { group, concurrency } => {
+                q.set_group_concurrency(group, *concurrency).await?;
+                json!({ "group": group, "concurrency": concurrency })
+            }
+            Action::GroupRateLimit {
+                group,
+                max,
+                duration_ms,
+            } => {
+                q.set_group_rate_limit(group, *max, Duration::from_millis(*duration_ms))
+                    .await?;
+                json!({ "group": group, "max": max, "duration_ms": duration_ms })
+            }
         })
     }
 }
@@ -337,6 +441,25 @@ mod tests {
         assert!(Action::parse("add", &input(&[("name", "x"), ("data", "{")])).is_err());
         assert!(Action::parse("clean", &input(&[("state", "nope")])).is_err());
         assert!(Action::parse("obliterate", &input(&[])).is_err());
+        assert!(Action::parse("group-pause", &input(&[])).is_err());
+        assert!(Action::parse("group-pause", &input(&[("group", "a:b")])).is_err());
+        assert!(Action::parse(
+            "group-concurrency",
+            &input(&[("group", "t"), ("concurrency", "0")])
+        )
+        .is_err());
+        assert_eq!(
+            Action::parse(
+                "group-rate-limit",
+                &input(&[("group", "t"), ("max", "5"), ("duration_ms", "1000")])
+            )
+            .unwrap(),
+            Action::GroupRateLimit {
+                group: "t".into(),
+                max: 5,
+                duration_ms: 1000
+            }
+        );
         assert_eq!(
             Action::parse("drain", &input(&[("delayed", "on")])).unwrap(),
             Action::Drain { delayed: true }

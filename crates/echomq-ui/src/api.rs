@@ -51,18 +51,31 @@ pub(crate) async fn queues(State(app): State<Arc<App>>, Query(pq): Query<PageQue
     })))
 }
 
-/// `GET /api/queues/{queue}`: counts, paused, workers, schedulers.
-pub(crate) async fn queue(State(app): State<Arc<App>>, Path(name): Path<String>) -> ApiResult {
+/// The groups panel's read (`?groups=START`).
+#[derive(Deserialize)]
+pub(crate) struct QueueQuery {
+    pub groups: Option<u64>,
+}
+
+/// `GET /api/queues/{queue}?groups=`: counts, paused, workers, schedulers,
+/// and the groups panel (the busiest of one page of groups).
+pub(crate) async fn queue(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Query(qq): Query<QueueQuery>,
+) -> ApiResult {
     let q = app.queue(&name).await?;
     let summary = model::summary(&app, &q).await?;
     let workers = model::workers(&q).await.unwrap_or_default();
     let schedulers = model::schedulers(&app, &q).await?;
+    let groups = model::groups(&q, qq.groups.unwrap_or(0)).await?;
     Ok(Json(json!({
         "name": summary.name,
         "counts": model::counts_json(&summary.counts),
         "paused": summary.paused,
         "workers": workers,
         "schedulers": schedulers,
+        "groups": groups,
         "samples": summary.samples,
     })))
 }

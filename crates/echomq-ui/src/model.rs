@@ -470,3 +470,71 @@ pub(crate) async fn search(
         next: (idx < states.len()).then(|| format!("{idx}.{at}")),
     })
 }
+
+/// Groups one read of the groups panel takes from the queue's index (one
+/// getGroups call: a ZRANGE of this many and three reads per group, inside
+/// the dashboard's per-call bound, issue 28).
+pub(crate) const GROUPS_READ: u64 = 200;
+/// Groups the panel shows: the busiest of those read.
+pub(crate) const GROUPS_SHOWN: usize = 20;
+
+/// One group of the panel (docs/groups.md).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct GroupView {
+    pub id: String,
+    pub waiting: u64,
+    pub active: u64,
+    pub paused: bool,
+    pub concurrency: Option<u64>,
+    /// `(max, duration ms)`.
+    pub rate_limit: Option<(u64, u64)>,
+}
+
+/// The groups panel: the busiest [`GROUPS_SHOWN`] of [`GROUPS_READ`] groups
+/// from index `start` (id order), with the total and the queue's defaults.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct GroupsPanel {
+    pub total: u64,
+    pub start: u64,
+    pub read: u64,
+    pub groups: Vec<GroupView>,
+    pub default_concurrency: Option<u64>,
+    pub default_rate_limit: Option<(u64, u64)>,
+}
+
+/// Two bounded calls: one page of the group index, the queue's defaults.
+pub(crate) async fn groups(q: &Queue, start: u64) -> Result<GroupsPanel, Failure> {
+    let page = q.groups(start, GROUPS_READ).await?;
+    let read = page.groups.len() as u64;
+    let mut groups: Vec<GroupView> = page
+        .groups
+        .into_iter()
+        .map(|g| GroupView {
+            id: g.id,
+            waiting: g.waiting,
+            active: g.active,
+            paused: g.paused,
+            concurrency: g.concurrency,
+            rate_limit: g.rate_limit,
+        })
+        .collect();
+    groups.sort_by(|a, b| {
+        (b.waiting + b.active)
+            .cmp(&(a.waiting + a.active))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    groups.truncate(GROUPS_SHOWN);
+    let defaults = if page.total > 0 {
+        q.group_defaults().await?
+    } else {
+        Default::default()
+    };
+    Ok(GroupsPanel {
+        total: page.total,
+        start,
+        read,
+        groups,
+        default_concurrency: defaults.concurrency,
+        default_rate_limit: defaults.limit,
+    })
+}

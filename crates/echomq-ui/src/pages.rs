@@ -17,7 +17,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::actions::{question, Action, ActionInput, ACTIONS};
+use crate::actions::{question, Action, ActionInput, ACTIONS, GROUP_ACTIONS};
 use crate::error::Failure;
 use crate::guard::writable;
 use crate::live::truncate;
@@ -252,6 +252,54 @@ pub(crate) struct QueuePageQuery {
     state: Option<String>,
     page: Option<u64>,
     done: Option<String>,
+    /// First group (index order) of the groups panel's read.
+    groups: Option<u64>,
+}
+
+/// `/queues/{q}/confirm/{action}?group=…`.
+fn group_confirm_url(q: &str, action: &str, group: &str) -> String {
+    format!("/queues/{}/confirm/{action}?group={}", enc(q), enc(group))
+}
+
+/// The groups panel (docs/groups.md): the busiest of one bounded read.
+fn groups_panel(app: &App, queue: &str, p: &model::GroupsPanel) -> Markup {
+    let limit = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let rate =
+        |v: Option<(u64, u64)>| v.map_or_else(|| "-".to_owned(), |(m, d)| format!("{m}/{d} ms"));
+    let at = |start: u64| format!("{}?groups={start}#groups", queue_url(queue));
+    html! {
+        @if p.total > 0 {
+            h2 #groups { "Groups (" (p.total) ")" }
+            p.hint {
+                "The busiest " (p.groups.len()) " of groups " (p.start + 1) "–" (p.start + p.read.max(1))
+                " (id order). Defaults for groups without their own: concurrency "
+                (limit(p.default_concurrency)) ", rate " (rate(p.default_rate_limit)) "."
+            }
+            table.groups {
+                thead { tr {
+                    th { "Group" } th.num { "Waiting" } th.num { "Active" } th { "Status" }
+                    th.num { "Concurrency" } th { "Rate limit" }
+                    @if !app.config.read_only { th { "Actions" } }
+                } }
+                tbody { @for g in &p.groups { tr {
+                    td.gid { (g.id) }
+                    td.num { (g.waiting) } td.num { (g.active) }
+                    td { @if g.paused { span.badge.paused { "paused" } } @else { "running" } }
+                    td.num { (limit(g.concurrency)) } td { (rate(g.rate_limit)) }
+                    @if !app.config.read_only { td.actions {
+                        @if g.paused { a href=(group_confirm_url(queue, "group-resume", &g.id)) { "Resume" } }
+                        @else { a href=(group_confirm_url(queue, "group-pause", &g.id)) { "Pause" } }
+                        " " a href=(group_confirm_url(queue, "group-concurrency", &g.id)) { "Concurrency" }
+                        " " a href=(group_confirm_url(queue, "group-rate-limit", &g.id)) { "Rate limit" }
+                    } }
+                } } }
+            }
+            p.pager {
+                @if p.start > 0 { a href=(at(p.start.saturating_sub(model::GROUPS_READ))) { "← previous groups" } " " }
+                @if p.start + p.read < p.total { a href=(at(p.start + model::GROUPS_READ)) { "next groups →" } }
+            }
+        }
+    }
 }
 
 fn actions_bar(app: &App, queue: &str, paused: bool) -> Markup {
@@ -284,6 +332,7 @@ pub(crate) async fn queue(
     let page = model::job_page(&app, &q, state, pq.page.unwrap_or(0), None).await?;
     let workers = model::workers(&q).await.unwrap_or_default();
     let schedulers = model::schedulers(&app, &q).await?;
+    let groups = model::groups(&q, pq.groups.unwrap_or(0)).await?;
     let rows: Vec<(&Job, Option<JobState>)> = page.jobs.iter().map(|j| (j, None)).collect();
     let first = page.page * page.size;
     let page_url = |p: u64| format!("{}?state={}&page={p}", queue_url(&name), state.as_str());
@@ -332,6 +381,7 @@ pub(crate) async fn queue(
                 tbody { @for w in &workers { tr { td { (w.name) } td { (w.addr) } td.num { (w.age_s) } td.num { (w.idle_s) } } } }
             }
         }
+        (groups_panel(&app, &name, &groups))
         h2 { "Job schedulers (" (schedulers.len()) ")" }
         @if schedulers.is_empty() { p.empty { "No job scheduler." } }
         @else {
@@ -486,10 +536,14 @@ pub(crate) async fn confirm(
     writable(&app)?;
     app.queue(&name).await?;
     let job = input.job.as_deref().filter(|j| !j.is_empty());
-    let ask = question(&action, &name, job)
+    let group = input.group.as_deref().filter(|g| !g.is_empty());
+    let ask = question(&action, &name, job, group)
         .ok_or_else(|| Failure::not_found(format!("no action {action:?}")))?;
     if matches!(action.as_str(), "retry" | "promote" | "remove" | "cancel") && job.is_none() {
         return Err(Failure::bad_request(format!("{action} needs a job id")));
+    }
+    if GROUP_ACTIONS.contains(&action.as_str()) && group.is_none() {
+        return Err(Failure::bad_request(format!("{action} needs a group id")));
     }
     let back = match job {
         Some(j) => job_url(&name, j),
@@ -502,7 +556,15 @@ pub(crate) async fn confirm(
         form.confirm method="post" action=(format!("{}/actions/{}", queue_url(&name), action)) {
             input type="hidden" name="csrf" value=(ctx.session.csrf);
             @if let Some(j) = job { input type="hidden" name="job" value=(j); }
+            @if let Some(g) = group { input type="hidden" name="group" value=(g); }
             @match action.as_str() {
+                "group-concurrency" => {
+                    label { "Concurrency " input type="number" name="concurrency" min="1" required; }
+                }
+                "group-rate-limit" => {
+                    label { "At most " input type="number" name="max" min="1" required; }
+                    label { " releases per (ms) " input type="number" name="duration_ms" min="1" required; }
+                }
                 "add" => {
                     label { "Name " input type="text" name="name" required value=(input.name.clone().unwrap_or_default()); }
                     label { "Data (JSON) " textarea name="data" rows="6" { (input.data.clone().unwrap_or_else(|| "{}".into())) } }
@@ -553,7 +615,7 @@ pub(crate) async fn act(
     let parsed = Action::parse(&action, &input)?;
     let q = app.queue(&name).await?;
     let result = parsed.run(&q).await?;
-    tracing::info!(queue = %name, action = %action, job = ?parsed.job(), "dashboard action");
+    tracing::info!(queue = %name, action = %action, job = ?parsed.job(), group = ?parsed.group(), "dashboard action");
     let done = format!("{action}: done ({result})");
     let to = match (&parsed, result.get("id").and_then(Value::as_str)) {
         (Action::Add { .. }, Some(id)) => job_url(&name, id),

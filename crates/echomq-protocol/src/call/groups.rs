@@ -109,7 +109,7 @@ pub struct Released {
     pub next_due_ms: Option<u64>,
 }
 
-/// releaseGroupJobs-9: the feeder's step.
+/// releaseGroupJobs-10: the feeder's step.
 #[derive(Debug, Clone)]
 pub struct ReleaseGroupJobs<'a> {
     /// The queue.
@@ -143,6 +143,7 @@ impl ScriptCall for ReleaseGroupJobs<'_> {
             &f.marker,
             &f.events,
             &f.active,
+            self.groups.defaults.clone(),
         ]
     }
 
@@ -168,6 +169,74 @@ impl ScriptCall for ReleaseGroupJobs<'_> {
             _ => Err(ReplyError::shape(
                 self.script(),
                 "expected {released, next}",
+            )),
+        }
+    }
+}
+
+/// What a [`QueueGroupDefaults`] call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultsChange {
+    /// Only read them.
+    Read,
+    /// Replace them (a `None` field becomes unset).
+    Write(GroupDefaults),
+    /// Remove them (each feeder's own apply).
+    Clear,
+}
+
+/// groupDefaults-1: reads or replaces the queue's group defaults; answers
+/// the defaults as they were before the call.
+#[derive(Debug, Clone)]
+pub struct QueueGroupDefaults<'a> {
+    /// The extension's keys.
+    pub groups: &'a GroupKeys,
+    /// The change.
+    pub change: DefaultsChange,
+}
+
+impl ScriptCall for QueueGroupDefaults<'_> {
+    type Output = GroupDefaults;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::GroupDefaults
+    }
+
+    fn keys(&self) -> Vec<Key> {
+        keys![self.groups.defaults.clone()]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        match self.change {
+            DefaultsChange::Read => vec![Arg::from_static("get")],
+            DefaultsChange::Clear => vec![Arg::from_static("clear")],
+            DefaultsChange::Write(d) => {
+                let opt = |v: Option<u64>| v.map_or_else(Arg::empty, Arg::int);
+                vec![
+                    Arg::from_static("set"),
+                    opt(d.concurrency),
+                    opt(d.limit.map(|l| l.0)),
+                    opt(d.limit.map(|l| l.1)),
+                ]
+            }
+        }
+    }
+
+    fn decode(&self, reply: Reply) -> Result<GroupDefaults, ReplyError> {
+        let parts = decode::array(self.script(), reply)?;
+        let num = |r: &Reply| {
+            r.to_text()
+                .and_then(|t| t.parse::<u64>().ok())
+                .filter(|n| *n > 0)
+        };
+        match parts.as_slice() {
+            [conc, max, duration] => Ok(GroupDefaults {
+                concurrency: num(conc),
+                limit: num(max).zip(num(duration)),
+            }),
+            _ => Err(ReplyError::shape(
+                self.script(),
+                "expected {concurrency, max, duration}",
             )),
         }
     }
@@ -667,6 +736,15 @@ mod tests {
             },
         };
         assert_eq!(argv_text(&rel), ["emq:q:", "10", "4", "2", "5", "1000"]);
+        assert_eq!(rel.keys()[9], "emq:q:gr:defaults");
+        let set_defaults = QueueGroupDefaults {
+            groups: &g,
+            change: DefaultsChange::Write(GroupDefaults {
+                concurrency: None,
+                limit: Some((3, 500)),
+            }),
+        };
+        assert_eq!(argv_text(&set_defaults), ["set", "", "3", "500"]);
         let ids = vec!["1".to_owned(), "2".to_owned()];
         let acc = AccountGroupJobs {
             keys: &q,

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use echomq_protocol::call::groups::{
-    GetGroups, GroupInfo, GroupPage, GroupSelect, GroupSettings, RemoveGroup, SettingsOp,
+    DefaultsChange, GetGroups, GroupDefaults, GroupInfo, GroupPage, GroupSelect, GroupSettings,
+    QueueGroupDefaults, RemoveGroup, SettingsOp,
 };
 use echomq_protocol::group::{validate_group_id, GroupKeys};
 
@@ -99,6 +100,37 @@ impl Queue {
         self.group_settings(group, SettingsOp::Resume).await
     }
 
+    async fn queue_group_defaults(&self, change: DefaultsChange) -> Result<GroupDefaults> {
+        let keys = GroupKeys::new(self.keys());
+        self.connection()
+            .call(&QueueGroupDefaults {
+                groups: &keys,
+                change,
+            })
+            .await
+    }
+
+    /// Replaces the queue's group defaults — the concurrency and rate limit
+    /// of every group without its own — for every feeder of the fleet (a
+    /// feeder's own `GroupFeederArgs::defaults` apply only where these leave
+    /// a setting unset). What a worker's `WorkerOptions::group` writes when
+    /// it starts. Answers the defaults it replaced.
+    pub async fn set_group_defaults(&self, defaults: GroupDefaults) -> Result<GroupDefaults> {
+        validate_defaults(&defaults)?;
+        self.queue_group_defaults(DefaultsChange::Write(defaults))
+            .await
+    }
+
+    /// The queue's group defaults (see [`Queue::set_group_defaults`]).
+    pub async fn group_defaults(&self) -> Result<GroupDefaults> {
+        self.queue_group_defaults(DefaultsChange::Read).await
+    }
+
+    /// Removes the queue's group defaults; answers what they were.
+    pub async fn clear_group_defaults(&self) -> Result<GroupDefaults> {
+        self.queue_group_defaults(DefaultsChange::Clear).await
+    }
+
     /// One group's counts and settings (zeros for a group that has nothing).
     pub async fn group_counts(&self, group: &str) -> Result<GroupInfo> {
         validate_group_id(group)?;
@@ -156,4 +188,22 @@ impl Queue {
             }
         }
     }
+}
+
+/// Refuses a concurrency of 0 and a rate limit with max 0 or an empty window
+/// (a stored 0 would read as "no bound").
+pub(crate) fn validate_defaults(defaults: &GroupDefaults) -> Result<()> {
+    if defaults.concurrency == Some(0) {
+        return Err(Error::Config(
+            "the group defaults' concurrency must be at least 1".into(),
+        ));
+    }
+    if let Some((max, ms)) = defaults.limit {
+        if max == 0 || ms == 0 {
+            return Err(Error::Config(
+                "the group defaults' rate limit needs max ≥ 1 and a window ≥ 1 ms".into(),
+            ));
+        }
+    }
+    Ok(())
 }

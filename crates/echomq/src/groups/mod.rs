@@ -11,6 +11,7 @@
 
 pub(crate) mod add;
 pub(crate) mod admin;
+pub(crate) mod defaults;
 pub(crate) mod feeder;
 
 pub use self::feeder::{FeederStats, GroupFeeder, GroupFeederArgs, GroupFeederMsg};

@@ -1,10 +1,11 @@
 //! What EchoMQ tells the people who run it, besides logs: runtime metrics
 //! ([`metrics`], feature `metrics`), BullMQ's queue-state gauges
-//! ([`queue_state`]), the `/metrics` endpoint ([`prometheus`], feature
+//! ([`queue_state`]), per-group gauges of the busiest groups ([`group_state`]), the `/metrics` endpoint ([`prometheus`], feature
 //! `prometheus`), and spans with trace context carried through jobs
 //! ([`trace`], OpenTelemetry with feature `otel`). Operators' guide:
 //! `docs/operations.md`.
 
+pub mod group_state;
 pub mod metrics;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;

@@ -114,7 +114,12 @@ async fn respond(
     let mut body = handle.render();
     let queues = watched.read().unwrap_or_else(|p| p.into_inner()).clone();
     let mut samples = Vec::with_capacity(queues.len());
+    let mut groups = Vec::new();
     for q in &queues {
+        // Top-N groups only: bounded cardinality, one bounded call.
+        if let Ok(Ok(g)) = tokio::time::timeout(SAMPLE_TIMEOUT, q.group_sample()).await {
+            groups.push(g);
+        }
         match tokio::time::timeout(SAMPLE_TIMEOUT, q.prometheus_sample()).await {
             Ok(Ok(s)) => samples.push(s),
             Ok(Err(e)) => {
@@ -130,6 +135,11 @@ async fn respond(
             body.push('\n');
         }
         body.push_str(&super::queue_state::render(&samples, &[]));
+        body.push('\n');
+    }
+    let groups = super::group_state::render(&groups);
+    if !groups.is_empty() {
+        body.push_str(&groups);
         body.push('\n');
     }
     http::text(StatusCode::OK, TEXT, body)

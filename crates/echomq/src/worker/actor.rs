@@ -61,6 +61,9 @@ impl Actor for Worker {
         if let Some(limit) = &args.options.limiter {
             limit.validate()?;
         }
+        if let Some(group) = &args.options.group {
+            crate::groups::admin::validate_defaults(group)?;
+        }
         if let Some(batch) = &args.options.batch {
             batch.validate()?;
             if args.batch_processor.is_none() {
@@ -89,6 +92,9 @@ impl Actor for Worker {
             core.seam().attach(lm);
         }
         let stop = CancellationToken::new();
+        if let Some(group) = core.opts().group {
+            crate::groups::defaults::publish(core.queue_arc(), group, stop.clone());
+        }
         let fetcher = fetcher::spawn(core.clone(), stop.clone());
         let cancels_stop = CancellationToken::new();
         let cancels = cancels::spawn(core.clone(), cancels_stop.clone());

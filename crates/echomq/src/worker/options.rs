@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use echomq_protocol::call::groups::GroupDefaults;
 use echomq_protocol::KeepJobs;
 use ractor::ActorRef;
 
@@ -73,6 +74,12 @@ pub struct WorkerOptions {
     /// processor is cancelled and the attempt fails with a timeout reason.
     /// Default none.
     pub default_timeout: Option<Duration>,
+    /// BullMQ Pro's `group: {concurrency, limit}`: the concurrency and rate
+    /// limit of every group without settings of its own, fleet-wide. Written
+    /// to the queue's group defaults when the worker starts (the last worker
+    /// started holds; `Queue::set_group_defaults`); the feeders read them.
+    /// Default none (the stored defaults are left as they are).
+    pub group: Option<GroupDefaults>,
 }
 
 impl Default for WorkerOptions {
@@ -96,6 +103,7 @@ impl Default for WorkerOptions {
             backoff_strategy: None,
             default_timeout: None,
             batch: None,
+            group: None,
         }
     }
 }
@@ -111,6 +119,12 @@ impl WorkerOptions {
     /// Sets [`limiter`](Self::limiter).
     pub fn limiter(mut self, limit: RateLimit) -> Self {
         self.limiter = Some(limit);
+        self
+    }
+
+    /// Sets [`group`](Self::group).
+    pub fn group(mut self, defaults: GroupDefaults) -> Self {
+        self.group = Some(defaults);
         self
     }
 

@@ -7,13 +7,15 @@
   KEYS
     1 {P}gr:ready    2 {P}gr:limited   3 {P}gr:jobs     4 {P}gr:seq
     5 {P}wait        6 {P}meta         7 {P}marker      8 {P}events
-    9 {P}active
+    9 {P}active      10 {P}gr:defaults
   ARGV
     1 {P}
     2 count: most jobs released by this call (also bounds the groups looked at)
     3 max ready: release only while wait holds fewer ids (0 = no bound)
     4 default concurrency (0 = none), 5 default max per window (0 = none),
-    6 default window ms, for groups without settings of their own
+    6 default window ms: the feeder's own, for groups without settings of
+    their own when the queue's defaults (KEYS[10], written by workers with a
+    group option) do not set them
   Returns
     {released, next}: next = ms (Redis clock) when a rate-limited group may
     release again, -1 when none is waiting for its window.
@@ -27,9 +29,13 @@
 local prefix = ARGV[1]
 local count = tonumber(ARGV[2]) or 0
 local maxReady = tonumber(ARGV[3]) or 0
-local defaultConcurrency = tonumber(ARGV[4]) or 0
-local defaultMax = tonumber(ARGV[5]) or 0
-local defaultDuration = tonumber(ARGV[6]) or 0
+-- One value in Redis for the whole fleet beats each feeder's own.
+local stored = redis.call("HMGET", KEYS[10], "concurrency", "max", "duration")
+local defaultConcurrency = tonumber(stored[1]) or tonumber(ARGV[4]) or 0
+local defaultMax, defaultDuration = tonumber(stored[2]), tonumber(stored[3])
+if not (defaultMax and defaultDuration) then
+  defaultMax, defaultDuration = tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0
+end
 
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
