@@ -512,7 +512,11 @@ async fn round(t: &mut Table, r: usize, conn: &Connection, c: &Client, url: &str
         ];
         for who in clients {
             let v = match who {
-                Who::EchoMq => Some(latency_one_at_a_time(conn, n).await.map(Some)),
+                Who::EchoMq => Some(
+                    latency_one_at_a_time(conn, n, Duration::ZERO)
+                        .await
+                        .map(Some),
+                ),
                 p => peer_section(c, p, "latency", url, "lat", json!({"n": n}))
                     .await
                     .map(|(o, _)| ["p50", "p99", "qe_p50", "qe_p99"].map(|k| o[k].as_f64())),
@@ -521,6 +525,17 @@ async fn round(t: &mut Table, r: usize, conn: &Connection, c: &Client, url: &str
                 t.set(name, "ms", false, who, v.and_then(|v| v[i]));
             }
             flush(c).await;
+        }
+        // EchoMQ alone: one at a time with 2 ms between a completion and the
+        // next add, which separates "back to back" from "awaited".
+        let v = latency_one_at_a_time(conn, n, Duration::from_millis(2)).await;
+        flush(c).await;
+        for (i, q) in ["Worker's completed p50", "Worker's completed p99"]
+            .iter()
+            .enumerate()
+        {
+            let name = format!("latency add → {q}, c1, one at a time, 2 ms apart");
+            t.set(&name, "ms", false, Who::EchoMq, Some(v[i]));
         }
         let names = [
             "latency add → Worker's completed p50, c1, paced 500 jobs/s (earlier method)",
@@ -1055,7 +1070,9 @@ async fn arrival(
 /// clock read before the add call, the add awaited, then the Worker's own
 /// `Completed` and a QueueEvents subscriber's `completed` for that job, each
 /// stamped on receipt. p50 and p99 of each, in ms.
-async fn latency_one_at_a_time(conn: &Connection, n: u64) -> [f64; 4] {
+/// `gap`: a pause after each completion before the next add (the worker
+/// re-armed on its marker by then), to tell the method's parts apart.
+async fn latency_one_at_a_time(conn: &Connection, n: u64, gap: Duration) -> [f64; 4] {
     use echomq::worker::processor_fn;
     let q = Queue::new(conn, "lat").await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
@@ -1122,6 +1139,9 @@ async fn latency_one_at_a_time(conn: &Connection, n: u64) -> [f64; 4] {
         let tq = arrival(&mut qrx, &mut eq, &id, within).await;
         lw.push((tw.expect("worker completed") - t0).as_secs_f64() * 1e3);
         lq.push((tq.expect("QueueEvents completed") - t0).as_secs_f64() * 1e3);
+        if !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
     }
     qe.cast(QueueEventsMsg::Close).ok();
     let _ = ractor::call_t!(
