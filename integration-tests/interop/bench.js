@@ -9,6 +9,9 @@
 // JSON line, and waits for "close" before it closes anything, so its closing
 // commands fall outside the harness's second INFO reading.
 //
+// A caller that gives no stdin (bench_scale.rs) gets the same run without the
+// turns; `"warm": 0` in the arguments skips the warm-up.
+//
 // Usage: node bench.js <mode> <redis-url> <queue> <json-args>
 'use strict';
 const readline = require('readline');
@@ -194,7 +197,8 @@ async function main() {
   await warmUp(connection);
   const run = await make(queue);
   say({ ready: true });
-  if ((await nextLine()) === null) return;
+  // "go"; a closed stdin (a caller that does not take turns) is a go too.
+  await nextLine();
   const t0 = process.hrtime.bigint();
   const c0 = process.cpuUsage();
   const extra = (await run()) || {};
