@@ -1,20 +1,33 @@
 //! `just bench`: EchoMQ, BullMQ Node and bullmq-official (BullMQ's own Rust
 //! port) measured in the same run, on the same fresh redis-server, doing the
-//! same work by the same method; one table with each peer's figure and
+//! same work by the same method; one table with each client's figure and
 //! EchoMQ's ratio to the best peer. Printed as Markdown for docs/benchmarks.md.
 //!
-//! Every client times its own section in its own process and reports its CPU
-//! over that section (getrusage: user + system); Redis CPU is read from
-//! `INFO cpu` around the same section. Speed lives here, never in tests.
+//! The method, the same for every client (docs/benchmarks.md §Method):
+//! - one section per measurement: a peer process connects, constructs its
+//!   Queue/Worker and runs a small warm-up of the same work on a side queue,
+//!   then prints `{"ready":true}`; the harness reads `INFO cpu` and
+//!   `INFO commandstats`, writes `go`, the peer times the section and reports
+//!   its wall time and its own CPU over it (getrusage), the harness reads INFO
+//!   again, then writes `close`. EchoMQ runs in this process over the same
+//!   section between the same two readings (its pool is warm from the rounds
+//!   before);
+//! - every worker with its default background work on (EchoMQ's
+//!   StalledChecker and LockManager, the peers' stalled checks and renewals);
+//! - one discarded warm-up round, then `BENCH_RUNS` (default 3) measured
+//!   rounds, the order of the clients rotated from round to round; each cell
+//!   is the median of the rounds with their min–max.
 //!
-//! Environment: `BENCH_SCALE=<f>` scales the job counts; `BENCH_ONLY=<list>`
-//! runs some sections only (`add`, `process`, `latency`, `renew`, `sweep`,
-//! `events`, `exec`; for profiling); `BENCH_PEERS=none|node|official|all` (default
-//! all) picks the peers; `BENCH_OFFICIAL=<path>` is the bullmq-official peer
-//! binary (`integration-tests/peer-bullmq-official`, built by the recipe).
+//! Environment: `BENCH_SCALE=<f>` scales the job counts; `BENCH_RUNS=<n>`
+//! measured rounds; `BENCH_ONLY=<list>` runs some sections only (`add`,
+//! `process`, `latency`, `renew`, `sweep`, `events`, `exec`; for profiling);
+//! `BENCH_PEERS=none|node|official|all` (default all) picks the peers;
+//! `BENCH_OFFICIAL=<path>` is the bullmq-official peer binary
+//! (`integration-tests/peer-bullmq-official`, built by the recipe).
 
 use std::collections::HashMap;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,62 +39,114 @@ use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::{json, Value as Json};
 
-/// One line of the comparison table.
+/// The three clients; EchoMQ runs in this process, the peers as their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    EchoMq,
+    Node,
+    Official,
+}
+
+impl Who {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The order of the clients in round `r`: rotated, so that each one goes
+/// first, second and third in three rounds.
+fn order(r: usize) -> [Who; 3] {
+    let mut o = [Who::EchoMq, Who::Node, Who::Official];
+    o.rotate_left(r % 3);
+    o
+}
+
+/// One line of the comparison table: each client's value per measured round.
 struct Row {
     metric: String,
     unit: &'static str,
     higher_is_better: bool,
-    echomq: f64,
-    node: Option<f64>,
-    official: Option<f64>,
+    /// `runs[round][client]`.
+    runs: Vec<[Option<f64>; 3]>,
 }
 
 impl Row {
-    fn new(metric: String, unit: &'static str, higher_is_better: bool, echomq: f64) -> Self {
-        Row {
-            metric,
-            unit,
-            higher_is_better,
-            echomq,
-            node: None,
-            official: None,
-        }
-    }
-
-    fn set(&mut self, peer: Peer, v: Option<f64>) {
-        match peer {
-            Peer::Node => self.node = v,
-            Peer::Official => self.official = v,
-        }
-    }
-
-    /// EchoMQ against the best peer (>1 is better for EchoMQ).
-    fn ratio(&self) -> Option<f64> {
-        let peers = [self.node, self.official];
-        let valid = peers.iter().flatten().copied().filter(|v| *v > 0.0);
+    /// EchoMQ against the best peer in round `r` (>1 is better for EchoMQ).
+    fn ratio(&self, r: usize) -> Option<f64> {
+        let [ours, node, official] = self.runs[r];
+        let ours = ours.filter(|v| *v > 0.0)?;
+        let valid = [node, official].into_iter().flatten().filter(|v| *v > 0.0);
         let best = if self.higher_is_better {
             valid.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
         } else {
             valid.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
         }?;
-        (self.echomq > 0.0).then(|| {
-            if self.higher_is_better {
-                self.echomq / best
-            } else {
-                best / self.echomq
-            }
+        Some(if self.higher_is_better {
+            ours / best
+        } else {
+            best / ours
         })
+    }
+
+    fn client(&self, who: Who) -> Vec<f64> {
+        self.runs.iter().filter_map(|r| r[who.index()]).collect()
     }
 }
 
-/// The two peers; each runs as its own process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Peer {
-    Node,
-    Official,
+/// The rows of every round, in the order they were first recorded.
+#[derive(Default)]
+struct Table {
+    rows: Vec<Row>,
+    /// The round being recorded (0-based among the measured ones).
+    round: usize,
 }
 
-const PEERS: [Peer; 2] = [Peer::Node, Peer::Official];
+impl Table {
+    fn set(&mut self, metric: &str, unit: &'static str, hib: bool, who: Who, v: Option<f64>) {
+        let round = self.round;
+        let row = match self.rows.iter().position(|r| r.metric == metric) {
+            Some(i) => &mut self.rows[i],
+            None => {
+                self.rows.push(Row {
+                    metric: metric.to_owned(),
+                    unit,
+                    higher_is_better: hib,
+                    runs: Vec::new(),
+                });
+                self.rows.last_mut().unwrap()
+            }
+        };
+        while row.runs.len() <= round {
+            row.runs.push([None; 3]);
+        }
+        row.runs[round][who.index()] = v;
+    }
+
+    /// The four rows of a throughput section.
+    fn measured(&mut self, tag: &str, who: Who, m: Option<Measured>) {
+        self.set(tag, "jobs/s", true, who, m.map(|m| m.rate));
+        let cpu = format!("client CPU per job, {tag}");
+        self.set(&cpu, "µs", false, who, m.map(|m| m.client_us));
+        let redis = format!("Redis CPU per job, {tag}");
+        self.set(&redis, "µs", false, who, m.map(|m| m.redis_us));
+        let cmds = format!("Redis commands per job, {tag}");
+        self.set(&cmds, "", false, who, m.map(|m| m.commands));
+    }
+
+    fn median(&self, metric: &str, who: Who) -> Option<f64> {
+        let row = self.rows.iter().find(|r| r.metric == metric)?;
+        spread(row.client(who)).map(|s| s.0)
+    }
+}
+
+/// Median, min, max.
+fn spread(mut v: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    Some((v[v.len() / 2], v[0], v[v.len() - 1]))
+}
 
 fn scale(n: u64) -> u64 {
     let f: f64 = std::env::var("BENCH_SCALE")
@@ -107,48 +172,163 @@ fn official_binary() -> std::path::PathBuf {
         })
 }
 
-fn peer_enabled(p: Peer) -> bool {
+fn peer_enabled(p: Who) -> bool {
     let want = std::env::var("BENCH_PEERS").unwrap_or_else(|_| "all".into());
     let named = match p {
-        Peer::Node => "node",
-        Peer::Official => "official",
+        Who::EchoMq => return true,
+        Who::Node => "node",
+        Who::Official => "official",
     };
     let listed = want == "all" || want.split(',').any(|s| s.trim() == named);
     listed
         && match p {
-            Peer::Node => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            Who::Node => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("interop/node_modules/bullmq")
                 .exists(),
-            Peer::Official => official_binary().exists(),
+            _ => official_binary().exists(),
         }
 }
 
-/// Runs one mode of a peer; `None` when the peer is not available.
-fn peer(p: Peer, mode: &str, url: &str, queue: &str, args: Json) -> Option<Json> {
+/// A peer process between `ready` and its exit (see the module docs).
+struct PeerProc {
+    who: Who,
+    mode: String,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl PeerProc {
+    /// Starts a peer's mode and waits until it says it is ready.
+    fn start(p: Who, mode: &str, url: &str, queue: &str, args: &Json) -> PeerProc {
+        let mut cmd = match p {
+            Who::Node => {
+                let mut c = Command::new("node");
+                c.current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop"))
+                    .arg("bench.js");
+                c
+            }
+            _ => Command::new(official_binary()),
+        };
+        let mut child = cmd
+            .args([mode, url, queue, &args.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("peer starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut proc = PeerProc {
+            who: p,
+            mode: mode.to_owned(),
+            child,
+            stdin,
+            stdout,
+        };
+        let ready = proc.json();
+        assert_eq!(ready["ready"], json!(true), "{p:?} {mode}: {ready}");
+        proc
+    }
+
+    /// The next JSON line the peer prints.
+    fn json(&mut self) -> Json {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let read = self.stdout.read_line(&mut line).expect("peer's stdout");
+            assert!(read > 0, "{:?} {} ended early", self.who, self.mode);
+            if line.starts_with('{') {
+                return serde_json::from_str(&line).expect("peer prints JSON");
+            }
+        }
+    }
+
+    fn say(&mut self, word: &str) {
+        writeln!(self.stdin, "{word}").expect("peer's stdin");
+        self.stdin.flush().unwrap();
+    }
+
+    /// `go`, then the peer's figures for the section.
+    fn run(mut self) -> (PeerProc, Json) {
+        self.say("go");
+        let out = self.json();
+        (self, out)
+    }
+
+    /// `close`, and the peer's exit.
+    fn finish(mut self) {
+        self.say("close");
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{:?} {}: {status}", self.who, self.mode);
+    }
+}
+
+/// Redis's CPU (s) and command count at one instant.
+#[derive(Clone, Copy)]
+struct Snap {
+    cpu: f64,
+    commands: u64,
+}
+
+impl Snap {
+    async fn take(c: &Client) -> Snap {
+        Snap {
+            cpu: redis_cpu(c).await,
+            commands: commands(c).await,
+        }
+    }
+}
+
+/// A peer's section between two readings of Redis: its JSON and Redis's side.
+async fn peer_section(
+    c: &Client,
+    p: Who,
+    mode: &str,
+    url: &str,
+    queue: &str,
+    args: Json,
+) -> Option<(Json, Snap)> {
     if !peer_enabled(p) {
         return None;
     }
-    let mut cmd = match p {
-        Peer::Node => {
-            let mut c = Command::new("node");
-            c.current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop"))
-                .arg("bench.js");
-            c
-        }
-        Peer::Official => Command::new(official_binary()),
-    };
-    let out = cmd
-        .args([mode, url, queue, &args.to_string()])
-        .output()
-        .expect("peer starts");
-    assert!(
-        out.status.success(),
-        "{p:?} {mode}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().rev().find(|l| l.starts_with('{'))?;
-    Some(serde_json::from_str(line).expect("peer prints JSON"))
+    let (mode, url, queue) = (mode.to_owned(), url.to_owned(), queue.to_owned());
+    let proc = tokio::task::spawn_blocking(move || PeerProc::start(p, &mode, &url, &queue, &args))
+        .await
+        .unwrap();
+    let before = Snap::take(c).await;
+    let (proc, out) = tokio::task::spawn_blocking(move || proc.run())
+        .await
+        .unwrap();
+    let after = Snap::take(c).await;
+    tokio::task::spawn_blocking(move || proc.finish())
+        .await
+        .unwrap();
+    Some((
+        out,
+        Snap {
+            cpu: after.cpu - before.cpu,
+            commands: after.commands.saturating_sub(before.commands),
+        },
+    ))
+}
+
+/// A peer's throughput section as figures.
+async fn peer_measured(
+    c: &Client,
+    p: Who,
+    mode: &str,
+    url: &str,
+    queue: &str,
+    n: u64,
+    args: Json,
+) -> Option<Measured> {
+    let (out, redis) = peer_section(c, p, mode, url, queue, args).await?;
+    let ms = out["ms"].as_f64().unwrap_or(f64::NAN);
+    let cpu = out["cpu_us"]
+        .as_f64()
+        .or_else(|| out["cpuUs"].as_f64())
+        .unwrap_or(f64::NAN);
+    Some(Measured::of(n, ms / 1000.0, cpu, redis))
 }
 
 /// This process's CPU time (user + system), in µs.
@@ -223,49 +403,227 @@ struct Measured {
     commands: f64,
 }
 
-/// A peer's JSON (`ms`, `cpu_us`) as figures, with Redis' side measured here.
-fn from_peer(out: &Json, n: u64, redis_s: f64, cmds: u64) -> Measured {
-    let ms = out["ms"].as_f64().unwrap_or(f64::NAN);
-    let cpu = out["cpu_us"]
-        .as_f64()
-        .or_else(|| out["cpuUs"].as_f64())
-        .unwrap_or(f64::NAN);
-    Measured {
-        rate: n as f64 / (ms / 1000.0),
-        client_us: cpu / n as f64,
-        redis_us: redis_s * 1e6 / n as f64,
-        commands: cmds as f64 / n as f64,
+impl Measured {
+    fn of(n: u64, secs: f64, client_cpu_us: f64, redis: Snap) -> Measured {
+        Measured {
+            rate: n as f64 / secs,
+            client_us: client_cpu_us / n as f64,
+            redis_us: redis.cpu * 1e6 / n as f64,
+            commands: redis.commands as f64 / n as f64,
+        }
     }
 }
 
-/// Runs a peer's mode between two readings of Redis' CPU and command counts.
-async fn peer_measured(
-    c: &Client,
-    p: Peer,
-    mode: &str,
-    url: &str,
-    queue: &str,
-    n: u64,
-    args: Json,
-) -> Option<Measured> {
-    if !peer_enabled(p) {
-        return None;
+/// EchoMQ's section in this process, between the same two readings of Redis
+/// as a peer's: `work` returns what to do after the second reading (close).
+async fn echomq_measured<F, Fut, After>(c: &Client, n: u64, work: F) -> (Measured, After)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = After>,
+{
+    let before = Snap::take(c).await;
+    let (t, cpu0) = (Instant::now(), cpu_us());
+    let after_work = work().await;
+    let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu0);
+    let after = Snap::take(c).await;
+    let redis = Snap {
+        cpu: after.cpu - before.cpu,
+        commands: after.commands.saturating_sub(before.commands),
+    };
+    (Measured::of(n, secs, cpu, redis), after_work)
+}
+
+/// One round of the compared sections, the clients in `order(r)`.
+async fn round(t: &mut Table, r: usize, conn: &Connection, c: &Client, url: &str) {
+    let clients = order(r);
+    if section("add") {
+        // 1. add, one job per call, 100 in flight.
+        let n = scale(20_000);
+        let tag = format!("add, 1 per call, 100 in flight ({n} jobs)");
+        for who in clients {
+            let m = match who {
+                Who::EchoMq => {
+                    let q = Queue::new(conn, "add1").await.unwrap();
+                    Some(echomq_measured(c, n, || add_lanes(&q, n, 100)).await.0)
+                }
+                p => {
+                    let args = json!({"n": n, "inFlight": 100});
+                    peer_measured(c, p, "add-single", url, "add1", n, args).await
+                }
+            };
+            t.measured(&tag, who, m);
+            flush(c).await;
+        }
+        // 2. add_bulk, 1000 per call.
+        let n = scale(100_000);
+        let tag = format!("add_bulk, 1000 per call ({n} jobs)");
+        for who in clients {
+            let m = match who {
+                Who::EchoMq => {
+                    let q = Queue::new(conn, "bulk").await.unwrap();
+                    Some(echomq_measured(c, n, || fill(&q, n)).await.0)
+                }
+                p => {
+                    let args = json!({"n": n, "batch": 1000});
+                    peer_measured(c, p, "add-bulk", url, "bulk", n, args).await
+                }
+            };
+            t.measured(&tag, who, m);
+            flush(c).await;
+        }
     }
-    let (cpu0, cmd0) = (redis_cpu(c).await, commands(c).await);
-    let url = url.to_owned();
-    let (mode, queue) = (mode.to_owned(), queue.to_owned());
-    let out = tokio::task::spawn_blocking(move || peer(p, &mode, &url, &queue, args))
-        .await
-        .unwrap()?;
-    let (cpu1, cmd1) = (redis_cpu(c).await, commands(c).await);
-    // The peer's own start-up commands (script loads, client names) are a
-    // handful against thousands of jobs.
-    Some(from_peer(
-        &out,
-        n,
-        cpu1 - cpu0,
-        cmd1.saturating_sub(cmd0 + 1),
-    ))
+
+    // Processing with a no-op processor: throughput, client and Redis CPU per
+    // job, Redis commands per job; completed jobs kept, then removed.
+    if section("process") {
+        for keep in [true, false] {
+            let kept = if keep { "kept" } else { "removeOnComplete" };
+            for concurrency in [1usize, 16, 100] {
+                let n = scale(20_000) / if concurrency == 1 { 4 } else { 1 };
+                let tag = format!("processing c{concurrency}, {kept} ({n} jobs)");
+                for who in clients {
+                    let q = Queue::new(conn, "proc").await.unwrap();
+                    fill(&q, n).await;
+                    let m = match who {
+                        Who::EchoMq => Some(process_with_echomq(c, &q, n, concurrency, keep).await),
+                        p => {
+                            let args = json!({"n": n, "concurrency": concurrency, "keep": keep});
+                            peer_measured(c, p, "process", url, "proc", n, args).await
+                        }
+                    };
+                    t.measured(&tag, who, m);
+                    flush(c).await;
+                }
+            }
+        }
+    }
+
+    if section("latency") {
+        // add → completed at concurrency 1, each client adding its own jobs
+        // and timing them in its own process: one at a time as a user would
+        // (the add awaited, then its completion), at the Worker and at a
+        // QueueEvents subscriber; then the earlier bench's paced method.
+        let n = scale(2_000);
+        let names = [
+            "latency add → Worker's completed p50, c1, one at a time",
+            "latency add → Worker's completed p99, c1, one at a time",
+            "latency add → QueueEvents completed p50, c1, one at a time",
+            "latency add → QueueEvents completed p99, c1, one at a time",
+        ];
+        for who in clients {
+            let v = match who {
+                Who::EchoMq => Some(
+                    latency_one_at_a_time(conn, n, Duration::ZERO)
+                        .await
+                        .map(Some),
+                ),
+                p => peer_section(c, p, "latency", url, "lat", json!({"n": n}))
+                    .await
+                    .map(|(o, _)| ["p50", "p99", "qe_p50", "qe_p99"].map(|k| o[k].as_f64())),
+            };
+            for (i, name) in names.iter().enumerate() {
+                t.set(name, "ms", false, who, v.and_then(|v| v[i]));
+            }
+            flush(c).await;
+        }
+        // EchoMQ alone: one at a time with 2 ms between a completion and the
+        // next add, which separates "back to back" from "awaited".
+        let v = latency_one_at_a_time(conn, n, Duration::from_millis(2)).await;
+        flush(c).await;
+        for (i, q) in ["Worker's completed p50", "Worker's completed p99"]
+            .iter()
+            .enumerate()
+        {
+            let name = format!("latency add → {q}, c1, one at a time, 2 ms apart");
+            t.set(&name, "ms", false, Who::EchoMq, Some(v[i]));
+        }
+        let names = [
+            "latency add → Worker's completed p50, c1, paced 500 jobs/s (earlier method)",
+            "latency add → Worker's completed p99, c1, paced 500 jobs/s (earlier method)",
+        ];
+        for who in clients {
+            let v = match who {
+                Who::EchoMq => {
+                    let (p50, p99) = latency_paced(conn, n).await;
+                    Some([Some(p50), Some(p99)])
+                }
+                p => {
+                    let args = json!({"n": n, "rate": 500});
+                    peer_section(c, p, "latency-paced", url, "lat", args)
+                        .await
+                        .map(|(o, _)| ["p50", "p99"].map(|k| o[k].as_f64()))
+                }
+            };
+            for (i, name) in names.iter().enumerate() {
+                t.set(name, "ms", false, who, v.and_then(|v| v[i]));
+            }
+            flush(c).await;
+        }
+    }
+}
+
+async fn add_lanes(q: &Queue, n: u64, in_flight: usize) {
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let lanes: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let q = q.clone();
+            let next = next.clone();
+            tokio::spawn(async move {
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                    q.add("bench", &json!({"i": 1}), JobOptions::new())
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for l in lanes {
+        l.await.unwrap();
+    }
+}
+
+/// A cell: the median of the rounds and their min–max.
+fn cell(v: Vec<f64>, unit: &str) -> String {
+    let show = |v: f64| {
+        if unit.is_empty() || v < 10.0 {
+            format!("{v:.2}")
+        } else {
+            format!("{v:.0}")
+        }
+    };
+    match spread(v) {
+        None => "—".into(),
+        Some((m, lo, hi)) if lo == hi => format!("{} {unit}", show(m)),
+        Some((m, lo, hi)) => format!("{} {unit} ({}–{})", show(m), show(lo), show(hi)),
+    }
+}
+
+fn print_table(t: &Table, redis_version: &str) {
+    let runs = t.rows.first().map_or(0, |r| r.runs.len());
+    println!(
+        "\n### EchoMQ vs BullMQ Node {} and bullmq-official 1.4.4 — same machine, same redis-server {redis_version}\n",
+        echomq_integration_tests::NodeBullmq::V6_7.version()
+    );
+    println!(
+        "Each cell: the median of {runs} measured rounds (min–max), after one discarded warm-up round; the clients' order rotated from round to round. The ratio is taken per round.\n"
+    );
+    println!("| metric | EchoMQ | BullMQ Node | bullmq-official | EchoMQ vs best peer |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for r in &t.rows {
+        let ratios: Vec<f64> = (0..r.runs.len()).filter_map(|i| r.ratio(i)).collect();
+        let ratio = match spread(ratios) {
+            None => "—".into(),
+            Some((m, lo, hi)) if lo == hi => format!("{m:.2}×"),
+            Some((m, lo, hi)) => format!("{m:.2}× ({lo:.2}–{hi:.2})"),
+        };
+        println!(
+            "| {} | {} | {} | {} | {ratio} |",
+            r.metric,
+            cell(r.client(Who::EchoMq), r.unit),
+            cell(r.client(Who::Node), r.unit),
+            cell(r.client(Who::Official), r.unit),
+        );
+    }
 }
 
 #[tokio::main]
@@ -283,7 +641,6 @@ async fn main() {
     .await
     .unwrap();
     let c = redis.client().await;
-    let mut rows: Vec<Row> = Vec::new();
     let version: String = c.info(Some(fred::types::InfoKind::Server)).await.unwrap();
     let redis_version = version
         .lines()
@@ -293,205 +650,38 @@ async fn main() {
         .to_owned();
     eprintln!(
         "bench: redis {redis_version} on {url}; peers: node {}, bullmq-official {}",
-        peer_enabled(Peer::Node),
-        peer_enabled(Peer::Official)
+        peer_enabled(Who::Node),
+        peer_enabled(Who::Official)
     );
 
-    if section("add") {
-        // 1. add, one job per call, 100 in flight.
-        let n = scale(20_000);
-        let q = Queue::new(&conn, "add1").await.unwrap();
-        let (t, cpu0) = (Instant::now(), cpu_us());
-        let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let lanes: Vec<_> = (0..100)
-            .map(|_| {
-                let q = q.clone();
-                let next = next.clone();
-                tokio::spawn(async move {
-                    while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
-                        q.add("bench", &json!({"i": 1}), JobOptions::new())
-                            .await
-                            .unwrap();
-                    }
-                })
-            })
-            .collect();
-        for l in lanes {
-            l.await.unwrap();
-        }
-        let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu0);
-        flush(&c).await;
-        let metric = format!("add, 1 per call, 100 in flight ({n} jobs)");
-        let mut rate = Row::new(metric.clone(), "jobs/s", true, n as f64 / secs);
-        let mut client = Row::new(
-            format!("client CPU per job: {metric}"),
-            "µs",
-            false,
-            cpu / n as f64,
-        );
-        for p in PEERS {
-            let m = peer_measured(
-                &c,
-                p,
-                "add-single",
-                &url,
-                "add1",
-                n,
-                json!({"n": n, "inFlight": 100}),
-            )
-            .await;
-            rate.set(p, m.map(|m| m.rate));
-            client.set(p, m.map(|m| m.client_us));
-            flush(&c).await;
-        }
-        rows.push(rate);
-        rows.push(client);
-
-        // 2. add_bulk, 1000 per call.
-        let n = scale(100_000);
-        let q = Queue::new(&conn, "bulk").await.unwrap();
-        let (t, cpu0) = (Instant::now(), cpu_us());
-        fill(&q, n).await;
-        let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu0);
-        flush(&c).await;
-        let metric = format!("add_bulk, 1000 per call ({n} jobs)");
-        let mut rate = Row::new(metric.clone(), "jobs/s", true, n as f64 / secs);
-        let mut client = Row::new(
-            format!("client CPU per job: {metric}"),
-            "µs",
-            false,
-            cpu / n as f64,
-        );
-        for p in PEERS {
-            let m = peer_measured(
-                &c,
-                p,
-                "add-bulk",
-                &url,
-                "bulk",
-                n,
-                json!({"n": n, "batch": 1000}),
-            )
-            .await;
-            rate.set(p, m.map(|m| m.rate));
-            client.set(p, m.map(|m| m.client_us));
-            flush(&c).await;
-        }
-        rows.push(rate);
-        rows.push(client);
-    }
-
-    // Processing with a no-op processor: throughput, client and Redis CPU per
-    // job, Redis commands per job; completed jobs kept, then removed.
-    let mut ceiling = Vec::new();
-    if section("process") {
-        let n = scale(20_000);
-        for keep in [true, false] {
-            let kept = if keep { "kept" } else { "removeOnComplete" };
-            let mut group: Vec<Row> = Vec::new();
-            for concurrency in [1usize, 16, 100] {
-                let n = if concurrency == 1 { n / 4 } else { n };
-                let q = Queue::new(&conn, "proc").await.unwrap();
-                fill(&q, n).await;
-                let (cpu0, cmd0) = (redis_cpu(&c).await, commands(&c).await);
-                let (secs, client) = process_with_echomq(&q, n, concurrency, keep).await;
-                let (cpu1, cmd1) = (redis_cpu(&c).await, commands(&c).await);
-                let ours = Measured {
-                    rate: n as f64 / secs,
-                    client_us: client / n as f64,
-                    redis_us: (cpu1 - cpu0) * 1e6 / n as f64,
-                    commands: cmd1.saturating_sub(cmd0 + 1) as f64 / n as f64,
-                };
-                flush(&c).await;
-                let tag = format!("c{concurrency}, {kept} ({n} jobs)");
-                let mut rows4 = [
-                    Row::new(format!("processing {tag}"), "jobs/s", true, ours.rate),
-                    Row::new(
-                        format!("client CPU per job, {tag}"),
-                        "µs",
-                        false,
-                        ours.client_us,
-                    ),
-                    Row::new(
-                        format!("Redis CPU per job, {tag}"),
-                        "µs",
-                        false,
-                        ours.redis_us,
-                    ),
-                    Row::new(
-                        format!("Redis commands per job, {tag}"),
-                        "",
-                        false,
-                        ours.commands,
-                    ),
-                ];
-                for p in PEERS {
-                    let q = Queue::new(&conn, "proc").await.unwrap();
-                    fill(&q, n).await;
-                    let m = peer_measured(
-                        &c,
-                        p,
-                        "process",
-                        &url,
-                        "proc",
-                        n,
-                        json!({"n": n, "concurrency": concurrency, "keep": keep}),
-                    )
-                    .await;
-                    rows4[0].set(p, m.map(|m| m.rate));
-                    rows4[1].set(p, m.map(|m| m.client_us));
-                    rows4[2].set(p, m.map(|m| m.redis_us));
-                    rows4[3].set(p, m.map(|m| m.commands));
-                    flush(&c).await;
-                }
-                if concurrency == 100 {
-                    // One core's worth of Redis at EchoMQ's own cost per job.
-                    ceiling.push((kept, ours.rate, 1e6 / ours.redis_us));
-                }
-                group.extend(rows4);
-            }
-            rows.extend(group);
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let mut table = Table::default();
+    for r in 0..=runs {
+        let clients = order(r);
+        if r == 0 {
+            eprintln!("bench: warm-up round (discarded), order {clients:?}");
+            round(&mut Table::default(), r, &conn, &c, &url).await;
+        } else {
+            eprintln!("bench: round {r} of {runs}, order {clients:?}");
+            table.round = r - 1;
+            round(&mut table, r, &conn, &c, &url).await;
         }
     }
-
-    if section("latency") {
-        // add → completed at concurrency 1, 500 jobs/s, each client adding
-        // its own jobs and timing them in-process.
-        let n = scale(2_000);
-        let (p50, p99) = latency_with_echomq(&conn, n).await;
-        flush(&c).await;
-        let mut r50 = Row::new(
-            "latency add → completed p50, c1, 500 jobs/s".into(),
-            "ms",
-            false,
-            p50,
-        );
-        let mut r99 = Row::new(
-            "latency add → completed p99, c1, 500 jobs/s".into(),
-            "ms",
-            false,
-            p99,
-        );
-        for p in PEERS {
-            let url = url.clone();
-            let out = tokio::task::spawn_blocking(move || {
-                peer(
-                    p,
-                    "latency",
-                    &url,
-                    "lat",
-                    json!({"n": n, "concurrency": 1, "rate": 500}),
-                )
-            })
-            .await
-            .unwrap();
-            r50.set(p, out.as_ref().and_then(|o| o["p50"].as_f64()));
-            r99.set(p, out.as_ref().and_then(|o| o["p99"].as_f64()));
-            flush(&c).await;
-        }
-        rows.push(r50);
-        rows.push(r99);
-    }
+    // One core's worth of Redis at EchoMQ's own cost per job.
+    let n = scale(20_000);
+    let ceiling: Vec<(&str, f64, f64)> = ["kept", "removeOnComplete"]
+        .into_iter()
+        .filter_map(|kept| {
+            let tag = format!("processing c100, {kept} ({n} jobs)");
+            let rate = table.median(&tag, Who::EchoMq)?;
+            let redis_us = table.median(&format!("Redis CPU per job, {tag}"), Who::EchoMq)?;
+            Some((kept, rate, 1e6 / redis_us))
+        })
+        .collect();
 
     // Lock renewal cost against held jobs: one extendLocks call vs one call per job.
     let mut renew_rows = Vec::new();
@@ -638,35 +828,7 @@ async fn main() {
         .and_then(|s| s.split_whitespace().find_map(|w| w.parse::<f64>().ok()))
         .unwrap_or(f64::NAN);
 
-    println!(
-        "\n### EchoMQ vs BullMQ Node {} and bullmq-official 1.4.4 — same machine, same redis-server {redis_version}\n",
-        echomq_integration_tests::NodeBullmq::V6_7.version()
-    );
-    println!("| metric | EchoMQ | BullMQ Node | bullmq-official | EchoMQ vs best peer |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    let show = |v: f64, unit: &str| {
-        if unit.is_empty() || v < 10.0 {
-            format!("{v:.2} {unit}")
-        } else {
-            format!("{v:.0} {unit}")
-        }
-    };
-    for r in &rows {
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            r.metric,
-            show(r.echomq, r.unit),
-            r.node
-                .map(|v| show(v, r.unit))
-                .unwrap_or_else(|| "—".into()),
-            r.official
-                .map(|v| show(v, r.unit))
-                .unwrap_or_else(|| "—".into()),
-            r.ratio()
-                .map(|x| format!("{x:.2}×"))
-                .unwrap_or_else(|| "—".into())
-        );
-    }
+    print_table(&table, &redis_version);
     for (kept, rate, at_core) in ceiling {
         println!(
             "\nc100, {kept}: EchoMQ {rate:.0} jobs/s = {:.2}× the Redis ceiling of one core at EchoMQ's Redis CPU per job ({at_core:.0} jobs/s)",
@@ -830,9 +992,16 @@ async fn fill(q: &Queue, n: u64) {
     }
 }
 
-/// Time from worker start to the n-th completion and this process's CPU over
-/// it, no-op processor, completed jobs kept or removed.
-async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize, keep: bool) -> (f64, f64) {
+/// From worker start to the n-th completion, no-op processor, completed jobs
+/// kept or removed; the worker with its StalledChecker and LockManager, as
+/// `WorkerSetSpec::new` makes them.
+async fn process_with_echomq(
+    c: &Client,
+    q: &Queue,
+    n: u64,
+    concurrency: usize,
+    keep: bool,
+) -> Measured {
     use echomq::worker::processor_fn;
     let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
     let mut args = echomq::WorkerArgs::new(
@@ -844,20 +1013,21 @@ async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize, keep: bool) 
         args.options.remove_on_complete = Some(echomq::KeepJobs::Remove(true));
     }
     args.events = Some(tx);
-    let mut spec = echomq::WorkerSetSpec::new(args);
-    spec.stalled_checker = None;
-    let (t, cpu0) = (Instant::now(), cpu_us());
-    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
-        .await
-        .unwrap();
-    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
-    let mut done = 0;
-    while done < n {
-        if let Some(echomq::WorkerEvent::Completed { .. }) = rx.recv().await {
-            done += 1;
+    let spec = echomq::WorkerSetSpec::new(args);
+    let (m, (host, set)) = echomq_measured(c, n, || async {
+        let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+            .await
+            .unwrap();
+        let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+        let mut done = 0;
+        while done < n {
+            if let Some(echomq::WorkerEvent::Completed { .. }) = rx.recv().await {
+                done += 1;
+            }
         }
-    }
-    let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu0);
+        (host, set)
+    })
+    .await;
     let _ = ractor::call_t!(
         set.worker,
         echomq::WorkerMsg::Close,
@@ -865,7 +1035,7 @@ async fn process_with_echomq(q: &Queue, n: u64, concurrency: usize, keep: bool) 
         Duration::from_secs(5)
     );
     host.stop(None);
-    (secs, cpu)
+    m
 }
 
 fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
@@ -873,9 +1043,123 @@ fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
     (v[v.len() / 2], v[(v.len() * 99 / 100).min(v.len() - 1)])
 }
 
-/// add → completed at concurrency 1: one add every 2 ms, each timed from the
-/// add call to the worker's `Completed` event for it, in this process.
-async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
+/// Job ids with the instant this process received their completion.
+type Stamps = tokio::sync::mpsc::UnboundedReceiver<(String, Instant)>;
+
+/// The arrival of `id` on `rx` (arrivals of other ids kept in `early`).
+async fn arrival(
+    rx: &mut Stamps,
+    early: &mut HashMap<String, Instant>,
+    id: &str,
+    within: Duration,
+) -> Option<Instant> {
+    if let Some(at) = early.remove(id) {
+        return Some(at);
+    }
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let (got, at) = tokio::time::timeout_at(deadline, rx.recv()).await.ok()??;
+        if got == id {
+            return Some(at);
+        }
+        early.insert(got, at);
+    }
+}
+
+/// add → completed at concurrency 1, one job at a time as a user would: the
+/// clock read before the add call, the add awaited, then the Worker's own
+/// `Completed` and a QueueEvents subscriber's `completed` for that job, each
+/// stamped on receipt. p50 and p99 of each, in ms.
+/// `gap`: a pause after each completion before the next add (the worker
+/// re-armed on its marker by then), to tell the method's parts apart.
+async fn latency_one_at_a_time(conn: &Connection, n: u64, gap: Duration) -> [f64; 4] {
+    use echomq::worker::processor_fn;
+    let q = Queue::new(conn, "lat").await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    let mut args = echomq::WorkerArgs::new(
+        q.clone(),
+        processor_fn(|_| async { Ok(serde_json::Value::Null) }),
+    );
+    args.options.concurrency = 1;
+    args.events = Some(tx);
+    let spec = echomq::WorkerSetSpec::new(args);
+    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+        .await
+        .unwrap();
+    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    let (qe, _) =
+        ractor::Actor::spawn(None, QueueEvents, QueueEventsArgs::new(conn.clone(), "lat"))
+            .await
+            .unwrap();
+    let mut sub = ractor::call_t!(qe, QueueEventsMsg::Subscribe, 5000, 100_000).unwrap();
+    let (wtx, mut wrx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            if let echomq::WorkerEvent::Completed { job_id } = ev {
+                let _ = wtx.send((job_id, Instant::now()));
+            }
+        }
+    });
+    let (qtx, mut qrx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(d) = sub.recv().await {
+            if let Delivery::Event(e) = d {
+                if let echomq::protocol::EventKind::Completed { job_id, .. } = e.kind {
+                    let _ = qtx.send((job_id, Instant::now()));
+                }
+            }
+        }
+    });
+    // The subscriber reads from `$` once its first XREAD is in: add until it
+    // has seen one completion.
+    loop {
+        let id = q
+            .add("lat", &json!({"warm": true}), JobOptions::new())
+            .await
+            .unwrap()
+            .to_string();
+        let mut early = HashMap::new();
+        let seen = arrival(&mut qrx, &mut early, &id, Duration::from_millis(200)).await;
+        if seen.is_some() {
+            break;
+        }
+    }
+    while wrx.try_recv().is_ok() {}
+    let (mut ew, mut eq) = (HashMap::new(), HashMap::new());
+    let (mut lw, mut lq) = (Vec::new(), Vec::new());
+    let within = Duration::from_secs(10);
+    for i in 0..n {
+        let t0 = Instant::now();
+        let id = q
+            .add("lat", &json!({ "i": i }), JobOptions::new())
+            .await
+            .unwrap()
+            .to_string();
+        let tw = arrival(&mut wrx, &mut ew, &id, within).await;
+        let tq = arrival(&mut qrx, &mut eq, &id, within).await;
+        lw.push((tw.expect("worker completed") - t0).as_secs_f64() * 1e3);
+        lq.push((tq.expect("QueueEvents completed") - t0).as_secs_f64() * 1e3);
+        if !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
+    }
+    qe.cast(QueueEventsMsg::Close).ok();
+    let _ = ractor::call_t!(
+        set.worker,
+        echomq::WorkerMsg::Close,
+        10_000,
+        Duration::from_secs(5)
+    );
+    host.stop(None);
+    let (w50, w99) = percentiles(lw);
+    let (q50, q99) = percentiles(lq);
+    [w50, w99, q50, q99]
+}
+
+/// The earlier bench's method, kept to show the difference: one add every
+/// 2 ms, not waiting for its completion, each timed from the add call to the
+/// worker's `Completed` event for it.
+async fn latency_paced(conn: &Connection, n: u64) -> (f64, f64) {
     use echomq::worker::processor_fn;
     let q = Queue::new(conn, "lat").await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
@@ -885,8 +1169,7 @@ async fn latency_with_echomq(conn: &Connection, n: u64) -> (f64, f64) {
     );
     args.options.concurrency = 1;
     args.events = Some(tx);
-    let mut spec = echomq::WorkerSetSpec::new(args);
-    spec.stalled_checker = None;
+    let spec = echomq::WorkerSetSpec::new(args);
     let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
         .await
         .unwrap();

@@ -572,7 +572,11 @@ async fn memory_per_job(n: u64) {
                 .collect();
             q.add_bulk(jobs).await.unwrap();
         } else {
-            node_bench(&redis.url(), "add-bulk", json!({"n": n, "batch": 1000}));
+            node_bench(
+                &redis.url(),
+                "add-bulk",
+                json!({"n": n, "batch": 1000, "warm": 0}),
+            );
         }
         let waiting = used_memory(&c).await;
         let events_w: u64 = cmd(
@@ -593,7 +597,7 @@ async fn memory_per_job(n: u64) {
             node_bench(
                 &redis.url(),
                 "process",
-                json!({"n": n, "concurrency": 100, "keep": true}),
+                json!({"n": n, "concurrency": 100, "keep": true, "warm": 0}),
             );
         }
         let completed = used_memory(&c).await;

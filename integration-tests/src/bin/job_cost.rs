@@ -157,13 +157,13 @@ fn child_command(peer: &str, work: &str, url: &str, n: u64, concurrency: usize) 
             "add-bulk".into(),
             url.to_owned(),
             "cost".into(),
-            json!({"n": n, "batch": 1000}).to_string(),
+            json!({"n": n, "batch": 1000, "warm": 0}).to_string(),
         ],
         ("official", _) => vec![
             "process".into(),
             url.to_owned(),
             "cost".into(),
-            json!({"n": n, "concurrency": concurrency, "keep": true}).to_string(),
+            json!({"n": n, "concurrency": concurrency, "keep": true, "warm": 0}).to_string(),
         ],
         (_, work) => vec![
             work.to_owned(),
