@@ -49,19 +49,30 @@ fn fetch_next(core: &WorkerShared) -> bool {
 
 /// Runs one job to its transition; returns the job fetch-next brought.
 async fn process_one(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJob> {
-    if !schedule_successor(core, job.job()).await {
+    // The slot's task lives as long as its processor runs, and a future is
+    // as large as its largest state: the steps before and after the run
+    // (successor, finish with its retries, failure, give-up) are boxed, so
+    // a held job's task keeps only what the run itself needs (docs/scale.md
+    // §Memory per held job).
+    let repeats = job.job().repeat_job_key.is_some();
+    if repeats && !Box::pin(schedule_successor(core, job.job())).await {
         trace::outcome(Outcome::Abandoned);
         job.abandon();
         return None;
     }
     if let Some(refusal) = refuse_to_run(core, job.job()) {
-        return fail_job(core, job, refusal).await;
+        return Box::pin(fail_job(core, job, refusal)).await;
     }
     let started = std::time::Instant::now();
     let ran = run_processor(core, &job)
         .instrument(debug_span!("process"))
         .await;
     core.telemetry().job_ran(started.elapsed());
+    Box::pin(after_run(core, job, ran)).await
+}
+
+/// What follows the processor's run: the job's transition.
+async fn after_run(core: &Arc<WorkerShared>, job: ActiveJob, ran: Ran) -> Option<ActiveJob> {
     match ran {
         Ran::Cancelled => give_up(core, job).await,
         Ran::TimedOut(still_running) => {
