@@ -189,8 +189,9 @@ impl Queue {
     /// server's refusal, or — for the jobs of a chunk whose replies never
     /// came — [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown)
     /// (such a job may have been added). The jobs of the chunks after a
-    /// connection failure are not sent; they answer the same error. Bad
-    /// input is the outer error, with nothing sent.
+    /// connection failure are not sent; each answers
+    /// [`Error::NotSent`](crate::Error::NotSent) with that failure's text.
+    /// Bad input is the outer error, with nothing sent.
     pub async fn add_bulk_each(&self, jobs: Vec<NewJob>) -> Result<Vec<Result<String>>> {
         let span = crate::telemetry::trace::add_bulk_span(self.name(), jobs.len());
         async {
