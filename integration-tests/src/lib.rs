@@ -396,6 +396,21 @@ pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() ->
     panic!("timed out after {limit:?} waiting for {what}");
 }
 
+/// The consistency audit of `queue` at quiescence (every "Q" check hard,
+/// group checks included); panics with the violations.
+pub async fn assert_consistent(conn: &echomq::Connection, queue: &str) {
+    let opts = echomq::audit::AuditOptions {
+        quiescent: true,
+        ..Default::default()
+    };
+    let report = echomq::audit::audit_with(conn, queue, &opts).await.unwrap();
+    assert!(
+        report.is_consistent(),
+        "audit of {queue}: {:?}",
+        report.violations
+    );
+}
+
 pub mod restartable;
 pub mod simulated;
 

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use echomq::audit::{audit_with, AuditOptions};
 use echomq::groups::{GroupDefaults, GroupFeeder, GroupFeederArgs, GroupFeederMsg, GroupOptions};
 use echomq::supervision::HostStatus;
 use echomq::worker::{processor_fn, JobContext};
@@ -15,6 +14,7 @@ use echomq::{
     Error, HostSupervisor, HostSupervisorMsg, JobOptions, NewJob, Queue, RestartIntensity,
     WorkerArgs, WorkerMsg, WorkerSetSpec,
 };
+use echomq_integration_tests::assert_consistent;
 use echomq_integration_tests::keyspace::{snapshot, Mask};
 use echomq_integration_tests::{events, wait_until, NodeChild, NullSupervisor, RedisServer};
 use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
@@ -22,20 +22,6 @@ use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
 
 type Runs = Arc<Mutex<HashMap<String, u32>>>;
-
-/// The consistency audit, quiescent (every "Q" check hard), group checks included.
-async fn assert_consistent(conn: &echomq::Connection, queue: &str) {
-    let opts = AuditOptions {
-        quiescent: true,
-        ..Default::default()
-    };
-    let report = audit_with(conn, queue, &opts).await.unwrap();
-    assert!(
-        report.is_consistent(),
-        "audit of {queue}: {:?}",
-        report.violations
-    );
-}
 
 fn job(data: Json, options: JobOptions) -> NewJob {
     NewJob {

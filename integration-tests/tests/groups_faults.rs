@@ -9,13 +9,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use echomq::audit::{audit_with, AuditOptions};
 use echomq::groups::{GroupDefaults, GroupFeeder, GroupFeederArgs, GroupFeederMsg, GroupOptions};
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{
     Connection, ConnectionConfig, JobOptions, NewJob, Queue, RetryPolicy, WorkerArgs, WorkerMsg,
     WorkerOptions, WorkerSetSpec,
 };
+use echomq_integration_tests::assert_consistent;
 use echomq_integration_tests::cluster::RedisCluster;
 use echomq_integration_tests::restartable::{wait_until_closed, RestartableRedis};
 use echomq_integration_tests::{wait_until, NodeChild, NullSupervisor, RedisServer};
@@ -24,20 +24,6 @@ use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
 
 const WORKER_PROCESS: &str = env!("CARGO_BIN_EXE_worker_process");
-
-/// The consistency audit, quiescent (every "Q" check hard), group checks included.
-async fn assert_consistent(conn: &Connection, queue: &str) {
-    let opts = AuditOptions {
-        quiescent: true,
-        ..Default::default()
-    };
-    let report = audit_with(conn, queue, &opts).await.unwrap();
-    assert!(
-        report.is_consistent(),
-        "audit of {queue}: {:?}",
-        report.violations
-    );
-}
 
 /// `per_group` jobs in each of `groups` groups `{tag}0…`, as `data` says.
 async fn add_groups(queue: &Queue, tag: &str, groups: usize, per_group: usize, data: Json) {

@@ -1066,16 +1066,20 @@ async fn arrival(
     }
 }
 
-/// add → completed at concurrency 1, one job at a time as a user would: the
-/// clock read before the add call, the add awaited, then the Worker's own
-/// `Completed` and a QueueEvents subscriber's `completed` for that job, each
-/// stamped on receipt. p50 and p99 of each, in ms.
-/// `gap`: a pause after each completion before the next add (the worker
-/// re-armed on its marker by then), to tell the method's parts apart.
-async fn latency_one_at_a_time(conn: &Connection, n: u64, gap: Duration) -> [f64; 4] {
+/// The latency sections' worker: queue `lat`, one slot, a no-op processor,
+/// its events on a channel of `capacity`, under a host of its own.
+async fn latency_worker(
+    conn: &Connection,
+    capacity: usize,
+) -> (
+    Queue,
+    tokio::sync::mpsc::Receiver<echomq::WorkerEvent>,
+    ractor::ActorRef<()>,
+    echomq::WorkerSet,
+) {
     use echomq::worker::processor_fn;
     let q = Queue::new(conn, "lat").await.unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
     let mut args = echomq::WorkerArgs::new(
         q.clone(),
         processor_fn(|_| async { Ok(serde_json::Value::Null) }),
@@ -1087,6 +1091,17 @@ async fn latency_one_at_a_time(conn: &Connection, n: u64, gap: Duration) -> [f64
         .await
         .unwrap();
     let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    (q, rx, host, set)
+}
+
+/// add → completed at concurrency 1, one job at a time as a user would: the
+/// clock read before the add call, the add awaited, then the Worker's own
+/// `Completed` and a QueueEvents subscriber's `completed` for that job, each
+/// stamped on receipt. p50 and p99 of each, in ms.
+/// `gap`: a pause after each completion before the next add (the worker
+/// re-armed on its marker by then), to tell the method's parts apart.
+async fn latency_one_at_a_time(conn: &Connection, n: u64, gap: Duration) -> [f64; 4] {
+    let (q, mut rx, host, set) = latency_worker(conn, 1024).await;
     let (qe, _) =
         ractor::Actor::spawn(None, QueueEvents, QueueEventsArgs::new(conn.clone(), "lat"))
             .await
@@ -1160,20 +1175,7 @@ async fn latency_one_at_a_time(conn: &Connection, n: u64, gap: Duration) -> [f64
 /// 2 ms, not waiting for its completion, each timed from the add call to the
 /// worker's `Completed` event for it.
 async fn latency_paced(conn: &Connection, n: u64) -> (f64, f64) {
-    use echomq::worker::processor_fn;
-    let q = Queue::new(conn, "lat").await.unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
-    let mut args = echomq::WorkerArgs::new(
-        q.clone(),
-        processor_fn(|_| async { Ok(serde_json::Value::Null) }),
-    );
-    args.options.concurrency = 1;
-    args.events = Some(tx);
-    let spec = echomq::WorkerSetSpec::new(args);
-    let (host, _) = ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
-        .await
-        .unwrap();
-    let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+    let (q, mut rx, host, set) = latency_worker(conn, n as usize + 16).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let sent: Arc<std::sync::Mutex<HashMap<String, Instant>>> = Arc::default();
     let producer = {
