@@ -76,7 +76,14 @@ async fn a_batch_of_50_with_3_failures_completes_47_and_retries_3() {
     assert_eq!(sizes[0], 50, "the first batch takes all 50: {sizes:?}");
     let mut failed = Vec::new();
     let mut completed = 0;
-    while let Ok(e) = events.try_recv() {
+    // Redis may count the last finish before the worker has emitted its
+    // event: read events until all 50 completions are in, under a deadline.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while completed < 50 {
+        let e = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("50 Completed events")
+            .expect("the worker's event channel");
         match e {
             WorkerEvent::Failed {
                 job_id, retrying, ..
