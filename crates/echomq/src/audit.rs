@@ -28,10 +28,13 @@ use echomq_protocol::QueueKeys;
 use crate::connection::pool::Connection;
 use crate::error::Result;
 
-/// Ids per `auditPage` call.
-pub const PAGE: u64 = 250;
-/// SCAN COUNT of one `auditKeys` call.
-pub const KEYS_STEP: u64 = 250;
+/// Ids per `auditPage` call. An id costs the page up to ~100 µs (it reads
+/// the job's hash and looks for it in every state: 250 ids took 25.3 ms,
+/// docs/benchmarks.md §Scale), so 100 keeps a call within a few ms.
+pub const PAGE: u64 = 100;
+/// SCAN COUNT of one `auditKeys` call: a key costs it about as much as an
+/// id costs `auditPage` (its type, then the same state lookups).
+pub const KEYS_STEP: u64 = 100;
 /// Children and parents one `auditFlows` call looks at.
 pub const FLOW_STEP: u64 = 1000;
 
