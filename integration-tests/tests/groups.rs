@@ -432,7 +432,7 @@ async fn an_add_past_max_size_is_refused_and_writes_nothing() {
     // Bad input is refused before Redis.
     assert!(queue.add("g", &json!({}), grouped("a:b")).await.is_err());
     assert!(queue
-        .add("g", &json!({}), grouped("ok").delay(Duration::from_secs(1)))
+        .add("g", &json!({}), grouped("ok").lifo(true))
         .await
         .is_err());
     assert!(queue.set_group_concurrency("ok", 0).await.is_err());

@@ -252,9 +252,10 @@ pub async fn audit_paged(
     Ok(report)
 }
 
-/// The group checks G1–G4 (docs/groups.md §Audit), one bounded step per
+/// The group checks G1–G5 (docs/groups.md §Audit), one bounded step per
 /// call: `{P}gr:jobs` by HSCAN, the groups by index page, each group's
-/// unreleased ids by page and its active set by SSCAN.
+/// unreleased ids (waiting, then delayed) by page and its active set by
+/// SSCAN.
 async fn group_steps(
     conn: &Connection,
     keys: &QueueKeys,
@@ -317,6 +318,26 @@ async fn group_steps(
                 else {
                     break;
                 };
+                a.group_waiting(&gid, &ids);
+                if (ids.len() as u64) < PAGE {
+                    break;
+                }
+                at += PAGE;
+            }
+            let mut at = 0;
+            loop {
+                let Page::Delayed(indexed, ids) = step(Step::Delayed {
+                    group: &gid,
+                    from: at,
+                })
+                .await?
+                else {
+                    break;
+                };
+                if at == 0 && !ids.is_empty() && !indexed {
+                    let detail = format!("group {gid:?} has delayed jobs but is not in gr:delayed");
+                    a.f.add("G5", Severity::Hard, None, detail);
+                }
                 a.group_waiting(&gid, &ids);
                 if (ids.len() as u64) < PAGE {
                     break;
