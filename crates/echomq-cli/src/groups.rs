@@ -76,10 +76,11 @@ fn row(g: &GroupInfo) {
         String::new()
     };
     anstream::println!(
-        "{:<24} {:>9} {:>7} {:>6} {:>12} {:>8} {}",
+        "{:<24} {:>9} {:>7} {:>7} {:>6} {:>12} {:>8} {}",
         g.id,
         g.waiting,
         g.active,
+        g.delayed,
         limit(g.concurrency),
         rate,
         limit(g.max_size),
@@ -93,8 +94,8 @@ fn header() {
         paint(
             style::DIM,
             format!(
-                "{:<24} {:>9} {:>7} {:>6} {:>12} {:>8}",
-                "group", "waiting", "active", "conc", "rate", "max size"
+                "{:<24} {:>9} {:>7} {:>7} {:>6} {:>12} {:>8}",
+                "group", "waiting", "active", "delayed", "conc", "rate", "max size"
             )
         )
     );
