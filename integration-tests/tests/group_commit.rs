@@ -226,3 +226,110 @@ async fn group_commit_off_sends_every_finish_alone() {
     assert_eq!(calls_of(&c, ScriptId::MoveJobsToFinished).await, 0);
     assert_eq!(calls_of(&c, ScriptId::MoveToFinished).await, N);
 }
+
+/// Every connection reset again and again while a c16 burst finishes in
+/// groups: replies of group calls are lost, each slot resends its finish,
+/// and still every job completes exactly once, none reported as a lost lock
+/// (a resend that finds its own first send applied is taken as done). Jobs a
+/// lost reply's fetch-next took are recovered by the stalled checker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_replies_of_group_calls_lose_no_job_and_finish_none_twice() {
+    use echomq_integration_tests::fault_proxy::{FaultMode, FaultProxy};
+    const N: usize = 800;
+    const RESETS: usize = 30;
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.port()).await;
+    let c = redis.client().await;
+    let mut config = echomq::ConnectionConfig::with_url(proxy.url());
+    config.command_timeout = Duration::from_secs(2);
+    let conn = echomq::Connection::connect(config).await.unwrap();
+    let q = Queue::new(&conn, "gcf").await.unwrap();
+    add_jobs(&q, N, 0).await;
+    log_every_command(&c).await;
+
+    let processor = processor_fn(|job: JobContext| async move {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        Ok::<_, ProcessError>(json!({ "i": job.data()["i"] }))
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::channel(100_000);
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions::default()
+        .concurrency(16)
+        .drain_delay(Duration::from_millis(500));
+    args.options.lock_duration = Duration::from_secs(2);
+    args.options.stalled_interval = Duration::from_secs(1);
+    args.options.max_stalled_count = 10;
+    args.events = Some(tx);
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = echomq::WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    // Replies held in the proxy a while: a reset then often comes after
+    // Redis ran a call and before its reply arrived.
+    proxy.set_mode(FaultMode::Latency {
+        base: Duration::from_millis(4),
+        jitter: Duration::from_millis(2),
+    });
+
+    let mut completed = HashSet::new();
+    let mut lock_lost = 0;
+    let mut resets_mid_run = 0;
+    let accepted_before = proxy.accepted();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let mut next_reset = tokio::time::Instant::now() + Duration::from_millis(60);
+    while completed.len() < N {
+        tokio::select! {
+            event = tokio::time::timeout_at(deadline, rx.recv()) => {
+                let Ok(event) = event else {
+                    let wait: i64 = c.llen("emq:gcf:wait").await.unwrap();
+                    let active: Vec<String> = c.lrange("emq:gcf:active", 0, -1).await.unwrap();
+                    panic!("{} of {N} completed after 90 s; wait {wait}, active {active:?}", completed.len());
+                };
+                match event.expect("events") {
+                    WorkerEvent::Completed { job_id } => {
+                        assert!(completed.insert(job_id.clone()), "{job_id} completed twice")
+                    }
+                    WorkerEvent::LockLost { .. } => lock_lost += 1,
+                    WorkerEvent::Failed { job_id, reason, .. } => {
+                        panic!("{job_id} failed: {reason}")
+                    }
+                    _ => {}
+                }
+            }
+            _ = tokio::time::sleep_until(next_reset) => {
+                // A bounded storm: a worker whose connections keep failing
+                // long enough gives up (its host's supervisor restarts it).
+                if resets_mid_run < RESETS && completed.len() < N * 3 / 4 {
+                    proxy.reset_all();
+                    resets_mid_run += 1;
+                    if resets_mid_run == RESETS {
+                        proxy.set_mode(FaultMode::Pass);
+                    }
+                }
+                next_reset = tokio::time::Instant::now() + Duration::from_millis(60);
+            }
+        }
+    }
+    set.worker.stop(None);
+    host.stop(None);
+    let completed_set: i64 = c.zcard("emq:gcf:completed").await.unwrap();
+    assert_eq!(completed_set as usize, N, "every job in completed once");
+    let failed: i64 = c.zcard("emq:gcf:failed").await.unwrap();
+    assert_eq!(failed, 0);
+    assert!(
+        resets_mid_run == RESETS && proxy.accepted() > accepted_before + 3,
+        "the resets hit live connections ({resets_mid_run} resets, {} reconnections)",
+        proxy.accepted() - accepted_before
+    );
+    let groups = calls_of(&c, ScriptId::MoveJobsToFinished).await;
+    eprintln!(
+        "{resets_mid_run} resets, {} reconnections, {lock_lost} lock-lost reports; {groups} group calls logged",
+        proxy.accepted() - accepted_before
+    );
+    assert!(groups > 0, "no group call was made");
+    assert_eq!(
+        lock_lost, 0,
+        "a resend of an applied finish is no lost lock"
+    );
+}
