@@ -790,7 +790,11 @@ async fn check(s: Scenario) -> Result<(), TestCaseError> {
         "keyspace: ours vs BullMQ 6.7.0: {}",
         first_difference(&da, &dc)
     );
-    prop_assert!(da != before, "the finishes changed nothing");
+    // A scenario of refusals alone (wrong tokens, pending children) may
+    // write nothing; one finish done must show.
+    if a.iter().any(|r| r.get("refused").is_none()) {
+        prop_assert!(da != before, "the finishes changed nothing");
+    }
     // What the scenario exercised, for a reader of --nocapture.
     let count = |f: &dyn Fn(&Json) -> bool| a.iter().filter(|r| f(r)).count();
     let events = da
