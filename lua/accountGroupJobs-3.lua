@@ -2,7 +2,8 @@
   accountGroupJobs: EchoMQ extension (docs/groups.md). Frees the group slot of
   every released job that has finished: its hash is gone (removed, retention)
   or has finishedOn (completed, finally failed). The job hash is the truth, so
-  calling it twice, or for a job not finished, changes nothing.
+  calling it twice, or for a job not finished, changes nothing. The group's
+  score in {P}gr:busy is set again (markBusy).
 
   KEYS
     1 {P}gr:jobs     2 {P}gr:ready    3 {P}gr:seq
@@ -40,6 +41,7 @@ for _, jobId in ipairs(ids) do
       redis.call("HDEL", KEYS[1], jobId)
       local base = groupBase(prefix, gid)
       redis.call("SREM", base .. ":active", jobId)
+      markBusy(prefix, gid)
       freed = freed + 1
       if redis.call("HEXISTS", base, "paused") == 0 and redis.call("ZCARD", base .. ":wait") > 0 then
         enqueueGroup(KEYS[2], KEYS[3], gid)

@@ -7,10 +7,12 @@
     1 {P}gr:index    2 {P}gr:jobs
   ARGV
     1 {P}   2 step   3 where (an offset or a SCAN cursor)   4 count
-    5 group id (steps "wait" and "active")
+    5 group id (steps "wait", "delayed" and "active")
   Steps and replies
     "groups": {{gid, paused 1/0}, …} — index entries where .. where+count-1
     "wait":   {ids} — the group's unreleased ids, where .. where+count-1
+    "delayed": {1/0 the group is in {P}gr:delayed, {ids}} — the group's
+              delayed ids, where .. where+count-1
     "active": {cursor, {ids}} — one SSCAN step of the group's active set
     "jobs":   {cursor, {{job id, group id, "gone"|"finished"|"open"}, …}} —
               one HSCAN step of gr:jobs, each job's hash read in this call
@@ -29,6 +31,11 @@ if step == "groups" then
 elseif step == "wait" then
   local from = tonumber(where) or 0
   return redis.call("ZRANGE", base .. ":wait", from, from + count - 1)
+elseif step == "delayed" then
+  -- With whether the group is in {P}gr:delayed (else nothing promotes them).
+  local from = tonumber(where) or 0
+  local indexed = redis.call("ZSCORE", prefix .. "gr:delayed", ARGV[5] or "") and 1 or 0
+  return {indexed, redis.call("ZRANGE", base .. ":delayed", from, from + count - 1)}
 elseif step == "active" then
   return redis.call("SSCAN", base .. ":active", where, "COUNT", count)
 end

@@ -16,9 +16,12 @@
     6 default window ms: the feeder's own, for groups without settings of
     their own when the queue's defaults (KEYS[10], written by workers with a
     group option) do not set them
+  First, delayed group jobs that are due ({P}gr:delayed: group → earliest due
+  ms; {P}gr:g:<gid>:delayed: job → due ms; built from {P}) move into their
+  group's set, at most `count` jobs of at most `count` groups per call.
   Returns
     {released, next}: next = ms (Redis clock) when a rate-limited group may
-    release again, -1 when none is waiting for its window.
+    release again or a delayed group job is due, -1 when neither waits.
   Events: waiting, per released job (as addStandardJob's).
 ]]
 --- @include "includes/addBaseMarkerIfNeeded"
@@ -39,6 +42,43 @@ end
 
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Due delayed jobs join their group's set, in due order, behind the jobs
+-- already there of the same priority.
+local delayedIndex = prefix .. "gr:delayed"
+local promoted = 0
+for _, gid in ipairs(redis.call("ZRANGEBYSCORE", delayedIndex, "-inf", now, "LIMIT", 0, count)) do
+  if promoted >= count then
+    break
+  end
+  local base = groupBase(prefix, gid)
+  local delayedKey = base .. ":delayed"
+  local moved = 0
+  for _, jobId in ipairs(redis.call("ZRANGEBYSCORE", delayedKey, "-inf", now, "LIMIT", 0, count - promoted)) do
+    redis.call("ZREM", delayedKey, jobId)
+    local opts = redis.call("HGET", prefix .. jobId, "opts")
+    -- A job removed while delayed leaves its id behind: dropped here.
+    if opts then
+      local ok, decoded = pcall(cjson.decode, opts)
+      local group = ok and type(decoded) == "table" and decoded["group"]
+      local priority = type(group) == "table" and tonumber(group["priority"]) or 0
+      local counter = redis.call("HINCRBY", base, "pc", 1)
+      redis.call("ZADD", base .. ":wait", string.format("%d", priority * 4294967296 + counter), jobId)
+      moved = moved + 1
+    end
+    promoted = promoted + 1
+  end
+  local nextJob = redis.call("ZRANGE", delayedKey, 0, 0, "WITHSCORES")
+  if nextJob[2] then
+    redis.call("ZADD", delayedIndex, nextJob[2], gid)
+  else
+    redis.call("ZREM", delayedIndex, gid)
+  end
+  if moved > 0 and redis.call("HEXISTS", base, "paused") == 0 then
+    enqueueGroup(KEYS[1], KEYS[4], gid)
+  end
+  markBusy(prefix, gid)
+end
 
 -- Groups whose window has room again go back to the round robin.
 local due = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now, "LIMIT", 0, count)
@@ -107,6 +147,8 @@ while released < room and looked < room + count do
         break
       end
     end
+    -- A release keeps the group's total; skipped vanished ids lower it.
+    markBusy(prefix, gid)
     if jobId then
       redis.call("SADD", base .. ":active", jobId)
       redis.call("HSET", KEYS[3], jobId, gid)
@@ -136,5 +178,11 @@ if released > 0 then
   addBaseMarkerIfNeeded(KEYS[7], isQueuePausedOrMaxed(KEYS[6], KEYS[9]))
 end
 
-local nextDue = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
-return { released, nextDue[2] and tonumber(nextDue[2]) or -1 }
+local nextDue = -1
+for _, key in ipairs({ KEYS[2], delayedIndex }) do
+  local first = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+  if first[2] and (nextDue < 0 or tonumber(first[2]) < nextDue) then
+    nextDue = tonumber(first[2])
+  end
+end
+return { released, nextDue }

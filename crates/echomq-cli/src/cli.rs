@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use echomq::queue::DEFAULT_CHUNK;
 
 /// Inspect, feed and operate EchoMQ queues (BullMQ-compatible, prefix `emq`).
 #[derive(Debug, Parser)]
@@ -228,7 +229,7 @@ pub enum Command {
         id: Option<String>,
         #[arg(long)]
         all: bool,
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = DEFAULT_CHUNK)]
         count: u64,
     },
     /// Promote a delayed job now, or every delayed job with `--all` (moved `--count` per call).
@@ -237,7 +238,7 @@ pub enum Command {
         id: Option<String>,
         #[arg(long)]
         all: bool,
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = DEFAULT_CHUNK)]
         count: u64,
     },
     /// Remove a job (and its children unless `--keep-children`).
@@ -258,7 +259,7 @@ pub enum Command {
         #[arg(long)]
         delayed: bool,
         /// Jobs per call.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = DEFAULT_CHUNK)]
         chunk: u64,
     },
     /// Delete jobs of a state older than `--grace` ms, at most `--limit`
@@ -271,7 +272,7 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: u64,
         /// Jobs per call.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = DEFAULT_CHUNK)]
         chunk: u64,
     },
     /// Delete the whole queue (pausing it first), `--chunk` jobs per call;
@@ -282,7 +283,7 @@ pub enum Command {
         #[arg(long)]
         force: bool,
         /// Jobs per call.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = DEFAULT_CHUNK as u32)]
         chunk: u32,
     },
     /// Print the events stream, one line per event.

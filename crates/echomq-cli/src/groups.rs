@@ -24,6 +24,10 @@ pub enum GroupsAction {
         /// Groups read (at most 1000).
         #[arg(long, default_value_t = 100)]
         count: u64,
+        /// Instead of a page: the N busiest groups of the whole queue (at
+        /// most 1000; waiting + delayed + released-and-unfinished jobs).
+        #[arg(long, value_name = "N", conflicts_with = "start")]
+        busiest: Option<u64>,
     },
     /// One group's counts and settings.
     Show { id: String },
@@ -72,10 +76,11 @@ fn row(g: &GroupInfo) {
         String::new()
     };
     anstream::println!(
-        "{:<24} {:>9} {:>7} {:>6} {:>12} {:>8} {}",
+        "{:<24} {:>9} {:>7} {:>7} {:>6} {:>12} {:>8} {}",
         g.id,
         g.waiting,
         g.active,
+        g.delayed,
         limit(g.concurrency),
         rate,
         limit(g.max_size),
@@ -89,8 +94,8 @@ fn header() {
         paint(
             style::DIM,
             format!(
-                "{:<24} {:>9} {:>7} {:>6} {:>12} {:>8}",
-                "group", "waiting", "active", "conc", "rate", "max size"
+                "{:<24} {:>9} {:>7} {:>7} {:>6} {:>12} {:>8}",
+                "group", "waiting", "active", "delayed", "conc", "rate", "max size"
             )
         )
     );
@@ -100,11 +105,22 @@ pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
     match action.unwrap_or(GroupsAction::List {
         start: 0,
         count: 100,
+        busiest: None,
     }) {
-        GroupsAction::List { start, count } => {
-            let mut page = q.groups(start, count).await?;
-            page.groups
-                .sort_by_key(|g| std::cmp::Reverse(g.waiting + g.active));
+        GroupsAction::List {
+            start,
+            count,
+            busiest,
+        } => {
+            let mut page = match busiest {
+                Some(n) => q.busiest_groups(n).await?,
+                None => q.groups(start, count).await?,
+            };
+            page.groups.sort_by(|a, b| {
+                (b.waiting + b.delayed + b.active)
+                    .cmp(&(a.waiting + a.delayed + a.active))
+                    .then_with(|| a.id.cmp(&b.id))
+            });
             header();
             for g in &page.groups {
                 row(g);

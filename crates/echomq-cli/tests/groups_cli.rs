@@ -106,6 +106,20 @@ async fn groups_from_the_command_line() {
             "3",
         ],
     );
+    // Delayed: counted apart until it is due.
+    ok(
+        &url,
+        &[
+            "add",
+            "q",
+            "d",
+            r#"{"i":2}"#,
+            "--group",
+            "acme",
+            "--delay",
+            "600000",
+        ],
+    );
     let lines: Vec<String> = (0..4)
         .map(|i| {
             let gid = if i % 2 == 0 { "acme" } else { "globex" };
@@ -124,8 +138,8 @@ async fn groups_from_the_command_line() {
 
     // The list: busiest first, with the counts.
     let list = ok(&url, &["groups", "q"]);
-    assert_eq!(&row(&list, "acme")[1..3], ["4", "0"], "{list}");
-    assert_eq!(&row(&list, "globex")[1..3], ["2", "0"], "{list}");
+    assert_eq!(&row(&list, "acme")[1..4], ["4", "0", "1"], "{list}");
+    assert_eq!(&row(&list, "globex")[1..4], ["2", "0", "0"], "{list}");
     let acme_at = list.find("acme").unwrap();
     assert!(
         acme_at < list.find("globex").unwrap(),
@@ -143,7 +157,7 @@ async fn groups_from_the_command_line() {
     let globex = q.group_counts("globex").await.unwrap();
     assert_eq!(globex.rate_limit, Some((5, 1000)));
     let list = ok(&url, &["groups", "q"]);
-    assert_eq!(row(&list, "acme")[3], "2", "{list}");
+    assert_eq!(row(&list, "acme")[4], "2", "{list}");
     assert!(
         row(&list, "globex").join(" ").contains("5/1000 ms"),
         "{list}"

@@ -498,14 +498,16 @@ impl JobOptions {
         if let Some(g) = &self.group {
             g.validate()?;
             // Not yet combined with the paths that bypass the group's set.
-            let other = if self.delay.unwrap_or(0) > 0 {
-                Some("delay")
-            } else if self.priority.unwrap_or(0) > 0 {
+            let other = if self.priority.unwrap_or(0) > 0 {
                 Some("priority (use group.priority)")
-            } else if self.parent.is_some() {
-                Some("parent")
-            } else if self.deduplication.is_some() {
-                Some("deduplication")
+            } else if self
+                .deduplication
+                .as_ref()
+                .is_some_and(|d| d.replace || d.keep_last_if_active || d.reschedule)
+            {
+                // They move or re-add the owner through BullMQ's delayed set
+                // and wait list, past the group.
+                Some("deduplication replace, keepLastIfActive or reschedule")
             } else if self.lifo {
                 Some("lifo")
             } else {

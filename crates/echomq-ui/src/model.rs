@@ -483,6 +483,8 @@ pub(crate) const GROUPS_SHOWN: usize = 20;
 pub(crate) struct GroupView {
     pub id: String,
     pub waiting: u64,
+    /// Delayed jobs not due yet.
+    pub delayed: u64,
     pub active: u64,
     pub paused: bool,
     pub concurrency: Option<u64>,
@@ -490,8 +492,10 @@ pub(crate) struct GroupView {
     pub rate_limit: Option<(u64, u64)>,
 }
 
-/// The groups panel: the busiest [`GROUPS_SHOWN`] of [`GROUPS_READ`] groups
-/// from index `start` (id order), with the total and the queue's defaults.
+/// The groups panel: on its first page the busiest [`GROUPS_SHOWN`] groups
+/// of the whole queue (`{P}gr:busy`, docs/groups.md §Dashboard), on the next
+/// ones the busiest of [`GROUPS_READ`] groups from index `start` (id order),
+/// with the total and the queue's defaults.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct GroupsPanel {
     pub total: u64,
@@ -502,16 +506,22 @@ pub(crate) struct GroupsPanel {
     pub default_rate_limit: Option<(u64, u64)>,
 }
 
-/// Two bounded calls: one page of the group index, the queue's defaults.
+/// Bounded calls: one page of the group index, on the first page the
+/// global busiest, the queue's defaults.
 pub(crate) async fn groups(q: &Queue, start: u64) -> Result<GroupsPanel, Failure> {
     let page = q.groups(start, GROUPS_READ).await?;
     let read = page.groups.len() as u64;
-    let mut groups: Vec<GroupView> = page
-        .groups
+    let rows = if start == 0 && page.total > 0 {
+        q.busiest_groups(GROUPS_SHOWN as u64).await?.groups
+    } else {
+        page.groups
+    };
+    let mut groups: Vec<GroupView> = rows
         .into_iter()
         .map(|g| GroupView {
             id: g.id,
             waiting: g.waiting,
+            delayed: g.delayed,
             active: g.active,
             paused: g.paused,
             concurrency: g.concurrency,
@@ -519,8 +529,8 @@ pub(crate) async fn groups(q: &Queue, start: u64) -> Result<GroupsPanel, Failure
         })
         .collect();
     groups.sort_by(|a, b| {
-        (b.waiting + b.active)
-            .cmp(&(a.waiting + a.active))
+        (b.waiting + b.delayed + b.active)
+            .cmp(&(a.waiting + a.delayed + a.active))
             .then_with(|| a.id.cmp(&b.id))
     });
     groups.truncate(GROUPS_SHOWN);

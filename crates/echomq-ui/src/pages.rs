@@ -271,19 +271,24 @@ fn groups_panel(app: &App, queue: &str, p: &model::GroupsPanel) -> Markup {
         @if p.total > 0 {
             h2 #groups { "Groups (" (p.total) ")" }
             p.hint {
-                "The busiest " (p.groups.len()) " of groups " (p.start + 1) "–" (p.start + p.read.max(1))
-                " (id order). Defaults for groups without their own: concurrency "
+                @if p.start == 0 {
+                    "The busiest " (p.groups.len()) " of all groups."
+                } @else {
+                    "The busiest " (p.groups.len()) " of groups " (p.start + 1) "–" (p.start + p.read.max(1))
+                    " (id order)."
+                }
+                " Defaults for groups without their own: concurrency "
                 (limit(p.default_concurrency)) ", rate " (rate(p.default_rate_limit)) "."
             }
             table.groups {
                 thead { tr {
-                    th { "Group" } th.num { "Waiting" } th.num { "Active" } th { "Status" }
+                    th { "Group" } th.num { "Waiting" } th.num { "Active" } th.num { "Delayed" } th { "Status" }
                     th.num { "Concurrency" } th { "Rate limit" }
                     @if !app.config.read_only { th { "Actions" } }
                 } }
                 tbody { @for g in &p.groups { tr {
                     td.gid { (g.id) }
-                    td.num { (g.waiting) } td.num { (g.active) }
+                    td.num { (g.waiting) } td.num { (g.active) } td.num { (g.delayed) }
                     td { @if g.paused { span.badge.paused { "paused" } } @else { "running" } }
                     td.num { (limit(g.concurrency)) } td { (rate(g.rate_limit)) }
                     @if !app.config.read_only { td.actions {

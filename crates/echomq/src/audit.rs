@@ -28,10 +28,13 @@ use echomq_protocol::QueueKeys;
 use crate::connection::pool::Connection;
 use crate::error::Result;
 
-/// Ids per `auditPage` call.
-pub const PAGE: u64 = 250;
-/// SCAN COUNT of one `auditKeys` call.
-pub const KEYS_STEP: u64 = 250;
+/// Ids per `auditPage` call. An id costs the page up to ~100 µs (it reads
+/// the job's hash and looks for it in every state: 250 ids took 25.3 ms,
+/// docs/benchmarks.md §Scale), so 100 keeps a call within a few ms.
+pub const PAGE: u64 = 100;
+/// SCAN COUNT of one `auditKeys` call: a key costs it about as much as an
+/// id costs `auditPage` (its type, then the same state lookups).
+pub const KEYS_STEP: u64 = 100;
 /// Children and parents one `auditFlows` call looks at.
 pub const FLOW_STEP: u64 = 1000;
 
@@ -249,9 +252,10 @@ pub async fn audit_paged(
     Ok(report)
 }
 
-/// The group checks G1–G4 (docs/groups.md §Audit), one bounded step per
+/// The group checks G1–G5 (docs/groups.md §Audit), one bounded step per
 /// call: `{P}gr:jobs` by HSCAN, the groups by index page, each group's
-/// unreleased ids by page and its active set by SSCAN.
+/// unreleased ids (waiting, then delayed) by page and its active set by
+/// SSCAN.
 async fn group_steps(
     conn: &Connection,
     keys: &QueueKeys,
@@ -314,6 +318,26 @@ async fn group_steps(
                 else {
                     break;
                 };
+                a.group_waiting(&gid, &ids);
+                if (ids.len() as u64) < PAGE {
+                    break;
+                }
+                at += PAGE;
+            }
+            let mut at = 0;
+            loop {
+                let Page::Delayed(indexed, ids) = step(Step::Delayed {
+                    group: &gid,
+                    from: at,
+                })
+                .await?
+                else {
+                    break;
+                };
+                if at == 0 && !ids.is_empty() && !indexed {
+                    let detail = format!("group {gid:?} has delayed jobs but is not in gr:delayed");
+                    a.f.add("G5", Severity::Hard, None, detail);
+                }
                 a.group_waiting(&gid, &ids);
                 if (ids.len() as u64) < PAGE {
                     break;

@@ -11,8 +11,10 @@ use echomq_protocol::call::add::{AddJob, AddKind};
 use echomq_protocol::call::flow::{
     AddParentJob, ChildKeys, FlowAdd, ReleaseParentIfNoPendingDependencies,
 };
+use echomq_protocol::call::groups::AddGroupJob;
 use echomq_protocol::call::lifecycle::EpochMs;
 use echomq_protocol::call::ScriptCall;
+use echomq_protocol::group::GroupKeys;
 use echomq_protocol::packing::AddArgs;
 use echomq_protocol::validate::ValidationError;
 use echomq_protocol::{JobOptions, QueueKeys};
@@ -223,6 +225,9 @@ struct Entry {
     parent_key: Option<String>,
     parent_deps: Option<String>,
     parent: Option<Value>,
+    /// A leaf with `opts.group`: its group, priority inside it and the
+    /// extension's keys (docs/groups.md §Flows).
+    group: Option<(String, i64, GroupKeys)>,
 }
 
 impl Entry {
@@ -240,6 +245,17 @@ impl Entry {
             defer_parent_release: self.parent_key.is_some(),
             ..Default::default()
         };
+        if let Some((group, priority, groups)) = &self.group {
+            return FlowAdd::Group(AddGroupJob {
+                keys: &self.keys,
+                groups,
+                group,
+                priority: *priority,
+                args,
+                data: &self.data,
+                opts: &self.opts,
+            });
+        }
         match self.kind {
             Some(kind) => FlowAdd::Leaf(AddJob {
                 keys: &self.keys,
@@ -356,6 +372,18 @@ impl FlowProducer {
 
     fn entry(&self, job: &FlowJob, id: &str, parent: Option<&ParentLink>) -> Result<Entry> {
         job.options.validate()?;
+        if job.options.group.is_some() && !job.children.is_empty() {
+            // BullMQ's moveToFinished moves a parent whose last child
+            // finished straight to wait: it would bypass its group's budget
+            // (docs/decisions.md §15, addendum on flows).
+            return Err(ValidationError::Option {
+                option: "group",
+                reason:
+                    "a flow parent (a job with children) cannot be in a group; its children can"
+                        .into(),
+            }
+            .into());
+        }
         let keys = QueueKeys::new(self.conn.prefix(), &job.queue)?;
         let data =
             serde_json::to_string(&job.data).map_err(|e| ValidationError::Data(e.to_string()))?;
@@ -407,6 +435,11 @@ impl FlowProducer {
             parent_key: parent.map(|p| p.key.clone()),
             parent_deps: parent.map(|p| ChildKeys::of(&p.key).dependencies),
             parent: descriptor,
+            group: job
+                .options
+                .group
+                .as_ref()
+                .map(|g| (g.id.clone(), g.priority.unwrap_or(0), GroupKeys::new(&keys))),
             keys,
         })
     }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::add::AddJob;
 use super::decode::{self, Reply, ReplyError};
+use super::groups::{AddGroupJob, GroupAdded};
 use super::script::{Arg, ScriptCall};
 use crate::call::lifecycle::EpochMs;
 use crate::keys::Key;
@@ -106,6 +107,8 @@ pub enum FlowAdd<'a> {
     Leaf(AddJob<'a>),
     /// A job with children.
     Parent(AddParentJob<'a>),
+    /// A job without children in a group (docs/groups.md §Flows).
+    Group(AddGroupJob<'a>),
 }
 
 impl ScriptCall for FlowAdd<'_> {
@@ -115,6 +118,7 @@ impl ScriptCall for FlowAdd<'_> {
         match self {
             FlowAdd::Leaf(c) => c.script(),
             FlowAdd::Parent(c) => c.script(),
+            FlowAdd::Group(c) => c.script(),
         }
     }
 
@@ -122,6 +126,7 @@ impl ScriptCall for FlowAdd<'_> {
         match self {
             FlowAdd::Leaf(c) => c.keys(),
             FlowAdd::Parent(c) => c.keys(),
+            FlowAdd::Group(c) => c.keys(),
         }
     }
 
@@ -129,6 +134,7 @@ impl ScriptCall for FlowAdd<'_> {
         match self {
             FlowAdd::Leaf(c) => c.args(),
             FlowAdd::Parent(c) => c.args(),
+            FlowAdd::Group(c) => c.args(),
         }
     }
 
@@ -136,6 +142,14 @@ impl ScriptCall for FlowAdd<'_> {
         match self {
             FlowAdd::Leaf(c) => c.decode(reply),
             FlowAdd::Parent(c) => c.decode(reply),
+            FlowAdd::Group(c) => match c.decode(reply)? {
+                GroupAdded::Added(id) => Ok(id),
+                // A flow insert skips the max size check: never answered.
+                GroupAdded::Full { max_size } => Err(ReplyError::shape(
+                    c.script(),
+                    format!("group full ({max_size}) inside a flow"),
+                )),
+            },
         }
     }
 }

@@ -34,7 +34,9 @@ pub struct AddGroupJob<'a> {
     pub group: &'a str,
     /// Priority inside the group (0 none).
     pub priority: i64,
-    /// Name, id, timestamp of the job (no parent, no deduplication).
+    /// Name, id, timestamp, parent and deduplication key of the job, as
+    /// addStandardJob takes them; with `defer_parent_release` (a flow
+    /// insert) the group's max size is not checked.
     pub args: AddArgs<'a>,
     /// The payload as JSON text.
     pub data: &'a str,
@@ -72,6 +74,11 @@ impl ScriptCall for AddGroupJob<'_> {
             Arg::packed(pack_map(self.opts)),
             Arg::str(self.group),
             Arg::int(self.priority),
+            Arg::str(if self.args.defer_parent_release {
+                "1"
+            } else {
+                ""
+            }),
         ]
     }
 
@@ -394,8 +401,11 @@ impl ScriptCall for GroupSettings<'_> {
 pub struct GroupInfo {
     /// The group id.
     pub id: String,
-    /// Jobs not released yet.
+    /// Jobs not released yet (in the group's set; the delayed ones not due
+    /// are [`GroupInfo::delayed`]).
     pub waiting: u64,
+    /// Delayed jobs not due yet (docs/groups.md §Delayed jobs).
+    pub delayed: u64,
     /// Released jobs not finished yet (in wait, active, retrying).
     pub active: u64,
     /// Whether the group is paused.
@@ -426,6 +436,12 @@ pub enum GroupSelect<'a> {
     Page {
         /// First index.
         start: u64,
+        /// How many.
+        count: u64,
+    },
+    /// The `count` groups (≤ 1000) with the most released-and-unfinished
+    /// jobs (`{P}gr:busy`), busiest first.
+    Busiest {
         /// How many.
         count: u64,
     },
@@ -465,6 +481,10 @@ impl ScriptCall for GetGroups<'_> {
                 a.push(Arg::int(start));
                 a.push(Arg::int(count.min(1000)));
             }
+            GroupSelect::Busiest { count } => {
+                a.push(Arg::from_static("busy"));
+                a.push(Arg::int(count.min(1000)));
+            }
         }
         a
     }
@@ -480,8 +500,9 @@ impl ScriptCall for GetGroups<'_> {
         let mut groups = Vec::new();
         for row in parts {
             let row = decode::array(script, row)?;
-            let [id, waiting, active, paused, conc, max, duration, size] = row.as_slice() else {
-                return Err(ReplyError::shape(script, "a group row has 8 fields"));
+            let [id, waiting, active, paused, conc, max, duration, size, delayed] = row.as_slice()
+            else {
+                return Err(ReplyError::shape(script, "a group row has 9 fields"));
             };
             groups.push(GroupInfo {
                 id: id.to_text().unwrap_or_default(),
@@ -491,6 +512,7 @@ impl ScriptCall for GetGroups<'_> {
                 concurrency: num(conc),
                 rate_limit: num(max).zip(num(duration)),
                 max_size: num(size),
+                delayed: num(delayed).unwrap_or(0),
             });
         }
         Ok(GroupPage {
@@ -589,6 +611,13 @@ pub enum GroupAuditStep<'a> {
         /// Offset in its set.
         from: u64,
     },
+    /// A page of one group's delayed ids.
+    Delayed {
+        /// The group.
+        group: &'a str,
+        /// Offset in its delayed set.
+        from: u64,
+    },
     /// One SSCAN step of a group's active set.
     Active {
         /// The group.
@@ -610,6 +639,8 @@ pub enum GroupAuditPage {
     Groups(Vec<(String, bool)>),
     /// Unreleased ids of the group.
     Wait(Vec<String>),
+    /// Whether the group is in `{P}gr:delayed`, and its delayed ids.
+    Delayed(bool, Vec<String>),
     /// The next cursor ("0" when done) and released ids of the group.
     Active(String, Vec<String>),
     /// The next cursor ("0" when done) and (job id, group id, state) rows.
@@ -645,6 +676,7 @@ impl ScriptCall for AuditGroups<'_> {
         let (step, at, group) = match self.step {
             GroupAuditStep::Groups { from } => ("groups", from.to_string(), ""),
             GroupAuditStep::Wait { group, from } => ("wait", from.to_string(), group),
+            GroupAuditStep::Delayed { group, from } => ("delayed", from.to_string(), group),
             GroupAuditStep::Active { group, cursor } => ("active", cursor.to_owned(), group),
             GroupAuditStep::Jobs { cursor } => ("jobs", cursor.to_owned(), ""),
         };
@@ -675,6 +707,11 @@ impl ScriptCall for AuditGroups<'_> {
                 GroupAuditPage::Groups(rows)
             }
             GroupAuditStep::Wait { .. } => GroupAuditPage::Wait(decode::strings(script, reply)?),
+            GroupAuditStep::Delayed { .. } => {
+                let [indexed, ids] = <[Reply; 2]>::try_from(decode::array(script, reply)?)
+                    .map_err(|_| ReplyError::shape(script, "expected {indexed, ids}"))?;
+                GroupAuditPage::Delayed(indexed.as_i64() == Some(1), decode::strings(script, ids)?)
+            }
             GroupAuditStep::Active { .. } => {
                 let (cursor, ids) = scanned(reply)?;
                 GroupAuditPage::Active(cursor, decode::strings(script, ids)?)

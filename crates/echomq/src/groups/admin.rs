@@ -165,6 +165,20 @@ impl Queue {
             .await
     }
 
+    /// The `count` groups (at most 1000) with the most released-and-unfinished
+    /// jobs, busiest first, over all the queue's groups (one bounded read of
+    /// `{P}gr:busy`), with the total of groups.
+    pub async fn busiest_groups(&self, count: u64) -> Result<GroupPage> {
+        let keys = GroupKeys::new(self.keys());
+        self.connection()
+            .call(&GetGroups {
+                keys: self.keys(),
+                groups: &keys,
+                select: GroupSelect::Busiest { count },
+            })
+            .await
+    }
+
     /// Removes the group's unreleased jobs (1000 per call, a `removed` event
     /// each) and then the group; released jobs run on. Answers how many jobs
     /// were removed.

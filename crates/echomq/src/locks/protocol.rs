@@ -26,14 +26,19 @@ pub struct TrackedLock {
 pub struct LockStats {
     /// Timer ticks handled.
     pub ticks: u64,
-    /// `extendLocks` calls made (one per tick at most, plus one per RenewNow).
+    /// `extendLocks` calls made: per tick (and per RenewNow), one per
+    /// [`MAX_LOCKS_PER_CALL`](super::manager::MAX_LOCKS_PER_CALL) held locks,
+    /// sent in one round trip.
     pub extend_calls: u64,
     /// Locks renewed, summed over all calls.
     pub renewed: u64,
     /// Locks found lost.
     pub lost: u64,
-    /// Size of the last batch sent.
+    /// Locks in the last round sent (every held lock).
     pub last_batch: usize,
+    /// `extendLocks` calls the last round took (`last_batch` divided by
+    /// `MAX_LOCKS_PER_CALL`, rounded up).
+    pub last_calls: usize,
     /// Renewal calls that failed on Redis and were retried.
     pub redis_errors: u64,
 }

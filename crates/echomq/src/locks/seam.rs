@@ -175,6 +175,11 @@ impl LockSeam {
         s.held.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// How many jobs are held.
+    pub fn held_count(&self) -> usize {
+        lock(&self.state).held.len()
+    }
+
     /// Ids of the held jobs, sorted.
     pub fn held_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = lock(&self.state).held.keys().cloned().collect();

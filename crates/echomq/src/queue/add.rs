@@ -40,6 +40,23 @@ struct ParentArgs {
     descriptor: Value,
 }
 
+impl Prepared {
+    /// The AddArgs every add script takes, grouped or not.
+    fn add_args<'a>(&'a self, prefix_key: &'a str) -> AddArgs<'a> {
+        AddArgs {
+            prefix_key,
+            custom_id: &self.custom_id,
+            name: &self.name,
+            timestamp: self.timestamp,
+            deduplication_key: self.dedup_key.as_deref(),
+            parent_key: self.parent.as_ref().map(|a| a.key.as_str()),
+            parent_dependencies_key: self.parent.as_ref().map(|a| a.dependencies.as_str()),
+            parent: self.parent.as_ref().map(|a| &a.descriptor),
+            ..Default::default()
+        }
+    }
+}
+
 impl Queue {
     fn merged(&self, options: JobOptions) -> JobOptions {
         if self.options.default_job_options == JobOptions::default() {
@@ -112,13 +129,7 @@ impl Queue {
                 groups,
                 group,
                 priority: *priority,
-                args: AddArgs {
-                    prefix_key: self.keys.prefix_key(),
-                    custom_id: &p.custom_id,
-                    name: &p.name,
-                    timestamp: p.timestamp,
-                    ..Default::default()
-                },
+                args: p.add_args(self.keys.prefix_key()),
                 data: &p.data,
                 opts: &p.opts,
             });
@@ -126,17 +137,7 @@ impl Queue {
         AnyAdd::Plain(AddJob {
             keys: &self.keys,
             kind: p.kind,
-            args: AddArgs {
-                prefix_key: self.keys.prefix_key(),
-                custom_id: &p.custom_id,
-                name: &p.name,
-                timestamp: p.timestamp,
-                deduplication_key: p.dedup_key.as_deref(),
-                parent_key: p.parent.as_ref().map(|a| a.key.as_str()),
-                parent_dependencies_key: p.parent.as_ref().map(|a| a.dependencies.as_str()),
-                parent: p.parent.as_ref().map(|a| &a.descriptor),
-                ..Default::default()
-            },
+            args: p.add_args(self.keys.prefix_key()),
             data: &p.data,
             opts: &p.opts,
         })

@@ -19,8 +19,11 @@ use super::handle::Queue;
 use super::types::JobState;
 use crate::error::{Error, Result};
 
-/// Jobs one call of a chunked operation may touch, by default.
-pub const DEFAULT_CHUNK: u64 = 1000;
+/// Jobs one call of a chunked operation may touch, by default. Removing a
+/// job costs Redis up to ~37 µs (its hash, logs, dependencies and its entry:
+/// `cleanJobsInSet-3` of 1 000 took 36.9 ms, docs/benchmarks.md §Scale), so
+/// 250 keeps one call near the few-ms budget of docs/scale.md.
+pub const DEFAULT_CHUNK: u64 = 250;
 
 /// How far a chunked operation got, after each of its calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,5 +1,5 @@
-//! Per-group gauges for a scrape, bounded in cardinality: the busiest
-//! [`TOP_GROUPS`] groups of one bounded read of the queue's group index,
+//! Per-group gauges for a scrape, bounded in cardinality: the queue's
+//! [`TOP_GROUPS`] busiest groups of all (one bounded read of `{P}gr:busy`),
 //! never one series per tenant (docs/groups.md §Metrics). Read from Redis
 //! at each scrape, like [`super::queue_state`], so a group that leaves the
 //! top has no series left behind.
@@ -9,9 +9,7 @@ use echomq_protocol::call::groups::GroupInfo;
 use crate::error::Result;
 use crate::queue::handle::Queue;
 
-/// Groups of the index read per queue and scrape (one getGroups call).
-pub const GROUPS_READ: u64 = 200;
-/// Groups exported per queue and scrape.
+/// Groups exported per queue and scrape (one getGroups call).
 pub const TOP_GROUPS: usize = 10;
 
 /// One queue's group numbers.
@@ -28,7 +26,7 @@ pub struct GroupSample {
 impl Queue {
     /// Reads the numbers [`render`] writes: one bounded call.
     pub async fn group_sample(&self) -> Result<GroupSample> {
-        let page = self.groups(0, GROUPS_READ).await?;
+        let page = self.busiest_groups(TOP_GROUPS as u64).await?;
         Ok(GroupSample {
             queue: self.name().to_owned(),
             total: page.total,
@@ -39,8 +37,9 @@ impl Queue {
 
 fn top(mut groups: Vec<GroupInfo>) -> Vec<(String, u64, u64, bool)> {
     groups.sort_by(|a, b| {
-        (b.waiting + b.active)
-            .cmp(&(a.waiting + a.active))
+        // The score of `{P}gr:busy`; ties by id, for a stable order.
+        (b.waiting + b.delayed + b.active)
+            .cmp(&(a.waiting + a.delayed + a.active))
             .then_with(|| a.id.cmp(&b.id))
     });
     groups
@@ -71,7 +70,7 @@ pub fn render(samples: &[GroupSample]) -> String {
         ));
     }
     lines.push(format!(
-        "# HELP echomq_group_jobs Jobs of the queue's {TOP_GROUPS} busiest groups (of the first {GROUPS_READ}) by state"
+        "# HELP echomq_group_jobs Jobs of the queue's {TOP_GROUPS} busiest groups by state"
     ));
     lines.push("# TYPE echomq_group_jobs gauge".to_owned());
     for s in &samples {

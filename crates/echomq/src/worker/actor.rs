@@ -13,7 +13,9 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Spawn
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::messages::{CloseReport, Internal, InternalKind, WorkerEvent, WorkerMsg, WorkerStatus};
+use super::messages::{
+    CloseReport, Internal, InternalKind, WorkerCounts, WorkerEvent, WorkerMsg, WorkerStatus,
+};
 use super::options::WorkerArgs;
 use super::shared::WorkerShared;
 use super::{cancels, fetcher};
@@ -157,6 +159,14 @@ impl Worker {
             }
             WorkerMsg::GetStatus(reply) => {
                 let _ = reply.send(status(&core));
+            }
+            WorkerMsg::GetCounts(reply) => {
+                let counters = core.counters();
+                let _ = reply.send(WorkerCounts {
+                    active: core.seam().held_count(),
+                    processed: counters.processed(),
+                    failed: counters.failed(),
+                });
             }
             WorkerMsg::AttachLockManager(lm) => {
                 let held = core.seam().attach(lm);

@@ -74,6 +74,19 @@ pub struct WorkerStatus {
     pub dropped_events: u64,
 }
 
+/// The worker's counters, answered to [`WorkerMsg::GetCounts`]: what a
+/// once-a-second progress line or probe needs, at no cost per held job
+/// (a [`WorkerStatus`] lists every held job's id).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerCounts {
+    /// Jobs held now.
+    pub active: usize,
+    /// Transitions made (completed, failed, retried, delayed).
+    pub processed: u64,
+    /// Failed attempts.
+    pub failed: u64,
+}
+
 /// What [`WorkerMsg::Close`] answers once the worker has let every job go.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CloseReport {
@@ -92,8 +105,10 @@ pub enum WorkerMsg {
     /// Change the concurrency (at least 1). Lowering it lets extra slots end
     /// with their current job.
     SetConcurrency(usize),
-    /// A snapshot of the worker.
+    /// A snapshot of the worker (with the id of every held job).
     GetStatus(RpcReplyPort<WorkerStatus>),
+    /// The worker's counters only: O(1), whatever it holds.
+    GetCounts(RpcReplyPort<WorkerCounts>),
     /// Ordered shutdown (docs/worker.md): stop fetching, keep renewing locks,
     /// wait for running jobs up to the timeout, cancel the rest and move them
     /// back to `wait`, close the blocking connection, answer, stop.

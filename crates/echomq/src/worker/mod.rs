@@ -39,7 +39,9 @@ pub use self::batch_processor::{
 pub use self::flow_ctx::Parking;
 pub use self::job::{ActiveJob, FinishFailed, FinishOutcome};
 pub use self::manual::{Fetched, ManualJob, ManualParking, ManualWorker};
-pub use self::messages::{CloseReport, Internal, WorkerEvent, WorkerMsg, WorkerStatus};
+pub use self::messages::{
+    CloseReport, Internal, WorkerCounts, WorkerEvent, WorkerMsg, WorkerStatus,
+};
 pub use self::options::{WorkerArgs, WorkerOptions};
 pub use self::processor::{processor_fn, JobContext, ProcessError, ProcessFuture, Processor};
 pub use self::typed::{typed_processor, DataError, TypedJob};
