@@ -14,7 +14,8 @@
 //! `JOB_COST_PEERS=echomq,official` (the peer binary from `BENCH_OFFICIAL`
 //! or `integration-tests/peer-bullmq-official`, built by `just bench`),
 //! `JOB_COST_OUT=<dir>` keeps each run's callgrind/dhat profile there,
-//! `JOB_COST_COMMAND_TIMEOUT_MS=<ms>` sets EchoMQ's command timeout.
+//! `JOB_COST_COMMAND_TIMEOUT_MS=<ms>` sets EchoMQ's command timeout,
+//! `JOB_COST_GROUP_COMMIT=<n>` its `WorkerOptions::group_commit` (0 = off).
 //!
 //! `JOB_COST_SIDE=server` counts the other side instead: the instructions
 //! redis-server executes per processed job (callgrind on the server, the
@@ -66,6 +67,13 @@ async fn process_child(url: &str, queue: &str, n: u64, concurrency: usize) {
         processor_fn(|_| async { Ok(serde_json::Value::Null) }),
     );
     args.options.concurrency = concurrency;
+    // JOB_COST_GROUP_COMMIT=0 measures the worker without group commit.
+    if let Some(n) = std::env::var("JOB_COST_GROUP_COMMIT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        args.options.group_commit = n;
+    }
     args.events = Some(tx);
     let mut spec = echomq::WorkerSetSpec::new(args);
     spec.stalled_checker = None;

@@ -301,7 +301,10 @@ impl<T> Verdict<T> {
 
 /// A transition reply: `0` (or nil) is done, a negative code a refusal or an
 /// error, an array the next-job reply of fetch-next.
-fn verdict(script: ScriptId, reply: Reply) -> Result<Verdict<Option<NextJob>>, ReplyError> {
+pub(crate) fn verdict(
+    script: ScriptId,
+    reply: Reply,
+) -> Result<Verdict<Option<NextJob>>, ReplyError> {
     if let Reply::Array(_) = reply {
         return Ok(Verdict::Done(Some(NextJob::decode(script, reply)?)));
     }

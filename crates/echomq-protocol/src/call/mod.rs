@@ -25,6 +25,7 @@ pub mod decode;
 pub mod dedup;
 pub mod flow;
 pub mod getters;
+pub mod group_commit;
 pub mod groups;
 pub mod lifecycle;
 pub mod limits;

@@ -75,6 +75,11 @@ impl Arg {
         Arg(Wire::Shared(Bytes::from(bytes)))
     }
 
+    /// Bytes already shared (a packed argument built once), not copied.
+    pub fn shared(bytes: Bytes) -> Arg {
+        Arg(Wire::Shared(bytes))
+    }
+
     /// Packed bytes when present, `""` otherwise.
     pub fn packed_or_empty(bytes: Option<Vec<u8>>) -> Arg {
         bytes.map(Arg::packed).unwrap_or_else(Arg::empty)

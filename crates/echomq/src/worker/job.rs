@@ -2,6 +2,7 @@
 //! way of letting the job go consumes it, so a job cannot be finished twice.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use echomq_protocol::call::lifecycle::{
 use echomq_protocol::job::field;
 use echomq_protocol::packing::FinishOpts;
 use echomq_protocol::{KeepJobs, ScriptErrorCode};
+use fred::prelude::HashesInterface;
 use tokio_util::sync::CancellationToken;
 
 use super::processor::{attempt_number, JobContext};
@@ -31,6 +33,10 @@ pub struct ActiveJob {
     job: Arc<Job>,
     held: Held,
     done: bool,
+    /// The `finishedOn` a finish was first sent with (0: none sent yet): a
+    /// resend after a lost reply carries it again, so the job hash tells
+    /// whether the first send was applied (docs/decisions.md §16).
+    finish_sent_at: AtomicU64,
 }
 
 impl fmt::Debug for ActiveJob {
@@ -128,6 +134,7 @@ impl ActiveJob {
                     job: Arc::new(job),
                     held,
                     done: false,
+                    finish_sent_at: AtomicU64::new(0),
                 })
             }
             Err(e) => {
@@ -323,22 +330,72 @@ impl ActiveJob {
     }
 
     async fn call(&self, t: &Transition, fetch_next: bool) -> Result<Verdict<Option<NextJob>>> {
+        let first_sent = self.finish_sent_at.load(Ordering::Relaxed);
+        let now = match (t.finishes(), first_sent) {
+            (true, 0) => {
+                let now = now(&self.core);
+                self.finish_sent_at.store(now.0, Ordering::Relaxed);
+                now
+            }
+            (true, at) => EpochMs(at),
+            (false, _) => now(&self.core),
+        };
         let finishing = Finishing {
             keys: self.core.keys(),
             job: &self.job,
             token: self.token(),
             options: self.core.opts(),
-            now: now(&self.core),
+            now,
             fetch_next,
         };
-        let ran = finishing.run(self.core.conn(), t).await?;
-        if let (Transition::ToWait, Some(window)) = (t, ran.limited_for) {
-            if !window.is_zero() {
-                // The limiter's remaining window: no fetching before it ends.
-                self.core.hints().rate_limited_for(window);
+        let verdict = match (self.core.finisher(), finishing.finish_of(t)) {
+            (Some(finisher), Some(call)) => finisher.finish(self.core.conn(), &call).await?,
+            _ => {
+                let ran = finishing.run(self.core.conn(), t).await?;
+                if let (Transition::ToWait, Some(window)) = (t, ran.limited_for) {
+                    if !window.is_zero() {
+                        // The limiter's remaining window: no fetching before it ends.
+                        self.core.hints().rate_limited_for(window);
+                    }
+                }
+                ran.verdict
             }
+        };
+        // A reply came: a later finish of this handle (a completion refused
+        // for its children, then failed) is a send of its own.
+        self.finish_sent_at.store(0, Ordering::Relaxed);
+        let lock_missing = Verdict::Refused(Refusal::LockLost(ScriptErrorCode::JobLockNotExist));
+        if first_sent != 0 && verdict == lock_missing && self.applied_before(t, now).await? {
+            // The send whose reply was lost did it (and released the lock).
+            return Ok(Verdict::Done(None));
         }
-        Ok(ran.verdict)
+        Ok(verdict)
+    }
+
+    /// After a resend answered "lock missing": whether the job hash holds
+    /// this very finish — its `finishedOn` and value — written by the first
+    /// send, rather than the lock having expired (one HMGET, a rare path).
+    async fn applied_before(&self, t: &Transition, sent_at: EpochMs) -> Result<bool> {
+        let (field, value) = match t {
+            Transition::Complete(value) => (field::RETURN_VALUE, value.as_str()),
+            Transition::Fail { reason, .. } => (field::FAILED_REASON, reason.as_str()),
+            _ => return Ok(false),
+        };
+        let found: Vec<Option<String>> = self
+            .core
+            .conn()
+            .pool()
+            .next()
+            .hmget(
+                self.core.keys().job(&self.job.id),
+                vec![field::FINISHED_ON, field],
+            )
+            .await?;
+        let sent = sent_at.0.to_string();
+        Ok(
+            found.first().and_then(Option::as_deref) == Some(sent.as_str())
+                && found.get(1).and_then(Option::as_deref) == Some(value),
+        )
     }
 
     fn interpret(mut self, t: &Transition, verdict: Verdict<Option<NextJob>>) -> FinishOutcome {

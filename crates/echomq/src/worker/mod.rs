@@ -16,6 +16,7 @@ pub(crate) mod blocking;
 pub(crate) mod cancels;
 pub(crate) mod due_timer;
 pub(crate) mod fetcher;
+pub(crate) mod finisher;
 pub(crate) mod flow_ctx;
 pub(crate) mod gate;
 pub(crate) mod hints;

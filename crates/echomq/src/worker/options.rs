@@ -80,6 +80,17 @@ pub struct WorkerOptions {
     /// started holds; `Queue::set_group_defaults`); the feeders read them.
     /// Default none (the stored defaults are left as they are).
     pub group: Option<GroupDefaults>,
+    /// Group commit (docs/decisions.md §16): how many finishing calls
+    /// (complete, final fail) the slots may have in flight at once. A finish
+    /// made while that many are in flight waits for one to return and then
+    /// leaves with every other finish made meanwhile in one
+    /// `moveJobsToFinished` call (at most 32 jobs, 1 MiB), with the effects
+    /// of the single calls; a finish that finds fewer in flight goes at
+    /// once, alone. No timer: a lone job is never delayed. `0` turns it off
+    /// (every finish its own call). Default 1. Batch workers
+    /// (`WorkerArgs::batched`) finish in their own way and ignore it; so do
+    /// manual workers.
+    pub group_commit: usize,
 }
 
 impl Default for WorkerOptions {
@@ -104,6 +115,7 @@ impl Default for WorkerOptions {
             default_timeout: None,
             batch: None,
             group: None,
+            group_commit: 1,
         }
     }
 }
@@ -125,6 +137,12 @@ impl WorkerOptions {
     /// Sets [`group`](Self::group).
     pub fn group(mut self, defaults: GroupDefaults) -> Self {
         self.group = Some(defaults);
+        self
+    }
+
+    /// Sets [`group_commit`](Self::group_commit) (`0` = off).
+    pub fn group_commit(mut self, in_flight: usize) -> Self {
+        self.group_commit = in_flight;
         self
     }
 

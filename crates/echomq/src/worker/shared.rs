@@ -9,10 +9,12 @@ use std::sync::Arc;
 use echomq_protocol::call::lifecycle::{EpochMs, MoveToActive, NextJob};
 use echomq_protocol::packing::FetchOpts;
 use echomq_protocol::QueueKeys;
+use fred::prelude::ClientLike;
 use ractor::{ActorRef, ActorStatus};
 
 use super::batch_processor::BatchProcessor;
 use super::blocking::BlockingConn;
+use super::finisher::Finisher;
 use super::gate::SlotGate;
 use super::hints::FetchHints;
 use super::messages::{WorkerEvent, WorkerMsg};
@@ -86,6 +88,7 @@ pub(crate) struct WorkerShared {
     metrics: crate::telemetry::metrics::QueueMetrics,
     myself: ActorRef<WorkerMsg>,
     events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
+    finisher: Option<Finisher>,
 }
 
 impl WorkerShared {
@@ -97,7 +100,15 @@ impl WorkerShared {
         myself: ActorRef<WorkerMsg>,
         events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
     ) -> Self {
+        // Off for batch workers (they finish a batch their own way) and on
+        // a cluster unless the queue is in one slot (a Queue refuses
+        // otherwise, so this is belt and braces).
+        let one_slot = !queue.connection().pool().next().is_clustered()
+            || crate::connection::server::one_slot(queue.connection().prefix(), queue.name());
+        let finisher = (opts.group_commit > 0 && batch_processor.is_none() && one_slot)
+            .then(|| Finisher::new(opts.group_commit));
         WorkerShared {
+            finisher,
             name: opts.name.as_deref().map(Arc::from),
             gate: Arc::new(SlotGate::new(opts.concurrency)),
             blocking: Arc::new(BlockingConn::new(
@@ -137,6 +148,11 @@ impl WorkerShared {
     /// The batch processor, when the worker takes batches.
     pub fn batch_processor(&self) -> Option<&Arc<dyn BatchProcessor>> {
         self.batch_processor.as_ref()
+    }
+
+    /// The group commit of the slots' finishes, when on.
+    pub fn finisher(&self) -> Option<&Finisher> {
+        self.finisher.as_ref()
     }
 
     pub fn opts(&self) -> &WorkerOptions {

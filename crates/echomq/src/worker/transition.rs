@@ -257,6 +257,20 @@ impl<'a> Finishing<'a> {
         }
     }
 
+    /// The moveToFinished of `t` when it completes or fails the job for
+    /// good (what group commit may send with others), else `None`.
+    pub(crate) fn finish_of(&self, t: &'a Transition) -> Option<MoveToFinished<'_>> {
+        match t {
+            Transition::Complete(value) => {
+                Some(self.finish_call(FinishTarget::Completed, value, &[]))
+            }
+            Transition::Fail { reason, fields } => {
+                Some(self.finish_call(FinishTarget::Failed, reason, fields))
+            }
+            _ => None,
+        }
+    }
+
     /// The fetch options of a fetch-next: this token, the worker's lock
     /// duration, limiter and name.
     pub(crate) fn fetch_opts(&self) -> FetchOpts<'_> {
