@@ -93,7 +93,14 @@ impl Finisher {
             let _leading = Leading(self);
             return conn.call(call).await;
         };
-        match woken.await {
+        let mut queued = Queued {
+            finisher: self,
+            woken,
+            taken: false,
+        };
+        let wake = (&mut queued.woken).await;
+        queued.taken = true;
+        match wake {
             Ok(Wake::Answered(answer)) => answer,
             Ok(Wake::Lead(rest)) => {
                 let _leading = Leading(self);
@@ -205,6 +212,36 @@ impl Finisher {
                 }
                 Err(_) => {}
             }
+        }
+    }
+}
+
+/// A finish waiting in the queue. Should its owner be dropped after the lead
+/// was handed to it but before it took it, the lead (and the finishes that
+/// came with it) passes on, so the call in flight it stands for is never
+/// counted forever.
+struct Queued<'a> {
+    finisher: &'a Finisher,
+    woken: oneshot::Receiver<Wake>,
+    /// The wake was read: its owner acts on it.
+    taken: bool,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if self.taken {
+            return;
+        }
+        // No send succeeds after this; one made before is still read.
+        self.woken.close();
+        if let Ok(Wake::Lead(rest)) = self.woken.try_recv() {
+            {
+                let mut state = self.finisher.state();
+                for w in rest.into_iter().rev() {
+                    state.queue.push_front(w);
+                }
+            }
+            self.finisher.hand_off();
         }
     }
 }
