@@ -725,6 +725,8 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "groupSettings-6",
         "releaseGroupJobs-10",
         "removeGroup-7",
+        // Group commit (docs/decisions.md §16).
+        "moveJobsToFinished-15",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {

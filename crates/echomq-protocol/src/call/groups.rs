@@ -760,7 +760,7 @@ mod tests {
             data: "{}",
             opts: &opts,
         };
-        assert_eq!(argv_text(&add)[3..], ["t", "2"]);
+        assert_eq!(argv_text(&add)[3..], ["t", "2", ""]);
         assert_eq!(add.keys()[9], "emq:q:gr:g:t:wait");
         let rel = ReleaseGroupJobs {
             keys: &q,

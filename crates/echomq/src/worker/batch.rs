@@ -3,7 +3,7 @@
 //! waits up to `timeout` for `min_size` of them, hands them to the processor
 //! at once, and finishes them in one round trip (their transitions
 //! pipelined). Every job stays a normal BullMQ job: its own lock token,
-//! renewed in the LockManager's one call per tick; recovered one by one by
+//! renewed in the LockManager's one round trip per tick; recovered one by one by
 //! the StalledChecker if the worker dies; its own events. A failure of one
 //! job fails only that job (docs/worker.md §Batches).
 
