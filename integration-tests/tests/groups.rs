@@ -16,7 +16,9 @@ use echomq::{
 };
 use echomq_integration_tests::assert_consistent;
 use echomq_integration_tests::keyspace::{snapshot, Mask};
-use echomq_integration_tests::{events, wait_until, NodeChild, NullSupervisor, RedisServer};
+use echomq_integration_tests::{
+    events, job_events, stream_ms, wait_until, NodeChild, NullSupervisor, RedisServer,
+};
 use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
 use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
@@ -77,43 +79,6 @@ fn fast(args: GroupFeederArgs) -> GroupFeederArgs {
         .sweep_interval(Duration::from_millis(500))
 }
 
-/// The stream id's milliseconds (Redis's clock).
-fn ms(id: &str) -> u64 {
-    id.split('-').next().unwrap().parse().unwrap()
-}
-
-/// `(stream id, event, jobId)` of every entry, in stream order.
-async fn stream(c: &fred::prelude::Client, queue: &str) -> Vec<(String, String, String)> {
-    use fred::prelude::{StreamsInterface, Value};
-    let raw: Value = c
-        .xrange(format!("emq:{queue}:events"), "-", "+", None)
-        .await
-        .unwrap();
-    let Value::Array(entries) = raw else {
-        return Vec::new();
-    };
-    entries
-        .into_iter()
-        .filter_map(|e| {
-            let Value::Array(mut parts) = e else {
-                return None;
-            };
-            let Value::Array(flat) = parts.pop()? else {
-                return None;
-            };
-            let id = parts.first()?.as_string()?;
-            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
-            let get = |k: &str| {
-                flat.chunks(2)
-                    .find(|c| c[0] == k)
-                    .and_then(|c| c.get(1).cloned())
-                    .unwrap_or_default()
-            };
-            Some((id, get("event"), get("jobId")))
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_group_finishes_within_its_fair_share() {
     let redis = RedisServer::start();
@@ -150,7 +115,7 @@ async fn a_small_group_finishes_within_its_fair_share() {
     call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
     f.stop(None);
 
-    let entries = stream(&c, "fair").await;
+    let entries = job_events(&c, "fair").await;
     let last_small = entries
         .iter()
         .rposition(|(_, e, id)| e == "completed" && group_of.get(id) == Some(&"small"))
@@ -230,7 +195,7 @@ async fn group_concurrency_holds_under_a_mixed_fleet() {
     // Replay the stream: a group's started-and-unfinished jobs, at every entry.
     let mut running = [0u64; GROUPS];
     let mut peak = [0u64; GROUPS];
-    for (_, event, id) in stream(&c, "mixed").await {
+    for (_, event, id) in job_events(&c, "mixed").await {
         let Some(&g) = group_of.get(&id) else {
             continue;
         };
@@ -319,10 +284,10 @@ async fn a_group_rate_limit_holds_in_every_window() {
         entries
             .iter()
             .filter(|(_, e, id)| e == "waiting" && of.contains(id))
-            .map(|(sid, _, _)| ms(sid))
+            .map(|(sid, _, _)| stream_ms(sid))
             .collect()
     };
-    let entries = stream(&c, "rated").await;
+    let entries = job_events(&c, "rated").await;
     let times = released(&ids, &entries);
     assert_eq!(times.len(), N, "one release per job");
     // On the entries' ids: Redis's clock, the one the release log keeps.
@@ -688,7 +653,7 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
     call_t!(b.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
     f.stop(None);
 
-    let entries = stream(&c, "wdef").await;
+    let entries = job_events(&c, "wdef").await;
     let mut running = [0u64; 3];
     let mut peak = [0u64; 3];
     let mut released: [Vec<u64>; 3] = Default::default();
@@ -697,7 +662,7 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
             continue;
         };
         match event.as_str() {
-            "waiting" => released[g].push(ms(sid)),
+            "waiting" => released[g].push(stream_ms(sid)),
             "active" => {
                 running[g] += 1;
                 peak[g] = peak[g].max(running[g]);

@@ -15,7 +15,9 @@ use echomq::{
 };
 use echomq_integration_tests::assert_consistent;
 use echomq_integration_tests::keyspace::{snapshot, Mask};
-use echomq_integration_tests::{wait_until, NodeChild, NullSupervisor, RedisServer};
+use echomq_integration_tests::{
+    job_events, stream_ms, wait_until, NodeChild, NullSupervisor, RedisServer,
+};
 use fred::prelude::{HashesInterface, SetsInterface, SortedSetsInterface};
 use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
@@ -49,39 +51,6 @@ async fn feeder(conn: &echomq::Connection, queue: &str) -> ActorRef<GroupFeederM
         .block(Duration::from_millis(100))
         .sweep_interval(Duration::from_millis(500));
     Actor::spawn(None, GroupFeeder, args).await.unwrap().0
-}
-
-/// `(stream id ms, event, jobId)` of every entry, in stream order.
-async fn stream(c: &fred::prelude::Client, queue: &str) -> Vec<(u64, String, String)> {
-    use fred::prelude::{StreamsInterface, Value};
-    let raw: Value = c
-        .xrange(format!("emq:{queue}:events"), "-", "+", None)
-        .await
-        .unwrap();
-    let Value::Array(entries) = raw else {
-        return Vec::new();
-    };
-    entries
-        .into_iter()
-        .filter_map(|e| {
-            let Value::Array(mut parts) = e else {
-                return None;
-            };
-            let Value::Array(flat) = parts.pop()? else {
-                return None;
-            };
-            let id = parts.first()?.as_string()?;
-            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
-            let get = |k: &str| {
-                flat.chunks(2)
-                    .find(|c| c[0] == k)
-                    .and_then(|c| c.get(1).cloned())
-                    .unwrap_or_default()
-            };
-            let ms = id.split('-').next()?.parse().ok()?;
-            Some((ms, get("event"), get("jobId")))
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +157,8 @@ async fn grouped_flow_children_run_under_their_group_and_release_the_parent() {
     let mut peak: HashMap<&str, u64> = HashMap::new();
     let mut last_child_done = 0;
     let mut parent_started = None;
-    for (ms, event, id) in stream(&c, "gflow").await {
+    for (sid, event, id) in job_events(&c, "gflow").await {
+        let ms = stream_ms(&sid);
         if id == parent_id && event == "active" {
             parent_started.get_or_insert(ms);
         }
@@ -364,7 +334,8 @@ async fn delayed_group_jobs_run_when_due_under_their_budget_across_a_feeder_rest
     let mut running: HashMap<&str, u64> = HashMap::new();
     let mut peak: HashMap<&str, u64> = HashMap::new();
     let mut released = 0;
-    for (ms, event, id) in stream(&c, "gdelay").await {
+    for (sid, event, id) in job_events(&c, "gdelay").await {
+        let ms = stream_ms(&sid);
         let Some(&g) = group_of.get(&id) else {
             continue;
         };

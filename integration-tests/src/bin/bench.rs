@@ -1009,6 +1009,13 @@ async fn process_with_echomq(
         processor_fn(|_| async { Ok(serde_json::Value::Null) }),
     );
     args.options.concurrency = concurrency;
+    // BENCH_GROUP_COMMIT overrides WorkerOptions::group_commit, for experiments.
+    if let Some(n) = std::env::var("BENCH_GROUP_COMMIT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        args.options.group_commit = n;
+    }
     if !keep {
         args.options.remove_on_complete = Some(echomq::KeepJobs::Remove(true));
     }

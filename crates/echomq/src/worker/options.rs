@@ -87,7 +87,10 @@ pub struct WorkerOptions {
     /// `moveJobsToFinished` call (at most 32 jobs, 1 MiB), with the effects
     /// of the single calls; a finish that finds fewer in flight goes at
     /// once, alone. No timer: a lone job is never delayed. `0` turns it off
-    /// (every finish its own call). Default 1. Batch workers
+    /// (every finish its own call). Default 2: with one call in flight the
+    /// client and Redis take turns (a third less throughput at c16 on two
+    /// cores, docs/benchmarks.md); with two, one call runs in Redis while
+    /// the client handles the other's reply. Batch workers
     /// (`WorkerArgs::batched`) finish in their own way and ignore it; so do
     /// manual workers.
     pub group_commit: usize,
@@ -115,7 +118,7 @@ impl Default for WorkerOptions {
             default_timeout: None,
             batch: None,
             group: None,
-            group_commit: 1,
+            group_commit: 2,
         }
     }
 }
