@@ -116,12 +116,9 @@ impl Drop for RedisServer {
     }
 }
 
-/// Reads the whole events stream of a queue as `(entry id, event name,
-/// fields)`, fields in stream order.
-pub async fn event_entries(
-    client: &Client,
-    key: &str,
-) -> Vec<(String, String, Vec<(String, String)>)> {
+/// Reads the whole events stream of a queue as `(event name, fields)` pairs,
+/// fields in stream order.
+pub async fn events(client: &Client, key: &str) -> Vec<(String, Vec<(String, String)>)> {
     use fred::prelude::{StreamsInterface, Value};
     let raw: Value = client
         .xrange(key, "-", "+", None)
@@ -139,7 +136,6 @@ pub async fn event_entries(
             let Value::Array(flat) = parts.pop()? else {
                 return None;
             };
-            let id = parts.first()?.as_string()?;
             let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
             let pairs: Vec<(String, String)> = flat
                 .chunks(2)
@@ -151,46 +147,11 @@ pub async fn event_entries(
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
             Some((
-                id,
                 name,
                 pairs.into_iter().filter(|(k, _)| k != "event").collect(),
             ))
         })
         .collect()
-}
-
-/// Reads the whole events stream of a queue as `(event name, fields)` pairs,
-/// fields in stream order.
-pub async fn events(client: &Client, key: &str) -> Vec<(String, Vec<(String, String)>)> {
-    event_entries(client, key)
-        .await
-        .into_iter()
-        .map(|(_, name, fields)| (name, fields))
-        .collect()
-}
-
-/// `(entry id, event name, jobId)` of every entry of queue `queue`'s events
-/// stream (prefix `emq`), in stream order; `jobId` is empty where the entry
-/// has none.
-pub async fn job_events(client: &Client, queue: &str) -> Vec<(String, String, String)> {
-    event_entries(client, &format!("emq:{queue}:events"))
-        .await
-        .into_iter()
-        .map(|(id, name, fields)| {
-            let job = fields
-                .into_iter()
-                .find(|(k, _)| k == "jobId")
-                .map(|(_, v)| v)
-                .unwrap_or_default();
-            (id, name, job)
-        })
-        .collect()
-}
-
-/// The milliseconds part of a stream entry id: the Redis clock when it was
-/// written.
-pub fn stream_ms(id: &str) -> u64 {
-    id.split('-').next().unwrap_or("0").parse().unwrap_or(0)
 }
 
 /// The names of the events in a stream, in order.

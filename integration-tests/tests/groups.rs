@@ -16,9 +16,8 @@ use echomq::{
 };
 use echomq_integration_tests::assert_consistent;
 use echomq_integration_tests::keyspace::{snapshot, Mask};
-use echomq_integration_tests::{
-    events, job_events, stream_ms, wait_until, NodeChild, NullSupervisor, RedisServer,
-};
+use echomq_integration_tests::timeline::{stamps, Stamp};
+use echomq_integration_tests::{events, wait_until, NodeChild, NullSupervisor, RedisServer};
 use fred::prelude::{HashesInterface, KeysInterface, ListInterface, SortedSetsInterface};
 use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
@@ -115,23 +114,23 @@ async fn a_small_group_finishes_within_its_fair_share() {
     call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
     f.stop(None);
 
-    let entries = job_events(&c, "fair").await;
+    let entries = stamps(&c, "emq:fair:events").await;
     let last_small = entries
         .iter()
-        .rposition(|(_, e, id)| e == "completed" && group_of.get(id) == Some(&"small"))
+        .rposition(|s| s.name == "completed" && group_of.get(&s.job_id) == Some(&"small"))
         .expect("the small group's completions are in the stream");
     // Round robin: the small group's 10th job is released, and so started,
     // after 2 × 10 jobs of the others (workers take wait in order).
     let small_starts: Vec<usize> = entries
         .iter()
         .enumerate()
-        .filter(|(_, (_, e, id))| e == "active" && group_of.get(id) == Some(&"small"))
+        .filter(|(_, s)| s.name == "active" && group_of.get(&s.job_id) == Some(&"small"))
         .map(|(i, _)| i)
         .collect();
     assert_eq!(small_starts.len(), 10);
     let before_last_start = entries[..small_starts[9]]
         .iter()
-        .filter(|(_, e, id)| e == "active" && group_of.get(id) != Some(&"small"))
+        .filter(|s| s.name == "active" && group_of.get(&s.job_id) != Some(&"small"))
         .count();
     assert!(
         before_last_start <= 20,
@@ -139,7 +138,7 @@ async fn a_small_group_finishes_within_its_fair_share() {
     );
     let others_started = entries[..last_small]
         .iter()
-        .filter(|(_, e, id)| e == "active" && group_of.get(id) != Some(&"small"))
+        .filter(|s| s.name == "active" && group_of.get(&s.job_id) != Some(&"small"))
         .count();
     eprintln!(
         "the small group's last job started after {before_last_start} and finished after \
@@ -195,7 +194,12 @@ async fn group_concurrency_holds_under_a_mixed_fleet() {
     // Replay the stream: a group's started-and-unfinished jobs, at every entry.
     let mut running = [0u64; GROUPS];
     let mut peak = [0u64; GROUPS];
-    for (_, event, id) in job_events(&c, "mixed").await {
+    for Stamp {
+        name: event,
+        job_id: id,
+        ..
+    } in stamps(&c, "emq:mixed:events").await
+    {
         let Some(&g) = group_of.get(&id) else {
             continue;
         };
@@ -280,14 +284,14 @@ async fn a_group_rate_limit_holds_in_every_window() {
     call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
     f.stop(None);
 
-    let released = |of: &[String], entries: &[(String, String, String)]| -> Vec<u64> {
+    let released = |of: &[String], entries: &[Stamp]| -> Vec<u64> {
         entries
             .iter()
-            .filter(|(_, e, id)| e == "waiting" && of.contains(id))
-            .map(|(sid, _, _)| stream_ms(sid))
+            .filter(|s| s.name == "waiting" && of.contains(&s.job_id))
+            .map(|s| s.at_ms)
             .collect()
     };
-    let entries = job_events(&c, "rated").await;
+    let entries = stamps(&c, "emq:rated:events").await;
     let times = released(&ids, &entries);
     assert_eq!(times.len(), N, "one release per job");
     // On the entries' ids: Redis's clock, the one the release log keeps.
@@ -653,16 +657,22 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
     call_t!(b.worker, WorkerMsg::Close, 10_000, Duration::from_secs(5)).unwrap();
     f.stop(None);
 
-    let entries = job_events(&c, "wdef").await;
+    let entries = stamps(&c, "emq:wdef:events").await;
     let mut running = [0u64; 3];
     let mut peak = [0u64; 3];
     let mut released: [Vec<u64>; 3] = Default::default();
-    for (sid, event, id) in &entries {
+    for Stamp {
+        at_ms,
+        name: event,
+        job_id: id,
+        ..
+    } in &entries
+    {
         let Some(&g) = group_of.get(id) else {
             continue;
         };
         match event.as_str() {
-            "waiting" => released[g].push(stream_ms(sid)),
+            "waiting" => released[g].push(*at_ms),
             "active" => {
                 running[g] += 1;
                 peak[g] = peak[g].max(running[g]);

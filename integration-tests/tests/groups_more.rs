@@ -15,9 +15,8 @@ use echomq::{
 };
 use echomq_integration_tests::assert_consistent;
 use echomq_integration_tests::keyspace::{snapshot, Mask};
-use echomq_integration_tests::{
-    job_events, stream_ms, wait_until, NodeChild, NullSupervisor, RedisServer,
-};
+use echomq_integration_tests::timeline::{stamps, Stamp};
+use echomq_integration_tests::{wait_until, NodeChild, NullSupervisor, RedisServer};
 use fred::prelude::{HashesInterface, SetsInterface, SortedSetsInterface};
 use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value as Json};
@@ -157,8 +156,13 @@ async fn grouped_flow_children_run_under_their_group_and_release_the_parent() {
     let mut peak: HashMap<&str, u64> = HashMap::new();
     let mut last_child_done = 0;
     let mut parent_started = None;
-    for (sid, event, id) in job_events(&c, "gflow").await {
-        let ms = stream_ms(&sid);
+    for Stamp {
+        at_ms: ms,
+        name: event,
+        job_id: id,
+        ..
+    } in stamps(&c, "emq:gflow:events").await
+    {
         if id == parent_id && event == "active" {
             parent_started.get_or_insert(ms);
         }
@@ -334,8 +338,13 @@ async fn delayed_group_jobs_run_when_due_under_their_budget_across_a_feeder_rest
     let mut running: HashMap<&str, u64> = HashMap::new();
     let mut peak: HashMap<&str, u64> = HashMap::new();
     let mut released = 0;
-    for (sid, event, id) in job_events(&c, "gdelay").await {
-        let ms = stream_ms(&sid);
+    for Stamp {
+        at_ms: ms,
+        name: event,
+        job_id: id,
+        ..
+    } in stamps(&c, "emq:gdelay:events").await
+    {
         let Some(&g) = group_of.get(&id) else {
             continue;
         };
