@@ -32,6 +32,7 @@ pub mod external;
 pub mod flow_producer;
 pub mod groups;
 pub mod health;
+pub mod host;
 #[cfg(any(feature = "health-server", feature = "prometheus"))]
 mod http;
 pub mod locks;
@@ -50,6 +51,7 @@ pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, Deduplication, EventKind, Job, JobOptions, KeepJobs};
 pub use error::{Error, Result};
 pub use flow_producer::{FlowJob, FlowProducer, JobNode};
+pub use host::{HandleError, Host};
 pub use locks::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{JobCounts, JobState, NewJob, Queue, QueueOptions, RateLimit};
 pub use queue_events::{
