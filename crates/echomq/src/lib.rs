@@ -1,6 +1,6 @@
 //! # EchoMQ
 //!
-//! A Redis job queue whose wire protocol is BullMQ 6.7.0's (prefix `emq`): a
+//! A Redis job queue whose wire protocol is BullMQ 6.7.6's (prefix `emq`): a
 //! BullMQ Node client and this runtime work on the same queues, both ways.
 //!
 //! ## Layout
