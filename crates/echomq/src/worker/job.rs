@@ -12,7 +12,7 @@ use echomq_protocol::call::lifecycle::{
 use echomq_protocol::job::field;
 use echomq_protocol::packing::FinishOpts;
 use echomq_protocol::{KeepJobs, ScriptErrorCode};
-use fred::prelude::HashesInterface;
+use fred::prelude::{HashesInterface, KeysInterface};
 use tokio_util::sync::CancellationToken;
 
 use super::processor::{attempt_number, JobContext};
@@ -365,22 +365,41 @@ impl ActiveJob {
         // for its children, then failed) is a send of its own.
         self.finish_sent_at.store(0, Ordering::Relaxed);
         let lock_missing = Verdict::Refused(Refusal::LockLost(ScriptErrorCode::JobLockNotExist));
-        if first_sent != 0 && verdict == lock_missing && self.applied_before(t, now).await? {
+        // A resend refused because the lock or the whole job is gone: the
+        // first send may have finished it (and retention removed the hash).
+        let gone = verdict == lock_missing || verdict == Verdict::Refused(Refusal::Missing);
+        if first_sent != 0 && gone && self.applied_before(t, now).await? {
             // The send whose reply was lost did it (and released the lock).
             return Ok(Verdict::Done(None));
         }
         Ok(verdict)
     }
 
-    /// After a resend answered "lock missing": whether the job hash holds
-    /// this very finish — its `finishedOn` and value — written by the first
-    /// send, rather than the lock having expired (one HMGET, a rare path).
+    /// After a resend answered "lock missing" or "job missing": whether the
+    /// first send applied this very finish, rather than the lock having
+    /// expired. The job hash answers when it is still there (its
+    /// `finishedOn` and value, one HMGET); when retention removed it, the
+    /// events stream does (a rare path, bounded: see [`finished_in_stream`]).
     async fn applied_before(&self, t: &Transition, sent_at: EpochMs) -> Result<bool> {
         let (field, value) = match t {
             Transition::Complete(value) => (field::RETURN_VALUE, value.as_str()),
             Transition::Fail { reason, .. } => (field::FAILED_REASON, reason.as_str()),
             _ => return Ok(false),
         };
+        let finished_here = self.finished_in_hash(field, value, sent_at).await?;
+        match finished_here {
+            Some(answer) => Ok(answer),
+            None => self.finished_in_stream(t, value, sent_at).await,
+        }
+    }
+
+    /// `Some(answer)` from the job hash, `None` when the hash is gone.
+    async fn finished_in_hash(
+        &self,
+        field: &str,
+        value: &str,
+        sent_at: EpochMs,
+    ) -> Result<Option<bool>> {
         let found: Vec<Option<String>> = self
             .core
             .conn()
@@ -391,11 +410,77 @@ impl ActiveJob {
                 vec![field::FINISHED_ON, field],
             )
             .await?;
+        if found.iter().all(Option::is_none) {
+            let exists: bool = self
+                .core
+                .conn()
+                .pool()
+                .next()
+                .exists(self.core.keys().job(&self.job.id))
+                .await?;
+            if !exists {
+                return Ok(None);
+            }
+        }
         let sent = sent_at.0.to_string();
-        Ok(
+        Ok(Some(
             found.first().and_then(Option::as_deref) == Some(sent.as_str())
                 && found.get(1).and_then(Option::as_deref) == Some(value),
-        )
+        ))
+    }
+
+    /// Whether the events stream holds this finish's `completed` (or
+    /// `failed`) entry for this job with this value, written at or after the
+    /// first send. Read forward from just before the first send in pages of
+    /// [`STREAM_PAGE`], at most [`STREAM_PAGES`] of them and no further than
+    /// [`STREAM_WINDOW`] past it: a resend follows its lost reply within a
+    /// reconnect, so the entry is near the start. Not found (the stream was
+    /// trimmed past it, or a flood of events pushed it beyond the bound) is
+    /// "not applied": the worker then reports the lock lost, as it did
+    /// before this check existed.
+    async fn finished_in_stream(
+        &self,
+        t: &Transition,
+        value: &str,
+        sent_at: EpochMs,
+    ) -> Result<bool> {
+        use fred::prelude::StreamsInterface;
+        let (event, value_field) = match t {
+            Transition::Complete(_) => ("completed", "returnvalue"),
+            _ => ("failed", "failedReason"),
+        };
+        let stream = self.core.keys().events();
+        let end = format!(
+            "{}",
+            sent_at.0.saturating_add(STREAM_WINDOW.as_millis() as u64)
+        );
+        let mut start = format!(
+            "{}",
+            sent_at.0.saturating_sub(STREAM_SLACK.as_millis() as u64)
+        );
+        for _ in 0..STREAM_PAGES {
+            let page: Vec<(String, std::collections::HashMap<String, String>)> = self
+                .core
+                .conn()
+                .pool()
+                .next()
+                .xrange(&stream, start.as_str(), end.as_str(), Some(STREAM_PAGE))
+                .await?;
+            let full = page.len() as u64 == STREAM_PAGE;
+            for (_, fields) in &page {
+                if fields.get("event").map(String::as_str) == Some(event)
+                    && fields.get("jobId") == Some(&self.job.id)
+                    && fields.get(value_field).map(String::as_str) == Some(value)
+                {
+                    return Ok(true);
+                }
+            }
+            match page.last() {
+                Some((id, _)) if full => start = format!("({id}"),
+                _ => break,
+            }
+        }
+        Ok(false)
     }
 
     fn interpret(mut self, t: &Transition, verdict: Verdict<Option<NextJob>>) -> FinishOutcome {
@@ -486,6 +571,18 @@ fn fail_undecodable(core: &Arc<WorkerShared>, id: String, token: Arc<str>, error
         }
     });
 }
+
+/// Entries read per call when the events stream decides a resend (see
+/// `finished_in_stream`).
+const STREAM_PAGE: u64 = 500;
+/// Calls at most, so a flood of events bounds the search: together as many
+/// entries as the stream keeps by default (`maxLenEvents` 10 000).
+const STREAM_PAGES: usize = 20;
+/// How far before the first send the search starts (the clock is Redis's,
+/// corrected by the measured offset; this covers what the offset misses).
+const STREAM_SLACK: Duration = Duration::from_millis(1000);
+/// How far past the first send the entry may be.
+const STREAM_WINDOW: Duration = Duration::from_secs(60);
 
 fn now(core: &WorkerShared) -> EpochMs {
     EpochMs(core.hints().clock().now_ms())
