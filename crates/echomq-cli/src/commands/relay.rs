@@ -4,7 +4,7 @@
 //! `subscribe` prints one JSON line `{"topic":…,"data":…}` per message on
 //! stdout (a retained message first, for an exact topic) and says on stderr
 //! once it is subscribed, so a script can wait for that line before
-//! publishing. Exit codes follow `main.rs`: 2 for a refused argument
+//! publishing. Exit codes follow the other commands: 2 for a refused argument
 //! (checked before connecting), 3/4 for Redis, 1 otherwise.
 
 use std::time::Duration;
@@ -22,17 +22,17 @@ use crate::target::Target;
 
 /// `echomq relay [--namespace NS] <action>`
 #[derive(Debug, clap::Args)]
-pub struct RelayCmd {
+pub(crate) struct Args {
     /// The relay namespace (as BullMQ's `namespace` option).
     #[arg(long, default_value = DEFAULT_NAMESPACE, global = true)]
-    pub namespace: String,
+    namespace: String,
     #[command(subcommand)]
-    pub action: RelayAction,
+    action: RelayAction,
 }
 
 /// What `echomq relay` does.
 #[derive(Debug, clap::Subcommand)]
-pub enum RelayAction {
+enum RelayAction {
     /// Publish JSON data on a topic; prints the message id and how many
     /// nodes and subscriptions it reached.
     Publish {
@@ -58,8 +58,8 @@ pub enum RelayAction {
 }
 
 /// Runs `echomq relay …`; answers the exit code.
-pub async fn main(cli: &Target, cmd: &RelayCmd) -> i32 {
-    match run(cli, cmd).await {
+pub(crate) async fn run(cmd: Args, cli: &Target) -> i32 {
+    match relay(cli, &cmd).await {
         Ok(()) => 0,
         Err(RelayError::Runtime(e)) => {
             let d = echomq_cli::diagnose::diagnose(&e, Some(&cli.url));
@@ -79,7 +79,7 @@ pub async fn main(cli: &Target, cmd: &RelayCmd) -> i32 {
     }
 }
 
-async fn run(cli: &Target, cmd: &RelayCmd) -> Result<(), RelayError> {
+async fn relay(cli: &Target, cmd: &Args) -> Result<(), RelayError> {
     // Everything that can be refused is refused before connecting.
     echomq::protocol::relay::RelayKeys::new(&cli.prefix, &cmd.namespace)?;
     let data = match &cmd.action {

@@ -16,38 +16,15 @@ use echomq::{
 };
 use ractor::{call_t, Actor};
 
+use super::settings::Settings;
 use crate::style::{self, paint};
 
-/// Settings of `echomq work`.
-#[derive(Debug)]
-pub struct WorkSettings {
-    pub concurrency: usize,
-    pub processor: crate::processors::ProcessorSpec,
-    /// Settings of `exec:` and `http:` processors.
-    pub external: crate::processors::ExternalSettings,
-    pub lock_duration: Duration,
-    pub stalled_interval: Duration,
-    pub max_jobs: Option<u64>,
-    pub name: Option<String>,
-    /// The worker rate limiter, when given.
-    pub limiter: Option<echomq::RateLimit>,
-    /// The worker's `group` option (the queue's group defaults), when given.
-    pub group: Option<echomq::groups::GroupDefaults>,
-    /// Minutes of metrics kept (`metrics.maxDataPoints`), when recording.
-    pub metrics: Option<u64>,
-    pub quiet: bool,
-    /// How long running jobs may finish at shutdown.
-    pub close_timeout: Duration,
-    /// The timeout of jobs without their own.
-    pub default_timeout: Option<Duration>,
-    /// Batches, when taken in batches.
-    pub batch: Option<echomq::worker::BatchOptions>,
-}
-
-pub async fn work(
+/// Runs the worker tree until SIGINT, SIGTERM or `--max-jobs`, printing a
+/// line a second; then closes it in order.
+pub(super) async fn work(
     conn: Connection,
     queue: Queue,
-    settings: WorkSettings,
+    settings: Settings,
     processor: Arc<dyn Processor>,
     health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

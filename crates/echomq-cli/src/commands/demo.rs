@@ -19,9 +19,11 @@ use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
+use super::Res;
 use crate::style::{self, paint};
+use crate::target::Target;
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+mod flow;
 
 const JOBS: u64 = 1500;
 const CONCURRENCY: usize = 32;
@@ -84,7 +86,14 @@ struct Tour {
     ran: Arc<Mutex<Vec<String>>>,
 }
 
-pub async fn demo(conn: Connection, url: &str) -> Res {
+pub(crate) async fn run(t: &Target) -> Res {
+    let conn = Connection::connect(t.config.clone()).await?;
+    let r = demo(conn.clone(), &t.url).await;
+    conn.close().await;
+    r
+}
+
+async fn demo(conn: Connection, url: &str) -> Res {
     // Set-up: the queue, the supervisor, the live feed.
     let flow_conn = conn.clone();
     let (tour, host_handle) = Tour::start(conn, url).await?;
@@ -100,7 +109,7 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
     tour.watch(set_id).await;
     tour.shut_down(&schedulers, host_handle, feed).await?;
     // 4. A small flow (fan-out/fan-in), then the summary.
-    crate::demo_flow::demo_flow(&flow_conn).await?;
+    flow::demo_flow(&flow_conn).await?;
     tour.summary(&all_ids, &orphaned).await
 }
 

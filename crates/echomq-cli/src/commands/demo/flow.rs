@@ -9,9 +9,8 @@ use echomq::{Connection, FlowJob, FlowProducer, JobState, Queue, WorkerArgs, Wor
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::json;
 
+use super::Res;
 use crate::style::{self, paint};
-
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const CHILDREN: u64 = 5;
 
@@ -40,7 +39,7 @@ impl Actor for Owner {
 
 /// Runs the step and prints what happened; an error when the parent did not
 /// complete with the expected sum.
-pub async fn demo_flow(conn: &Connection) -> Res {
+pub(super) async fn demo_flow(conn: &Connection) -> Res {
     let tag = echomq::clock::now_ms() % 100_000;
     let (fetch, report) = (format!("demo-fetch-{tag}"), format!("demo-report-{tag}"));
     anstream::println!();
