@@ -3,8 +3,10 @@
 // Usage: node otel.js <command> <redis-url> <queue> [json-args]
 //   add  {name, data}   adds one job with telemetry on; prints {id, spans}
 //   work {count}        processes `count` jobs with telemetry on, then prints {spans}
+//   fail {count, reason} as work, but every job throws Error(reason) (no retries)
 //   export-prometheus {globals}  prints {text: queue.exportPrometheusMetrics(globals)}
-// Spans are printed as {name, kind, traceId, spanId, parentSpanId}.
+// Spans are printed as {name, kind, traceId, spanId, parentSpanId, attributes,
+// events: [{name, attributes}]}.
 'use strict';
 const api = require('@opentelemetry/api');
 const { W3CTraceContextPropagator } = require('@opentelemetry/core');
@@ -30,6 +32,8 @@ const spans = () => exporter.getFinishedSpans().map((s) => ({
   traceId: s.spanContext().traceId,
   spanId: s.spanContext().spanId,
   parentSpanId: s.parentSpanContext ? s.parentSpanContext.spanId : null,
+  attributes: s.attributes,
+  events: s.events.map((e) => ({ name: e.name, attributes: e.attributes || {} })),
 }));
 
 async function main() {
@@ -51,6 +55,18 @@ async function main() {
           connection, prefix: 'emq', telemetry, drainDelay: 1,
         });
         worker.on('completed', () => { left -= 1; if (left === 0) finished(); });
+        await done;
+        await worker.close();
+        return { spans: spans() };
+      }
+      case 'fail': {
+        let left = args.count || 1;
+        let finished;
+        const done = new Promise((resolve) => { finished = resolve; });
+        const worker = new Worker(queueName, async () => { throw new Error(args.reason); }, {
+          connection, prefix: 'emq', telemetry, drainDelay: 1,
+        });
+        worker.on('failed', () => { left -= 1; if (left === 0) finished(); });
         await done;
         await worker.close();
         return { spans: spans() };

@@ -1,9 +1,10 @@
 //! Which BullMQ Node release the scripts of `integration-tests/interop` drive.
 //!
 //! The scripts live in one folder; the packages they load come from a pinned
-//! package folder: `interop/` itself (BullMQ 6.7.0, the reference) or
-//! `interop-6.2/` (BullMQ 6.2.0, the older line, kept so that a regression
-//! against it shows). `interop/pkg.js` resolves `bullmq` and `ioredis` from the
+//! package folder: `interop/` itself (BullMQ 6.7.6, the reference),
+//! `interop-6.7.0/` (BullMQ 6.7.0, the previous reference) or `interop-6.2/`
+//! (BullMQ 6.2.0, the older line), kept so that a regression against either
+//! shows. `interop/pkg.js` resolves `bullmq` and `ioredis` from the
 //! folder named by `EMQ_NODE_PACKAGES`; the harness sets it.
 
 use std::path::{Path, PathBuf};
@@ -12,8 +13,10 @@ use std::process::Command;
 /// A pinned BullMQ Node release the interop scripts run with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeBullmq {
-    /// BullMQ 6.7.0 (`integration-tests/interop`), the reference.
+    /// BullMQ 6.7.6 (`integration-tests/interop`), the reference.
     V6_7,
+    /// BullMQ 6.7.0 (`integration-tests/interop-6.7.0`), the previous reference.
+    V6_7_0,
     /// BullMQ 6.2.0 (`integration-tests/interop-6.2`).
     V6_2,
 }
@@ -22,7 +25,8 @@ impl NodeBullmq {
     /// The exact npm version pinned for this release.
     pub fn version(self) -> &'static str {
         match self {
-            NodeBullmq::V6_7 => "6.7.0",
+            NodeBullmq::V6_7 => "6.7.6",
+            NodeBullmq::V6_7_0 => "6.7.0",
             NodeBullmq::V6_2 => "6.2.0",
         }
     }
@@ -42,6 +46,7 @@ impl NodeBullmq {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         match self {
             NodeBullmq::V6_7 => root.join("interop"),
+            NodeBullmq::V6_7_0 => root.join("interop-6.7.0"),
             NodeBullmq::V6_2 => root.join("interop-6.2"),
         }
     }
@@ -177,16 +182,25 @@ impl NodeRun {
 }
 
 /// Runs scenarios `async fn(NodeBullmq)` of the calling test file once per
-/// pinned BullMQ release: as tests `bullmq_6_7::<scenario>` and
-/// `bullmq_6_2::<scenario>`, so one `cargo test` proves both lines.
+/// pinned BullMQ release: as tests `bullmq_6_7_6::<scenario>`,
+/// `bullmq_6_7_0::<scenario>` and `bullmq_6_2::<scenario>`, so one
+/// `cargo test` proves the reference and both older lines.
 #[macro_export]
 macro_rules! bullmq_matrix {
     ($($scenario:ident),* $(,)?) => {
-        mod bullmq_6_7 {
+        mod bullmq_6_7_6 {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $scenario() {
                     super::$scenario($crate::NodeBullmq::V6_7).await
+                }
+            )*
+        }
+        mod bullmq_6_7_0 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario($crate::NodeBullmq::V6_7_0).await
                 }
             )*
         }

@@ -41,7 +41,7 @@ local cur = tonumber(redis.call("GET", p .. "id") or "0")
 if top > cur then
   redis.call("SET", p .. "id", top)
 end
-redis.call("HSET", p .. "meta", "opts.maxLenEvents", "10000", "version", "bullmq:6.7.0")
+redis.call("HSET", p .. "meta", "opts.maxLenEvents", "10000", "version", "bullmq:6.7.6")
 return top
 "#;
 

@@ -1,6 +1,6 @@
 //! The proof of group commit (docs/decisions.md §16): on the same scenario,
 //! (A) the finishes as single moveToFinished calls of ours, (B) the same cut
-//! into moveJobsToFinished calls of random sizes 1–32, and (C) BullMQ 6.7.0's
+//! into moveJobsToFinished calls of random sizes 1–32, and (C) BullMQ 6.7.6's
 //! own moveToFinished (its Lua text from the interop package, called with
 //! the same KEYS and ARGV) leave the same whole keyspace, and every entry
 //! gets the same reply (refusal code, or the job its fetch-next took).
@@ -597,14 +597,29 @@ async fn run_grouped(conn: &Connection, s: &Scenario, steps: &[Step]) -> (Vec<Js
     (out, groups)
 }
 
-/// BullMQ's scripts, by name, as the interop package ships them.
+/// BullMQ's scripts, by name, as the pinned reference package ships them —
+/// after checking that the installed package is that version (a stale
+/// `node_modules` would prove the equality against another release).
 fn bullmq_script(name: &str) -> String {
-    let path = format!(
-        "{}/interop/node_modules/bullmq/dist/cjs/scripts/{name}.js",
-        env!("CARGO_MANIFEST_DIR")
+    let reference = echomq_integration_tests::NodeBullmq::V6_7;
+    let package = reference.packages_dir().join("node_modules/bullmq");
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(package.join("package.json"))
+            .unwrap_or_else(|e| panic!("{}: {e} (run npm ci)", package.display())),
+    )
+    .unwrap();
+    assert_eq!(
+        manifest["version"],
+        json!(reference.version()),
+        "the BullMQ package in {} is not the pinned reference: run npm ci there",
+        package.display()
     );
+    let path = package.join(format!("dist/cjs/scripts/{name}.js"));
     let js = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("{path}: {e} (run npm ci in integration-tests/interop)");
+        panic!(
+            "{}: {e} (run npm ci in integration-tests/interop)",
+            path.display()
+        );
     });
     let start = js.find("const content = `").expect("the script's content") + 17;
     let end = start + js[start..].find("`;\n").expect("the end of the content");
@@ -652,7 +667,7 @@ async fn evalsha_raw<C: ScriptCall>(c: &Client, sha: &str, call: &C, args: Vec<V
     to_reply(c.evalsha::<Value, _, _, _>(sha, keys, args).await.unwrap())
 }
 
-/// (C) BullMQ 6.7.0's moveToFinished and retryJob, each step its own call.
+/// (C) BullMQ 6.7.6's moveToFinished and retryJob, each step its own call.
 async fn run_bullmq(c: &Client, s: &Scenario, steps: &[Step]) -> Vec<Json> {
     let keys = QueueKeys::new("emq", QUEUE).unwrap();
     let finish_sha: String = c
@@ -766,7 +781,7 @@ async fn check(s: Scenario) -> Result<(), TestCaseError> {
         let (rb, g) = run_grouped(&conn_b, &s, &steps).await;
         let rc = run_bullmq(&cc, &s, &steps).await;
         prop_assert_eq!(&ra, &rb, "replies: single (left) vs grouped (right)");
-        prop_assert_eq!(&ra, &rc, "replies: ours (left) vs BullMQ 6.7.0 (right)");
+        prop_assert_eq!(&ra, &rc, "replies: ours (left) vs BullMQ 6.7.6 (right)");
         held = steps
             .iter()
             .zip(&ra)
@@ -787,7 +802,7 @@ async fn check(s: Scenario) -> Result<(), TestCaseError> {
     );
     prop_assert!(
         da == dc,
-        "keyspace: ours vs BullMQ 6.7.0: {}",
+        "keyspace: ours vs BullMQ 6.7.6: {}",
         first_difference(&da, &dc)
     );
     // A scenario of refusals alone (wrong tokens, pending children) may

@@ -697,9 +697,10 @@ async fn the_delayed_count_takes_a_cutoff() {
 
 // ---------------------------------------------------------------- arity, pause
 
-/// EchoMQ's scripts carry BullMQ 6.7.0's names and KEYS counts
+/// EchoMQ's scripts carry BullMQ 6.7's names and KEYS counts
 /// (`moveToDelayed-11`, `reprocessJob-9`, …): every script that is not one
-/// of EchoMQ's own extensions is a script of the 6.7.0 package.
+/// of EchoMQ's own extensions is a script of the 6.7.6 package (6.7.0's are
+/// the same files).
 #[test]
 fn the_scripts_have_bullmq_6_7_names_and_arity() {
     let commands = NodeBullmq::V6_7
@@ -736,7 +737,7 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
     }
     assert!(
         missing.is_empty(),
-        "not scripts of BullMQ 6.7.0: {missing:?}"
+        "not scripts of BullMQ 6.7.6: {missing:?}"
     );
 }
 
@@ -744,7 +745,7 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
 /// the other: the flag is meta `paused`, and no worker takes a job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_paused_by_either_version_stays_paused_for_the_other() {
-    for js in [NodeBullmq::V6_7, NodeBullmq::V6_2] {
+    for js in [NodeBullmq::V6_7, NodeBullmq::V6_7_0, NodeBullmq::V6_2] {
         let redis = RedisServer::start();
         let conn = redis.connect().await;
         let q = Queue::new(&conn, Q).await.unwrap();

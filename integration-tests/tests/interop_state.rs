@@ -281,7 +281,7 @@ async fn adds_of_every_kind_leave_the_same_keyspace() {
     // A few values spelled out, beyond "same as Node".
     assert_eq!(state["id"], json!(["string", ["14", false]]));
     assert_eq!(state["meta"][1]["opts.maxLenEvents"], json!("10000"));
-    assert_eq!(state["meta"][1]["version"], json!("bullmq:6.7.0"));
+    assert_eq!(state["meta"][1]["version"], json!("bullmq:6.7.6"));
     // Head first: LPUSHed adds, the lifo job at the tail (items 4, 5).
     assert_eq!(state["wait"][1], json!(["14", "13", "abc", "2", "1", "3"]));
     let delayed = state["delayed"][1].as_array().unwrap();
@@ -570,54 +570,92 @@ async fn bulk_retry_and_promote_leave_the_same_keyspace() {
     assert!(state["2"][1].get("returnvalue").is_none());
 }
 
-/// A hard removal (drain) of the last child of a parent in the same queue
-/// removes the parent too, and deletes the deduplication key named by the
-/// child's `deid` without checking its owner, as BullMQ (6.2.0, 6.7.0) does. Both
-/// keyspaces are built by Node; only the drain differs.
+/// A hard removal (drain, clean, obliterate) of the last child of a parent
+/// in the same queue removes the parent too and frees the **parent's** own
+/// deduplication id the way any removal does — only while the parent owns
+/// it, with its `dn:` — as BullMQ 6.7.6 does. A `deid` on the child, whoever
+/// owns its key, is no longer touched by the cascade (6.7.0 deleted it).
+/// Both keyspaces are built by Node; only the removal differs, and the two
+/// are compared whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drain_of_a_last_child_removes_its_parent_and_dedup_key_as_node() {
-    // Node refuses deduplication on a child, so the child's `deid` and a key
-    // owned by another job are written by hand.
+async fn hard_removal_of_a_last_child_removes_its_parent_and_dedup_keys_as_node_6_7_6() {
+    // The parent's id owned by the parent: both of its keys go.
+    let owned = hard_removal_of_the_last_child(["drain", "owned"]).await;
+    assert!(
+        owned.get("de:X").is_none() && owned.get("dn:X").is_none(),
+        "{owned:?}"
+    );
+    assert_eq!(owned["de:D"], json!(["string", ["someone-else", false]]));
+    // Owned by another job: kept, as its pending `dn:`.
+    for op in ["drain", "clean", "obliterate"] {
+        let state = hard_removal_of_the_last_child([op, "other"]).await;
+        if op != "obliterate" {
+            assert_eq!(state["de:X"], json!(["string", ["another", false]]), "{op}");
+            assert!(state.contains_key("dn:X"), "{op}: {state:?}");
+        }
+    }
+    hard_removal_of_the_last_child(["clean", "owned"]).await;
+}
+
+/// Flow P → C (C waiting), C's `deid` D owned by `someone-else`, P's `deid`
+/// X owned by P or by `another`, then `op`, by Node on one server and by
+/// EchoMQ on another; asserts the whole keyspaces equal and answers EchoMQ's.
+async fn hard_removal_of_the_last_child([op, owner]: [&str; 2]) -> Map<String, Json> {
+    // Node refuses deduplication on a child and a flow parent, so the
+    // `deid`s and their keys are written by hand.
+    let x_owner = if owner == "owned" { "P" } else { "another" };
     let setup = json!({ "ops": [
         ["flow", "parent", {"p": 1}, [{"name": "child", "data": {"c": 1}, "opts": {"jobId": "C"}}],
          {"jobId": "P"}],
         ["redis", "HSET", format!("emq:{Q}:C"), "deid", "D"],
         ["redis", "SET", format!("emq:{Q}:de:D"), "someone-else"],
+        ["redis", "HSET", format!("emq:{Q}:P"), "deid", "X"],
+        ["redis", "SET", format!("emq:{Q}:de:X"), x_owner],
+        ["redis", "SET", format!("emq:{Q}:dn:X"), "next"],
         ["redis", "SET", format!("emq:{Q}:de:E"), "kept"],
     ]});
+    let node_op = match op {
+        "drain" => json!(["drain", false]),
+        "clean" => json!(["clean", 0, 0, "wait"]),
+        _ => json!(["obliterate", true]),
+    };
     let node_redis = RedisServer::start();
     let made = bullmq("ops", &node_redis.url(), Q, setup.clone());
-    assert_eq!(made, json!(["P", 1, "OK", "OK"]));
-    let drained = bullmq(
-        "ops",
-        &node_redis.url(),
-        Q,
-        json!({"ops": [["drain", false]]}),
-    );
-    assert_eq!(drained, json!([null]));
+    assert_eq!(made[0], json!("P"));
+    bullmq("ops", &node_redis.url(), Q, json!({ "ops": [node_op] }));
     let node_state = keyspace(&node_redis.client().await, Q, Mask::default()).await;
 
     let rust_redis = RedisServer::start();
     bullmq("ops", &rust_redis.url(), Q, setup);
     let before = keyspace(&rust_redis.client().await, Q, Mask::default()).await;
-    assert!(before.contains_key("waiting-children") && before.contains_key("de:D"));
+    assert!(before.contains_key("waiting-children") && before.contains_key("de:X"));
     let conn = rust_redis.connect().await;
     let q = Queue::new(&conn, Q).await.unwrap();
-    q.drain(false).await.unwrap();
+    match op {
+        "drain" => q.drain(false).await.unwrap(),
+        "clean" => {
+            q.clean(Duration::ZERO, 0, JobState::Waiting).await.unwrap();
+        }
+        _ => q.obliterate(true).await.unwrap(),
+    }
     let rust_state = keyspace(&rust_redis.client().await, Q, Mask::default()).await;
+    conn.close().await;
 
     assert_eq!(
         rust_state.keys().collect::<Vec<_>>(),
         node_state.keys().collect::<Vec<_>>(),
-        "key sets differ"
+        "{op} ({owner}): key sets differ"
     );
     for (k, v) in &node_state {
         assert_eq!(
             &rust_state[k], v,
-            "key emq:{Q}:{k} differs (left Rust, right Node)"
+            "{op} ({owner}): key emq:{Q}:{k} differs (left Rust, right Node)"
         );
     }
-    assert!(rust_state.get("de:D").is_none(), "{rust_state:?}");
-    assert_eq!(rust_state["de:E"], json!(["string", ["kept", false]]));
-    assert!(rust_state.get("waiting-children").is_none());
+    if op != "obliterate" {
+        assert!(rust_state.get("waiting-children").is_none());
+        assert!(rust_state.get("P").is_none() && rust_state.get("C").is_none());
+        assert_eq!(rust_state["de:E"], json!(["string", ["kept", false]]));
+    }
+    rust_state
 }

@@ -367,6 +367,115 @@ async fn a_trace_started_by_a_node_producer_continues_in_a_rust_worker() {
     assert_eq!(attr("attempt").as_deref(), Some("1"));
 }
 
+/// A failed attempt is recorded on the worker's `process` span as BullMQ
+/// 6.7.6's worker records it — an `exception` event, a `job failed` event
+/// with `bullmq.job.failed.reason`, the `bullmq.job.attempts.made`
+/// attribute — with the same names on both sides (Node's span read from its
+/// in-memory exporter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_is_recorded_on_the_span_with_bullmq_s_names() {
+    exported();
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let name = "obs-failed";
+    let q = Queue::new(&conn, name).await.unwrap();
+
+    // Node's worker, on a job that throws.
+    q.add("boom", &json!({}), JobOptions::new()).await.unwrap();
+    let url = redis.url();
+    let worked = tokio::task::spawn_blocking(move || {
+        node_otel(
+            "fail",
+            &url,
+            name,
+            json!({"count": 1, "reason": "node says no"}),
+        )
+    })
+    .await
+    .unwrap();
+    let node = node_span(&worked["spans"], &format!("process {name}"));
+    let node_events: Vec<&str> = node["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        node_events.contains(&"exception") && node_events.contains(&"job failed"),
+        "{node}"
+    );
+    let node_failed = node["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "job failed")
+        .unwrap();
+    assert_eq!(
+        node_failed["attributes"]["bullmq.job.failed.reason"],
+        "node says no"
+    );
+    assert_eq!(node["attributes"]["bullmq.job.attempts.made"], 1);
+
+    // EchoMQ's worker, on a job that fails the same way.
+    q.add(
+        "boom",
+        &json!({"mode": "fail", "reason": "rust says no"}),
+        JobOptions::new(),
+    )
+    .await
+    .unwrap();
+    let (worker, _host) = start_worker(&q, WorkerOptions::default()).await;
+    let mut found = None;
+    wait_until(
+        "the failed attempt's span",
+        Duration::from_secs(30),
+        async || {
+            found = exported()
+                .get_finished_spans()
+                .unwrap()
+                .into_iter()
+                .find(|s| {
+                    s.name == format!("process {name}")
+                        && s.events.iter().any(|e| e.name == "job failed")
+                });
+            found.is_some()
+        },
+    )
+    .await;
+    close_worker(&worker).await;
+    let span = found.unwrap();
+    let event = |n: &str| {
+        span.events
+            .iter()
+            .find(|e| e.name == n)
+            .unwrap_or_else(|| panic!("no {n} event on {span:?}"))
+    };
+    let attr = |attrs: &[opentelemetry::KeyValue], k: &str| {
+        attrs
+            .iter()
+            .find(|kv| kv.key.as_str() == k)
+            .map(|kv| kv.value.to_string())
+    };
+    let exception = event("exception");
+    assert_eq!(
+        attr(&exception.attributes, "exception.message").as_deref(),
+        Some("rust says no")
+    );
+    assert_eq!(
+        attr(&exception.attributes, "exception.type").as_deref(),
+        Some("Error")
+    );
+    assert_eq!(
+        attr(&event("job failed").attributes, "bullmq.job.failed.reason").as_deref(),
+        Some("rust says no")
+    );
+    assert_eq!(
+        attr(&span.attributes, "bullmq.job.attempts.made").as_deref(),
+        Some("1")
+    );
+    assert_eq!(attr(&span.attributes, "outcome").as_deref(), Some("failed"));
+}
+
 /// `Queue::add` inside a Rust trace writes its `add` span's context to
 /// `tm`; a BullMQ Node worker (bullmq-otel) continues that trace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

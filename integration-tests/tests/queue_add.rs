@@ -22,7 +22,7 @@ async fn standard_add_writes_hash_wait_marker_and_events() {
     assert_eq!(id, "1");
 
     let meta: std::collections::HashMap<String, String> = c.hgetall("emq:mail:meta").await.unwrap();
-    assert_eq!(meta["version"], "bullmq:6.7.0");
+    assert_eq!(meta["version"], "bullmq:6.7.6");
     assert_eq!(meta["opts.maxLenEvents"], "10000");
 
     let h: std::collections::HashMap<String, String> = c.hgetall("emq:mail:1").await.unwrap();

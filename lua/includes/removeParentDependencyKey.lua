@@ -11,26 +11,25 @@
                `parentKey` field (then used only while that parent exists)
     prefix     "{P}" of the queue doing the removal
 
-  When a hard removal also removes the parent, the deduplication key named by
-  the removed child's `deid` is deleted under the parent's prefix without
-  checking who owns it: BullMQ (6.2.0, 6.7.0) does so, and both must leave the same
-  keyspace. Only the path that reads the parent from the child does this.
+  When a hard removal also removes the parent, the parent's own deduplication
+  id is freed as any removal frees it (only while the parent still owns it,
+  with its pending `dn:`), on both paths: BullMQ 6.7.6's effect. (6.2.0 and
+  6.7.0 deleted the key named by the removed child's `deid` instead, owner or
+  not, and left the parent's behind: docs/compat.md §BullMQ 6.7.6.)
 ]]
+--- @include "includes/removeDeduplicationKeyIfNeeded"
 --- @include "includes/removeJobKeys"
 --- @include "includes/jobKeyParts"
 --- @include "includes/pushParentToWait"
 
 local function removeParentDependencyKey(jobKey, hard, parentKey, prefix)
-  local childDeduplicationId = nil
   if not parentKey then
-    local stored = redis.call("HMGET", jobKey, "parentKey", "deid")
-    local storedParentKey = stored[1]
+    local storedParentKey = redis.call("HGET", jobKey, "parentKey")
     if type(storedParentKey) ~= "string" or storedParentKey == "" or
       redis.call("EXISTS", storedParentKey) ~= 1 then
       return false
     end
     parentKey = storedParentKey
-    childDeduplicationId = stored[2]
   end
 
   local dependenciesKey = parentKey .. ":dependencies"
@@ -46,11 +45,11 @@ local function removeParentDependencyKey(jobKey, hard, parentKey, prefix)
     if redis.call("ZREM", parentPrefix .. "waiting-children", parentId) == 1 then
       if hard then
         if parentPrefix == prefix then
+          -- Read before the hash goes: the removal below deletes it.
+          local parentDeduplicationId = redis.call("HGET", parentKey, "deid")
           removeParentDependencyKey(parentKey, hard, nil, prefix)
           removeJobKeys(parentKey)
-          if childDeduplicationId then
-            redis.call("DEL", parentPrefix .. "de:" .. childDeduplicationId)
-          end
+          removeDeduplicationKeyIfNeededOnRemoval(parentPrefix, parentId, parentDeduplicationId)
         else
           pushParentToWait(parentPrefix, parentId, false)
         end

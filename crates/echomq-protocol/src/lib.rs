@@ -45,7 +45,7 @@ pub const DEFAULT_PREFIX: &str = "emq";
 
 /// The value written to the `version` field of a queue's meta hash: the wire
 /// protocol spoken, not the library (docs/decisions.md §5 Meta version).
-pub const PROTOCOL_VERSION: &str = "bullmq:6.7.0";
+pub const PROTOCOL_VERSION: &str = "bullmq:6.7.6";
 
 /// Default approximate length of the events stream (`opts.maxLenEvents`).
 pub const DEFAULT_MAX_LEN_EVENTS: u64 = 10_000;

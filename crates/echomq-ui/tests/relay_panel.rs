@@ -47,7 +47,7 @@ async fn the_panel_shows_a_namespace_escaped_and_queues_stay_queues() {
     );
     assert_eq!(api["nodes"][0]["id"], "bullnode");
     assert_eq!(api["nodes"][0]["info"]["name"], "<script>alert(1)</script>");
-    assert_eq!(api["nodes"][0]["info"]["version"], "6.7.0");
+    assert_eq!(api["nodes"][0]["info"]["version"], "6.7.6");
     assert_eq!(api["subscriptions"][0]["nodeId"], "bullnode");
     assert_eq!(api["retained"][0]["topic"], "deploy.status");
 

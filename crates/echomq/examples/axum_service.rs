@@ -18,10 +18,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use echomq::queue::TypedQueue;
 use echomq::{
-    typed_processor, Connection, HostSupervisor, HostSupervisorMsg, JobOptions, ProcessError,
-    Queue, RestartIntensity, TypedJob, WorkerArgs, WorkerSetSpec,
+    typed_processor, Connection, Host, JobOptions, ProcessError, Queue, TypedJob, WorkerArgs,
 };
-use ractor::{call_t, Actor};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -71,7 +69,7 @@ pub async fn run(
     let conn = Connection::connect_url(url).await?;
     let queue = Queue::new(&conn, "signups").await?;
 
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    let host = Host::start().await?;
     let welcome = typed_processor(|job: TypedJob<Signup>| async move {
         // The real work: send the welcome mail, provision the account…
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -79,12 +77,7 @@ pub async fn run(
     });
     let mut args = WorkerArgs::new(queue.clone(), welcome);
     args.options.concurrency = 4;
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(args))
-    )??;
+    host.add_worker(args).await?;
 
     let app = Router::new()
         .route("/signups", post(add_signup))
@@ -97,13 +90,7 @@ pub async fn run(
         .await?;
 
     // HTTP is down: no new jobs from here. Close the workers in order.
-    let report = call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(10)
-    )?;
-    handle.await?;
+    let report = host.close(Duration::from_secs(10)).await?;
     let (mut finished, mut moved) = (0, 0);
     for (_, closed) in report.worker_sets {
         if let Some(w) = closed?.worker {

@@ -11,11 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use echomq::external::{ExecCommand, ExecOptions, ExecProcessor};
-use echomq::{
-    Connection, HostSupervisor, HostSupervisorMsg, JobOptions, Queue, RestartIntensity, WorkerArgs,
-    WorkerSetSpec,
-};
-use ractor::{call_t, Actor};
+use echomq::{Connection, Host, JobOptions, Queue, WorkerArgs};
 use serde_json::json;
 
 #[tokio::main]
@@ -46,15 +42,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ExecOptions::default().processes(2),
     )
     .await?;
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    let host = Host::start().await?;
     let mut args = WorkerArgs::new(queue.clone(), Arc::new(handlers));
     args.options.concurrency = 2;
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(args))
-    )??;
+    host.add_worker(args).await?;
     let t0 = Instant::now();
     loop {
         let c = queue.counts().await?;
@@ -70,13 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         job.progress, job.return_value
     );
     println!("job 1 logs: {:?}", queue.get_logs("1", 0, -1).await?);
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(5)
-    )?;
-    handle.await?;
+    host.close(Duration::from_secs(5)).await?;
     conn.close().await;
     Ok(())
 }

@@ -8,11 +8,7 @@
 use std::time::{Duration, Instant};
 
 use echomq::worker::processor_fn;
-use echomq::{
-    Connection, FlowJob, FlowProducer, HostSupervisor, HostSupervisorMsg, ProcessError, Queue,
-    RestartIntensity, WorkerArgs, WorkerSetSpec,
-};
-use ractor::{call_t, Actor};
+use echomq::{Connection, FlowJob, FlowProducer, Host, ProcessError, Queue, WorkerArgs};
 use serde_json::{json, Value};
 
 /// Runs one flow; answers the report's return value.
@@ -57,15 +53,10 @@ pub async fn run(url: &str) -> Result<Value, Box<dyn std::error::Error>> {
             .sum();
         Ok::<_, ProcessError>(json!({ "pages": children.len(), "words": total }))
     });
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    let host = Host::start().await?;
     for (queue, processor) in [(pages.clone(), page), (reports.clone(), report)] {
         let args = WorkerArgs::new(queue, processor);
-        call_t!(
-            host,
-            HostSupervisorMsg::AddWorkerSet,
-            5000,
-            Box::new(WorkerSetSpec::new(args))
-        )??;
+        host.add_worker(args).await?;
     }
 
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -82,13 +73,7 @@ pub async fn run(url: &str) -> Result<Value, Box<dyn std::error::Error>> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(5)
-    )?;
-    handle.await?;
+    host.close(Duration::from_secs(5)).await?;
     conn.close().await;
     Ok(value)
 }

@@ -11,12 +11,8 @@
 use std::time::{Duration, Instant};
 
 use echomq::worker::processor_fn;
-use echomq::{
-    Connection, HostSupervisor, HostSupervisorMsg, JobOptions, ProcessError, Queue,
-    RestartIntensity, WorkerArgs, WorkerSetSpec,
-};
+use echomq::{Connection, Host, JobOptions, ProcessError, Queue, WorkerArgs};
 use opentelemetry::trace::TracerProvider;
-use ractor::{call_t, Actor};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::fmt::format::FmtSpan;
@@ -71,14 +67,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Ok::<_, ProcessError>(json!(null))
     });
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    let host = Host::start().await?;
     let args = WorkerArgs::new(queue.clone(), processor);
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(args))
-    )??;
+    host.add_worker(args).await?;
     let t0 = Instant::now();
     while queue.counts().await?.completed < 10 && t0.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -99,13 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  {line}");
     }
 
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(5)
-    )?;
-    handle.await?;
+    host.close(Duration::from_secs(5)).await?;
     conn.close().await;
     if let Some(p) = provider {
         p.shutdown()?;

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use echomq::worker::processor_fn;
 use echomq::{
-    Connection, Delivery, EventKind, HostSupervisor, HostSupervisorMsg, JobOptions, ProcessError,
-    Queue, QueueEventsArgs, RestartIntensity, Subscribers, WorkerArgs, WorkerSetSpec,
+    Connection, Delivery, EventKind, Host, JobOptions, ProcessError, Queue, QueueEventsArgs,
+    WorkerArgs,
 };
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
 /// The host's subscriber: counts finished jobs and answers when all are.
@@ -92,20 +92,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Queue::new(&conn, "watched").await?.obliterate(true).await?;
     let queue = Queue::new(&conn, "watched").await?;
 
+    let host = Host::start().await?;
+    let events = host
+        .add_queue_events(QueueEventsArgs::new(conn.clone(), queue.name()))
+        .await?;
     let (watcher, watcher_handle) = Actor::spawn(None, Watcher, ()).await?;
-    let subscribers = Subscribers::new();
-    subscribers.subscribe_actor(watcher.clone(), |d| match d {
+    events.subscribe_actor(watcher.clone(), |d| match d {
         Delivery::Event(e) => Some(WatchMsg::Event(e)),
         Delivery::Lagged(n) => Some(WatchMsg::Missed(n)),
         Delivery::Gap { .. } => Some(WatchMsg::Missed(0)),
     });
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
-    call_t!(
-        host,
-        HostSupervisorMsg::AddQueueEvents,
-        5000,
-        Box::new(QueueEventsArgs::new(conn.clone(), queue.name()).subscribers(subscribers))
-    )??;
     let processor = processor_fn(|job| async move {
         job.update_progress(&json!({ "step": 1 })).await?;
         match job.data()["n"].as_u64() {
@@ -116,26 +112,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let args = WorkerArgs::new(queue.clone(), processor);
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(args))
-    )??;
+    host.add_worker(args).await?;
 
     for n in 1..=6 {
         queue
             .add("double", &json!({ "n": n }), JobOptions::new())
             .await?;
     }
-    call_t!(watcher, WatchMsg::WaitFor, 30_000, 6)?;
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(5)
-    )?;
-    handle.await?;
+    watcher
+        .call(|r| WatchMsg::WaitFor(6, r), Some(Duration::from_secs(30)))
+        .await?;
+    host.close(Duration::from_secs(5)).await?;
     watcher.stop(None);
     watcher_handle.await?;
     conn.close().await;

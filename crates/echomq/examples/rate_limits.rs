@@ -12,10 +12,8 @@ use std::time::{Duration, Instant};
 
 use echomq::worker::processor_fn;
 use echomq::{
-    Connection, HostSupervisor, HostSupervisorMsg, JobOptions, ProcessError, Queue, RateLimit,
-    RestartIntensity, WorkerArgs, WorkerOptions, WorkerSetSpec,
+    Connection, Host, JobOptions, ProcessError, Queue, RateLimit, WorkerArgs, WorkerOptions,
 };
-use ractor::{call_t, Actor};
 use serde_json::json;
 
 #[tokio::main]
@@ -48,18 +46,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         max: 5,
         duration: Duration::from_secs(1),
     };
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    let host = Host::start().await?;
     // Two workers of concurrency 8 each: the global concurrency still holds
     // them to 2 jobs at once, and the limiter to 5 starts per second.
     for _ in 0..2 {
         let mut args = WorkerArgs::new(queue.clone(), processor.clone());
         args.options = WorkerOptions::default().concurrency(8).limiter(limit);
-        call_t!(
-            host,
-            HostSupervisorMsg::AddWorkerSet,
-            5000,
-            Box::new(WorkerSetSpec::new(args))
-        )??;
+        host.add_worker(args).await?;
     }
     let t0 = Instant::now();
     while queue.counts().await?.completed < 15 && t0.elapsed() < Duration::from_secs(30) {
@@ -70,13 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         t0.elapsed().as_secs_f64(),
         most.load(Ordering::SeqCst)
     );
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(5)
-    )?;
-    handle.await?;
+    host.close(Duration::from_secs(5)).await?;
     queue.remove_global_concurrency().await?;
     conn.close().await;
     Ok(())

@@ -9,11 +9,7 @@ use std::time::{Duration, Instant};
 
 use echomq::scheduler::JobSchedulers;
 use echomq::worker::processor_fn;
-use echomq::{
-    Connection, HostSupervisor, HostSupervisorMsg, ProcessError, Queue, RestartIntensity,
-    SchedulerSpec, WorkerArgs, WorkerSetSpec,
-};
-use ractor::{call_t, Actor};
+use echomq::{Connection, Host, ProcessError, Queue, SchedulerSpec, WorkerArgs};
 use serde_json::json;
 
 #[tokio::main]
@@ -41,14 +37,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{} ran at {} ms", job.name(), job.job().timestamp);
         Ok::<_, ProcessError>(json!(null))
     });
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    let host = Host::start().await?;
     let args = WorkerArgs::new(queue.clone(), processor);
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(args))
-    )??;
+    host.add_worker(args).await?;
 
     let deadline = Instant::now() + Duration::from_secs(30);
     while queue.counts().await?.completed < 8 && Instant::now() < deadline {
@@ -58,13 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for id in ["heartbeat", "tick"] {
         schedulers.remove(id).await?;
     }
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(5)
-    )?;
-    handle.await?;
+    host.close(Duration::from_secs(5)).await?;
     println!("counts: {:?}", queue.counts().await?);
     conn.close().await;
     Ok(())

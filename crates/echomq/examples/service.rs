@@ -8,12 +8,15 @@
 //!   subscribed once through a `Subscribers` registry that outlives restarts,
 //! * a producer task,
 //!
-//! for ten seconds, then shuts down in order (`HostSupervisorMsg::Close`:
-//! worker sets first, then the scheduler, then QueueEvents).
+//! for ten seconds, then shuts down in order (`Host::close`: worker sets
+//! first, then the scheduler, then QueueEvents).
 //!
-//! A service that needs its own supervisor (other children, another policy)
-//! copies `src/host_supervisor.rs`: it is built from `WorkerSet::classify`,
-//! `WorkerSetSpec::restart`, `WorkerSet::close` and `RestartIntensity`.
+//! Everything goes through typed handles (`echomq::host`): they resolve the
+//! current actor on every call, so a handle taken before a child's crash
+//! still works after its restart. A service that needs its own supervisor
+//! (other children, another policy) copies `src/supervision/host.rs`: it is
+//! built from `WorkerSet::classify`, `WorkerSetSpec::restart`,
+//! `WorkerSet::close` and `RestartIntensity`.
 //!
 //! `REDIS_URL=redis://127.0.0.1:6379 cargo run -p echomq --example service`
 
@@ -21,11 +24,10 @@ use std::time::Duration;
 
 use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
-    supervision::SetCloseReport, Connection, Delivery, EventKind, HostSupervisor,
-    HostSupervisorMsg, JobOptions, JobSchedulerArgs, JobSchedulerMsg, Queue, QueueEventsArgs,
-    RestartIntensity, SchedulerSpec, Subscribers, WorkerArgs, WorkerSetSpec,
+    supervision::SetCloseReport, Connection, Delivery, EventKind, Host, JobOptions,
+    JobSchedulerArgs, Queue, QueueEventsArgs, SchedulerSpec, WorkerArgs,
 };
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
 
 /// The host's subscriber: it receives typed events as its own messages.
@@ -84,11 +86,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::connect_url(&url).await?;
     let queue = Queue::new(&conn, "service").await?;
 
-    // The host supervisor: the shipped one-for-one HostSupervisor with the
-    // default budget (10 restarts in 10 s; past it, it fails and its own
-    // supervisor — here, none — decides). Spawn it under your root actor with
-    // `spawn_linked` in a real service.
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    // The host: the shipped one-for-one HostSupervisor with the default
+    // budget (10 restarts in 10 s; past it, it stops its children and ends).
+    // Under your own root actor use `Host::start_linked(root, budget)`.
+    let host = Host::start().await?;
 
     // A worker set: Worker + LockManager + StalledChecker.
     let processor = processor_fn(|ctx| async move {
@@ -102,43 +103,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut worker = WorkerArgs::new(queue.clone(), processor);
     worker.options.concurrency = 8;
     worker.options.name = Some("service-1".into());
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(worker))
-    )??;
+    let worker = host.add_worker(worker).await?;
 
     // A JobScheduler with an `every` and a cron scheduler.
-    let (scheduler_id, scheduler) = call_t!(
-        host,
-        HostSupervisorMsg::AddJobScheduler,
-        5000,
-        Box::new(JobSchedulerArgs::new(conn.clone(), queue.name()))
-    )??;
+    let scheduler = host
+        .add_scheduler(JobSchedulerArgs::new(conn.clone(), queue.name()))
+        .await?;
     let mut every = SchedulerSpec::every("heartbeat", Duration::from_secs(2));
     every.template.data = json!({ "n": 2 });
-    call_t!(scheduler, JobSchedulerMsg::Upsert, 5000, Box::new(every))??;
+    scheduler.upsert(every).await?;
     let mut cron = SchedulerSpec::cron("report", "*/5 * * * * *", Some("UTC"));
     cron.template.data = json!({ "n": 3 });
-    call_t!(scheduler, JobSchedulerMsg::Upsert, 5000, Box::new(cron))??;
+    scheduler.upsert(cron).await?;
 
     // QueueEvents feeding a subscriber actor. The subscription lives in the
-    // registry, not in the QueueEvents actor: a restarted QueueEvents resumes
-    // after the last event the feed got, with no re-subscription.
+    // handle's registry, not in the QueueEvents actor: a restarted QueueEvents
+    // resumes after the last event the feed got, with no re-subscription.
+    let events = host
+        .add_queue_events(QueueEventsArgs::new(conn.clone(), queue.name()))
+        .await?;
     let (feed, feed_handle) = Actor::spawn(None, Feed, ()).await?;
-    let subscribers = Subscribers::new();
-    subscribers.subscribe_actor(feed.clone(), |d| match d {
+    events.subscribe_actor(feed.clone(), |d| match d {
         Delivery::Event(e) => Some(FeedMsg::Event(e)),
         Delivery::Lagged(n) => Some(FeedMsg::Missed(n)),
         Delivery::Gap { .. } => Some(FeedMsg::Missed(0)),
     });
-    call_t!(
-        host,
-        HostSupervisorMsg::AddQueueEvents,
-        5000,
-        Box::new(QueueEventsArgs::new(conn.clone(), queue.name()).subscribers(subscribers))
-    )??;
 
     // The producer.
     for n in 1..=100u64 {
@@ -148,24 +137,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::time::sleep(Duration::from_millis(80)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let counts = worker.counts().await?;
+    println!("worker: {} jobs done so far", counts.processed);
 
-    // The schedulers are this run's only: remove them through the current ref
-    // (a restart may have replaced the first one).
-    if let Some(scheduler) = call_t!(host, HostSupervisorMsg::GetJobScheduler, 5000, scheduler_id)?
-    {
-        for id in ["heartbeat", "report"] {
-            call_t!(scheduler, JobSchedulerMsg::Remove, 5000, id.to_string())??;
-        }
+    // The schedulers are this run's only (the handle reaches the current
+    // actor, even if a restart replaced the first one).
+    for id in ["heartbeat", "report"] {
+        scheduler.remove(id).await?;
     }
     // The ordered shutdown: the worker set first (running jobs finish or go
     // back to wait while their locks are renewed), then the scheduler, then
-    // QueueEvents; the supervisor answers and stops.
-    let report = call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(10)
-    )?;
+    // QueueEvents; the host answers and stops.
+    let report = host.close(Duration::from_secs(10)).await?;
     for (_, closed) in &report.worker_sets {
         if let Ok(SetCloseReport {
             worker: Some(r), ..
@@ -178,7 +161,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    handle.await?;
     feed.stop(None);
     feed_handle.await?;
     println!("counts: {:?}", queue.counts().await?);

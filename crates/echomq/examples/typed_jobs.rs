@@ -10,10 +10,8 @@
 use std::time::{Duration, Instant};
 
 use echomq::{
-    typed_processor, Connection, HostSupervisor, HostSupervisorMsg, JobOptions, ProcessError,
-    Queue, RestartIntensity, TypedJob, WorkerArgs, WorkerSetSpec,
+    typed_processor, Connection, Host, JobOptions, ProcessError, Queue, TypedJob, WorkerArgs,
 };
-use ractor::{call_t, Actor};
 use serde::{Deserialize, Serialize};
 
 /// What producers send.
@@ -70,15 +68,10 @@ pub async fn run(url: &str) -> Result<(Vec<Receipt>, String), Box<dyn std::error
             words: job.data().subject.split_whitespace().count(),
         })
     });
-    let (host, handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default()).await?;
+    let host = Host::start().await?;
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options.concurrency = 2;
-    call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(args))
-    )??;
+    host.add_worker(args).await?;
 
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -91,13 +84,7 @@ pub async fn run(url: &str) -> Result<(Vec<Receipt>, String), Box<dyn std::error
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        30_000,
-        Duration::from_secs(5)
-    )?;
-    handle.await?;
+    host.close(Duration::from_secs(5)).await?;
 
     let mut receipts = Vec::new();
     for id in &ids {

@@ -1,6 +1,6 @@
 //! # EchoMQ
 //!
-//! A Redis job queue whose wire protocol is BullMQ 6.7.0's (prefix `emq`): a
+//! A Redis job queue whose wire protocol is BullMQ 6.7.6's (prefix `emq`): a
 //! BullMQ Node client and this runtime work on the same queues, both ways.
 //!
 //! ## Layout
@@ -32,6 +32,7 @@ pub mod external;
 pub mod flow_producer;
 pub mod groups;
 pub mod health;
+pub mod host;
 #[cfg(any(feature = "health-server", feature = "prometheus"))]
 mod http;
 pub mod locks;
@@ -50,6 +51,7 @@ pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, Deduplication, EventKind, Job, JobOptions, KeepJobs};
 pub use error::{AuthFailure, Error, RedisCondition, Result};
 pub use flow_producer::{FlowJob, FlowProducer, JobNode};
+pub use host::{HandleError, Host};
 pub use locks::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{JobCounts, JobState, NewJob, Queue, QueueOptions, RateLimit};
 pub use queue_events::{

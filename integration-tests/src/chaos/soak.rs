@@ -59,7 +59,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Rust => "EchoMQ worker process",
-            Kind::Node => "BullMQ 6.7.0 Node worker",
+            Kind::Node => "BullMQ 6.7.6 Node worker",
             Kind::Python => "BullMQ for Python worker",
         }
     }

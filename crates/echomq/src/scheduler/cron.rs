@@ -137,12 +137,63 @@ fn normalise(pattern: &str) -> Result<String, SchedulerError> {
         // no two clients could agree on it.
         return Err(invalid("`H` (hashed) values are not supported"));
     }
+    check_names(&fields).map_err(|reason| invalid(&reason))?;
     if fields[3].to_ascii_uppercase().contains('W') {
         // croner knows `15W` (nearest weekday); cron-parser refuses it, so a Node
         // worker could not schedule the successor of such an iteration.
         return Err(invalid("`W` (nearest weekday) is not supported"));
     }
     Ok(fields.join(" "))
+}
+
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+const WEEKDAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+
+/// cron-parser (5.10.4, pinned by BullMQ 6.7.6) resolves a name only in its
+/// own field — month names in the month field, weekday names in the
+/// day-of-week field — and refuses one anywhere else; croner resolves both
+/// kinds in every field. A pattern croner alone accepts would be scheduled by
+/// EchoMQ and refused by a Node worker taking one of its iterations, which
+/// stops the scheduler in a mixed fleet. `fields` are the six, seconds first.
+fn check_names(fields: &[String]) -> Result<(), String> {
+    const FIELD: [&str; 6] = [
+        "second",
+        "minute",
+        "hour",
+        "day-of-month",
+        "month",
+        "day-of-week",
+    ];
+    for (i, field) in fields.iter().enumerate() {
+        // Runs of three letters, left to right without overlap, as
+        // cron-parser's `/[a-z]{3}/gi` finds them.
+        let bytes = field.as_bytes();
+        let mut at = 0;
+        while at + 3 <= bytes.len() {
+            let run = &bytes[at..at + 3];
+            if !run.iter().all(u8::is_ascii_alphabetic) {
+                at += 1;
+                continue;
+            }
+            let name = String::from_utf8_lossy(run).to_ascii_lowercase();
+            let known: &[&str] = match i {
+                4 => &MONTHS,
+                5 => &WEEKDAYS,
+                _ => &[],
+            };
+            if !known.contains(&name.as_str()) {
+                return Err(format!(
+                    "`{name}` is not a name the {} field accepts (month names only in the month \
+                     field, weekday names only in the day-of-week field)",
+                    FIELD[i]
+                ));
+            }
+            at += 3;
+        }
+    }
+    Ok(())
 }
 
 /// cron-parser's predefined expressions (seconds first).
@@ -579,5 +630,39 @@ mod tests {
         assert!(CronSchedule::new("61 * * * *", None).is_err());
         assert!(CronSchedule::new("* * *", None).is_err());
         assert!(CronSchedule::new("* * * * *", Some("Mars/Base")).is_err());
+    }
+
+    #[test]
+    fn names_only_in_their_own_field_as_cron_parser_5_10_4() {
+        for refused in [
+            "0 0 * mon *",
+            "0 0 * * jan",
+            "0 0 * JAN-mon *",
+            "0 0 * * MON-jan",
+            "0 0 jan * * *",
+            "0 mon * * * *",
+            "0 0 * foo *",
+        ] {
+            match CronSchedule::new(refused, Some("UTC")) {
+                Err(SchedulerError::InvalidPattern { pattern, reason }) => {
+                    assert_eq!(pattern, refused);
+                    assert!(reason.contains("field"), "{refused}: {reason}");
+                }
+                other => panic!("{refused} was not refused: {other:?}"),
+            }
+        }
+        for accepted in [
+            "0 0 * jan mon",
+            "0 0 * JAN-MAR MON-FRI",
+            "0 0 1 jan,jul *",
+            "0 0 * * sun#2",
+            "0 0 L * *",
+            "@weekly",
+        ] {
+            assert!(
+                CronSchedule::new(accepted, Some("UTC")).is_ok(),
+                "{accepted}"
+            );
+        }
     }
 }

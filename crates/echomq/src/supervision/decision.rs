@@ -55,6 +55,8 @@ pub enum ChildKind {
     QueueEvents,
     /// A GroupFeeder.
     GroupFeeder,
+    /// A Relay node.
+    Relay,
 }
 
 impl From<Member> for ChildKind {

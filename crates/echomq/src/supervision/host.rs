@@ -12,13 +12,16 @@
 //! * never restarts a child that stopped as asked (a completed `Close`);
 //! * counts every restart in one [`RestartIntensity`]; past it, stops all its
 //!   children and fails with [`SupervisionError::GaveUp`];
-//! * closes everything in order on [`HostSupervisorMsg::Close`]: the worker
-//!   sets (each [`WorkerSet::close`], concurrently), then the JobSchedulers,
-//!   then the QueueEvents; answers with a [`ShutdownReport`] and stops.
+//! * closes everything in order on [`HostSupervisorMsg::Close`]: the group
+//!   feeders, the worker sets (each [`WorkerSet::close`], concurrently), the
+//!   JobSchedulers, the Relay nodes, then the QueueEvents; answers with a
+//!   [`ShutdownReport`] and stops.
 //!
-//! Children replaced by a restart have new refs: ask for the current ones
-//! with `GetWorkerSet` / `GetJobScheduler` / `GetQueueEvents` rather than
-//! keeping a ref across a crash. Contract: `docs/architecture.md`.
+//! Its children live in one table of [`ChildId`] → child, and one restart
+//! path serves every kind that is not a worker set member. Children replaced
+//! by a restart have new refs: the typed handles of [`crate::host`] resolve
+//! the current ones on every call (the `Get*` messages do the same for code
+//! that speaks to the actor). Contract: `docs/architecture.md`.
 //!
 //! [`Subscribers`]: crate::queue_events::Subscribers
 
@@ -36,10 +39,14 @@ use super::intensity::RestartIntensity;
 use super::worker_set::{WorkerSet, WorkerSetSpec};
 use crate::groups::feeder::{GroupFeeder, GroupFeederArgs, GroupFeederMsg};
 use crate::queue_events::{QueueEvents, QueueEventsArgs, QueueEventsMsg};
+use crate::relay::{Relay, RelayArgs, RelayMsg};
 use crate::scheduler::actor::{JobScheduler, JobSchedulerArgs, JobSchedulerMsg};
 
 /// How many recent restarts [`HostStatus`] lists.
 const RECENT: usize = 64;
+
+/// How long a Relay node may take to unregister at close.
+const RELAY_CLOSE: Duration = Duration::from_secs(5);
 
 /// A child's handle in a [`HostSupervisor`], stable across its restarts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,7 +61,8 @@ impl std::fmt::Display for ChildId {
 /// What a spawn of a new child answers.
 pub type Added<T> = Result<(ChildId, T), SpawnErr>;
 
-/// Messages of the [`HostSupervisor`].
+/// Messages of the [`HostSupervisor`]. [`crate::host::Host`] sends them for
+/// you, with a timeout and a typed error.
 pub enum HostSupervisorMsg {
     /// Spawn a worker set (Worker, LockManager, StalledChecker) under the
     /// supervisor.
@@ -75,6 +83,9 @@ pub enum HostSupervisorMsg {
         Box<GroupFeederArgs>,
         RpcReplyPort<Added<ActorRef<GroupFeederMsg>>>,
     ),
+    /// Spawn a Relay node (docs/relay.md) under the supervisor; a restarted
+    /// node keeps its id and the subscriptions of `args`' registry.
+    AddRelay(Box<RelayArgs>, RpcReplyPort<Added<ActorRef<RelayMsg>>>),
     /// The current ref of a GroupFeeder.
     GetGroupFeeder(ChildId, RpcReplyPort<Option<ActorRef<GroupFeederMsg>>>),
     /// The current refs of a worker set.
@@ -83,6 +94,12 @@ pub enum HostSupervisorMsg {
     GetJobScheduler(ChildId, RpcReplyPort<Option<ActorRef<JobSchedulerMsg>>>),
     /// The current ref of a QueueEvents.
     GetQueueEvents(ChildId, RpcReplyPort<Option<ActorRef<QueueEventsMsg>>>),
+    /// The current ref of a Relay node.
+    GetRelay(ChildId, RpcReplyPort<Option<ActorRef<RelayMsg>>>),
+    /// Close one child in order (a worker set with this timeout for its
+    /// running jobs) and forget it; answers `false` when there was no such
+    /// child. The others go on.
+    CloseChild(ChildId, Duration, RpcReplyPort<bool>),
     /// Restart counters.
     GetStatus(RpcReplyPort<HostStatus>),
     /// Close everything in order with this timeout for running jobs, answer,
@@ -97,10 +114,13 @@ impl std::fmt::Debug for HostSupervisorMsg {
             HostSupervisorMsg::AddJobScheduler(..) => write!(f, "AddJobScheduler"),
             HostSupervisorMsg::AddQueueEvents(..) => write!(f, "AddQueueEvents"),
             HostSupervisorMsg::AddGroupFeeder(..) => write!(f, "AddGroupFeeder"),
+            HostSupervisorMsg::AddRelay(..) => write!(f, "AddRelay"),
             HostSupervisorMsg::GetGroupFeeder(id, _) => write!(f, "GetGroupFeeder({id})"),
             HostSupervisorMsg::GetWorkerSet(id, _) => write!(f, "GetWorkerSet({id})"),
             HostSupervisorMsg::GetJobScheduler(id, _) => write!(f, "GetJobScheduler({id})"),
             HostSupervisorMsg::GetQueueEvents(id, _) => write!(f, "GetQueueEvents({id})"),
+            HostSupervisorMsg::GetRelay(id, _) => write!(f, "GetRelay({id})"),
+            HostSupervisorMsg::CloseChild(id, t, _) => write!(f, "CloseChild({id}, {t:?})"),
             HostSupervisorMsg::GetStatus(_) => write!(f, "GetStatus"),
             HostSupervisorMsg::Close(t, _) => write!(f, "Close({t:?})"),
         }
@@ -127,6 +147,8 @@ pub struct ShutdownReport {
     pub job_schedulers: usize,
     /// QueueEvents closed (their subscriptions ended).
     pub queue_events: usize,
+    /// Relay nodes closed (unregistered).
+    pub relays: usize,
 }
 
 /// The actor. Arguments: its restart budget (use
@@ -134,49 +156,106 @@ pub struct ShutdownReport {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostSupervisor;
 
-struct SetChild {
-    id: ChildId,
-    spec: WorkerSetSpec,
-    set: WorkerSet,
+/// One supervised child: what it was spawned from (to spawn it again) and its
+/// current ref(s).
+enum Child {
+    Set {
+        spec: Box<WorkerSetSpec>,
+        set: WorkerSet,
+    },
+    Scheduler(Box<JobSchedulerArgs>, ActorRef<JobSchedulerMsg>),
+    Events(Box<QueueEventsArgs>, ActorRef<QueueEventsMsg>),
+    Feeder(Box<GroupFeederArgs>, ActorRef<GroupFeederMsg>),
+    Relay(Box<RelayArgs>, ActorRef<RelayMsg>),
 }
 
-struct Child<M: ractor::Message, A> {
-    id: ChildId,
-    args: A,
-    actor: ActorRef<M>,
+impl Child {
+    fn kind(&self) -> ChildKind {
+        match self {
+            Child::Set { .. } => ChildKind::Worker,
+            Child::Scheduler(..) => ChildKind::JobScheduler,
+            Child::Events(..) => ChildKind::QueueEvents,
+            Child::Feeder(..) => ChildKind::GroupFeeder,
+            Child::Relay(..) => ChildKind::Relay,
+        }
+    }
+
+    /// The single actor of a child that is not a worker set.
+    fn cell(&self) -> Option<ActorCell> {
+        match self {
+            Child::Set { .. } => None,
+            Child::Scheduler(_, a) => Some(a.get_cell()),
+            Child::Events(_, a) => Some(a.get_cell()),
+            Child::Feeder(_, a) => Some(a.get_cell()),
+            Child::Relay(_, a) => Some(a.get_cell()),
+        }
+    }
+
+    /// Spawns a single-actor child again from its arguments.
+    async fn respawn(&mut self, sup: ActorCell) -> Result<(), SpawnErr> {
+        match self {
+            Child::Set { .. } => {}
+            Child::Scheduler(args, a) => *a = spawn(JobScheduler, args, sup).await?,
+            Child::Events(args, a) => *a = spawn(QueueEvents, args, sup).await?,
+            Child::Feeder(args, a) => *a = spawn(GroupFeeder, args, sup).await?,
+            Child::Relay(args, a) => *a = spawn(Relay, args, sup).await?,
+        }
+        Ok(())
+    }
+
+    /// Closes the child in order: a worker set with `timeout` for its
+    /// running jobs; the others stopped (a Relay node unregistered first, a
+    /// QueueEvents' subscriptions ended).
+    async fn close(&self, timeout: Duration) -> Option<Result<SetCloseReport, SetCloseError>> {
+        match self {
+            Child::Set { set, .. } => return Some(set.close(timeout).await),
+            Child::Relay(_, a) => {
+                let _ = a.call(RelayMsg::Close, Some(RELAY_CLOSE)).await;
+                stop_and_wait(a.get_cell()).await;
+            }
+            Child::Events(args, a) => {
+                stop_and_wait(a.get_cell()).await;
+                args.subscribers.close(a.get_id());
+            }
+            Child::Scheduler(_, a) => stop_and_wait(a.get_cell()).await,
+            Child::Feeder(_, a) => stop_and_wait(a.get_cell()).await,
+        }
+        None
+    }
+}
+
+async fn spawn<A>(
+    actor: A,
+    args: &A::Arguments,
+    sup: ActorCell,
+) -> Result<ActorRef<A::Msg>, SpawnErr>
+where
+    A: Actor,
+    A::Arguments: Clone,
+{
+    Ok(Actor::spawn_linked(None, actor, args.clone(), sup).await?.0)
 }
 
 /// The supervisor's state.
 pub struct HostSupervisorState {
     budget: RestartIntensity,
-    sets: Vec<SetChild>,
-    schedulers: Vec<Child<JobSchedulerMsg, JobSchedulerArgs>>,
-    events: Vec<Child<QueueEventsMsg, QueueEventsArgs>>,
-    feeders: Vec<Child<GroupFeederMsg, GroupFeederArgs>>,
+    /// Every child, in the order it was added.
+    children: Vec<(ChildId, Child)>,
     next_id: u64,
     closing: bool,
     status: HostStatus,
 }
 
-/// Registers a spawned child under `id` and answers what the caller gets.
-fn adopt<M: ractor::Message, A>(
-    list: &mut Vec<Child<M, A>>,
-    id: ChildId,
-    args: A,
-    actor: ActorRef<M>,
-) -> (ChildId, ActorRef<M>) {
-    list.push(Child {
-        id,
-        args,
-        actor: actor.clone(),
-    });
-    (id, actor)
-}
-
 impl HostSupervisorState {
-    fn new_id(&mut self) -> ChildId {
+    fn add(&mut self, child: Child) -> ChildId {
         self.next_id += 1;
-        ChildId(self.next_id)
+        let id = ChildId(self.next_id);
+        self.children.push((id, child));
+        id
+    }
+
+    fn get(&self, id: ChildId) -> Option<&Child> {
+        self.children.iter().find(|(i, _)| *i == id).map(|(_, c)| c)
     }
 
     fn record(&mut self, id: ChildId, kind: ChildKind) {
@@ -187,39 +266,6 @@ impl HostSupervisorState {
         }
         self.status.recent.push((id, kind));
     }
-}
-
-async fn spawn_scheduler(
-    args: &JobSchedulerArgs,
-    sup: ActorCell,
-) -> Result<ActorRef<JobSchedulerMsg>, SpawnErr> {
-    Ok(Actor::spawn_linked(None, JobScheduler, args.clone(), sup)
-        .await?
-        .0)
-}
-
-async fn spawn_feeder(
-    args: &GroupFeederArgs,
-    sup: ActorCell,
-) -> Result<ActorRef<GroupFeederMsg>, SpawnErr> {
-    Ok(Actor::spawn_linked(None, GroupFeeder, args.clone(), sup)
-        .await?
-        .0)
-}
-
-async fn spawn_events(
-    args: &QueueEventsArgs,
-    sup: ActorCell,
-) -> Result<ActorRef<QueueEventsMsg>, SpawnErr> {
-    Ok(Actor::spawn_linked(None, QueueEvents, args.clone(), sup)
-        .await?
-        .0)
-}
-
-/// What the supervisor does about one ended child that is not a set member.
-enum Outcome {
-    Ignore,
-    Restarted,
 }
 
 impl Actor for HostSupervisor {
@@ -234,10 +280,7 @@ impl Actor for HostSupervisor {
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(HostSupervisorState {
             budget,
-            sets: Vec::new(),
-            schedulers: Vec::new(),
-            events: Vec::new(),
-            feeders: Vec::new(),
+            children: Vec::new(),
             next_id: 0,
             closing: false,
             status: HostStatus::default(),
@@ -250,59 +293,84 @@ impl Actor for HostSupervisor {
         msg: Self::Msg,
         s: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        use HostSupervisorMsg as M;
+        let sup = me.get_cell();
         match msg {
-            HostSupervisorMsg::AddWorkerSet(spec, reply) => {
-                let r = spec.spawn_linked(me.get_cell()).await.map(|set| {
-                    let id = s.new_id();
-                    s.sets.push(SetChild {
-                        id,
-                        spec: *spec,
+            M::AddWorkerSet(spec, reply) => {
+                let r = spec.spawn_linked(sup).await.map(|set| {
+                    let id = s.add(Child::Set {
+                        spec,
                         set: set.clone(),
                     });
                     (id, set)
                 });
                 let _ = reply.send(r);
             }
-            HostSupervisorMsg::AddJobScheduler(args, reply) => {
-                let r = spawn_scheduler(&args, me.get_cell()).await.map(|actor| {
-                    let id = s.new_id();
-                    adopt(&mut s.schedulers, id, *args, actor)
+            M::AddJobScheduler(args, reply) => {
+                let r = spawn(JobScheduler, &args, sup).await;
+                let _ = reply.send(r.map(|a| (s.add(Child::Scheduler(args, a.clone())), a)));
+            }
+            M::AddQueueEvents(args, reply) => {
+                let r = spawn(QueueEvents, &args, sup).await;
+                let _ = reply.send(r.map(|a| (s.add(Child::Events(args, a.clone())), a)));
+            }
+            M::AddGroupFeeder(args, reply) => {
+                let r = spawn(GroupFeeder, &args, sup).await;
+                let _ = reply.send(r.map(|a| (s.add(Child::Feeder(args, a.clone())), a)));
+            }
+            M::AddRelay(args, reply) => {
+                let r = spawn(Relay, &args, sup).await;
+                let _ = reply.send(r.map(|a| (s.add(Child::Relay(args, a.clone())), a)));
+            }
+            M::GetWorkerSet(id, reply) => {
+                let _ = reply.send(match s.get(id) {
+                    Some(Child::Set { set, .. }) => Some(set.clone()),
+                    _ => None,
                 });
-                let _ = reply.send(r);
             }
-            HostSupervisorMsg::AddQueueEvents(args, reply) => {
-                let r = spawn_events(&args, me.get_cell()).await.map(|actor| {
-                    let id = s.new_id();
-                    adopt(&mut s.events, id, *args, actor)
+            M::GetJobScheduler(id, reply) => {
+                let _ = reply.send(match s.get(id) {
+                    Some(Child::Scheduler(_, a)) => Some(a.clone()),
+                    _ => None,
                 });
-                let _ = reply.send(r);
             }
-            HostSupervisorMsg::AddGroupFeeder(args, reply) => {
-                let r = spawn_feeder(&args, me.get_cell()).await.map(|actor| {
-                    let id = s.new_id();
-                    adopt(&mut s.feeders, id, *args, actor)
+            M::GetQueueEvents(id, reply) => {
+                let _ = reply.send(match s.get(id) {
+                    Some(Child::Events(_, a)) => Some(a.clone()),
+                    _ => None,
                 });
-                let _ = reply.send(r);
             }
-            HostSupervisorMsg::GetGroupFeeder(id, reply) => {
-                let found = s.feeders.iter().find(|c| c.id == id);
-                let _ = reply.send(found.map(|c| c.actor.clone()));
+            M::GetGroupFeeder(id, reply) => {
+                let _ = reply.send(match s.get(id) {
+                    Some(Child::Feeder(_, a)) => Some(a.clone()),
+                    _ => None,
+                });
             }
-            HostSupervisorMsg::GetWorkerSet(id, reply) => {
-                let _ = reply.send(s.sets.iter().find(|c| c.id == id).map(|c| c.set.clone()));
+            M::GetRelay(id, reply) => {
+                let _ = reply.send(match s.get(id) {
+                    Some(Child::Relay(_, a)) => Some(a.clone()),
+                    _ => None,
+                });
             }
-            HostSupervisorMsg::GetJobScheduler(id, reply) => {
-                let found = s.schedulers.iter().find(|c| c.id == id);
-                let _ = reply.send(found.map(|c| c.actor.clone()));
+            M::CloseChild(id, timeout, reply) => {
+                let found = match s.children.iter().position(|(i, _)| *i == id) {
+                    // Forgotten first: the ends its close causes are then
+                    // nobody's, never restarted.
+                    Some(i) => {
+                        let (_, child) = s.children.remove(i);
+                        if let Some(Err(e)) = child.close(timeout).await {
+                            warn!(child = %id, error = %e, "worker set close");
+                        }
+                        true
+                    }
+                    None => false,
+                };
+                let _ = reply.send(found);
             }
-            HostSupervisorMsg::GetQueueEvents(id, reply) => {
-                let found = s.events.iter().find(|c| c.id == id);
-                let _ = reply.send(found.map(|c| c.actor.clone()));
-            }
-            HostSupervisorMsg::GetStatus(reply) => {
+            M::GetStatus(reply) => {
                 let _ = reply.send(s.status.clone());
             }
-            HostSupervisorMsg::Close(timeout, reply) => {
+            M::Close(timeout, reply) => {
                 let report = close_all(s, timeout).await;
                 let _ = reply.send(report);
                 me.stop(Some(CLOSED.into()));
@@ -323,85 +391,48 @@ impl Actor for HostSupervisor {
         if let Evt::ActorFailed(_, e) = &evt {
             warn!(actor = %cell.get_id(), error = %e, "child failed");
         }
-        for i in 0..s.sets.len() {
-            let decision = s.sets[i].set.classify(&evt, &mut s.budget);
-            match decision {
-                SupervisionDecision::Restart(member) => {
-                    let SetChild { spec, set, id } = &mut s.sets[i];
-                    let id = *id;
-                    if let Err(source) = spec.restart(set, member, me.get_cell()).await {
-                        return Err(give_up(
-                            &me,
-                            SupervisionError::RestartFailed {
-                                child: member.into(),
-                                source,
-                            },
-                        ));
+        let ended_id = cell.get_id();
+        for i in 0..s.children.len() {
+            let (id, child) = &mut s.children[i];
+            let id = *id;
+            let restarted = match child {
+                Child::Set { spec, set } => match set.classify(&evt, &mut s.budget) {
+                    SupervisionDecision::NotMine => continue,
+                    SupervisionDecision::Restart(member) => {
+                        spec.restart(set, member, me.get_cell())
+                            .await
+                            .map_err(|source| restart_failed(&me, member.into(), source))?;
+                        member.into()
                     }
-                    s.record(id, member.into());
-                    return Ok(());
+                    SupervisionDecision::GiveUp(member) => {
+                        return Err(give_up(&me, SupervisionError::gave_up(member, &s.budget)));
+                    }
+                    _ => return Ok(()),
+                },
+                other => {
+                    if other.cell().map(|c| c.get_id()) != Some(ended_id) {
+                        continue;
+                    }
+                    let kind = other.kind();
+                    match verdict(asked, s.closing, &mut s.budget) {
+                        Verdict::Expected => return Ok(()),
+                        Verdict::GiveUp => {
+                            return Err(give_up(&me, SupervisionError::gave_up(kind, &s.budget)))
+                        }
+                        Verdict::Restart => {
+                            other
+                                .respawn(me.get_cell())
+                                .await
+                                .map_err(|source| restart_failed(&me, kind, source))?;
+                            kind
+                        }
+                    }
                 }
-                SupervisionDecision::GiveUp(member) => {
-                    return Err(give_up(&me, SupervisionError::gave_up(member, &s.budget)));
-                }
-                SupervisionDecision::NotMine => {}
-                _ => return Ok(()),
-            }
-        }
-        let id = cell.get_id();
-        if let Some(i) = s.schedulers.iter().position(|c| c.actor.get_id() == id) {
-            let outcome = decide(
-                &me,
-                s.closing,
-                asked,
-                &mut s.budget,
-                ChildKind::JobScheduler,
-            )?;
-            if let Outcome::Restarted = outcome {
-                let c = &mut s.schedulers[i];
-                c.actor = spawn_scheduler(&c.args, me.get_cell())
-                    .await
-                    .map_err(|source| restart_failed(&me, ChildKind::JobScheduler, source))?;
-                let id = c.id;
-                s.record(id, ChildKind::JobScheduler);
-            }
-        } else if let Some(i) = s.events.iter().position(|c| c.actor.get_id() == id) {
-            let outcome = decide(&me, s.closing, asked, &mut s.budget, ChildKind::QueueEvents)?;
-            if let Outcome::Restarted = outcome {
-                let c = &mut s.events[i];
-                c.actor = spawn_events(&c.args, me.get_cell())
-                    .await
-                    .map_err(|source| restart_failed(&me, ChildKind::QueueEvents, source))?;
-                let id = c.id;
-                s.record(id, ChildKind::QueueEvents);
-            }
-        } else if let Some(i) = s.feeders.iter().position(|c| c.actor.get_id() == id) {
-            let outcome = decide(&me, s.closing, asked, &mut s.budget, ChildKind::GroupFeeder)?;
-            if let Outcome::Restarted = outcome {
-                let c = &mut s.feeders[i];
-                c.actor = spawn_feeder(&c.args, me.get_cell())
-                    .await
-                    .map_err(|source| restart_failed(&me, ChildKind::GroupFeeder, source))?;
-                let id = c.id;
-                s.record(id, ChildKind::GroupFeeder);
-            }
+            };
+            s.record(id, restarted);
+            return Ok(());
         }
         Ok(())
-    }
-}
-
-/// The policy for a child that is not a set member.
-fn decide(
-    me: &ActorRef<HostSupervisorMsg>,
-    closing: bool,
-    asked: bool,
-    budget: &mut RestartIntensity,
-    kind: ChildKind,
-) -> Result<Outcome, ActorProcessingErr> {
-    match verdict(asked, closing, budget) {
-        Verdict::Expected => Ok(Outcome::Ignore),
-        Verdict::Restart => Ok(Outcome::Restarted),
-        Verdict::GiveUp => Err(give_up(me, SupervisionError::gave_up(kind, budget))),
     }
 }
 
@@ -421,41 +452,57 @@ fn give_up(me: &ActorRef<HostSupervisorMsg>, err: SupervisionError) -> ActorProc
     Box::new(err)
 }
 
-/// The shutdown order: worker sets first (their jobs finish or go back to
-/// wait while locks are renewed), then schedulers, then QueueEvents — last,
-/// so that subscribers get the events the closing workers wrote that it has
-/// already read.
+/// Close order of the kinds: feeders first (nothing more is released while the
+/// workers finish), then the worker sets (their jobs finish or go back to wait
+/// while locks are renewed), the schedulers, the relay nodes, and QueueEvents
+/// last, so that subscribers get the events the closing workers wrote that it
+/// has already read.
+fn close_rank(c: &Child) -> u8 {
+    match c {
+        Child::Feeder(..) => 0,
+        Child::Set { .. } => 1,
+        Child::Scheduler(..) => 2,
+        Child::Relay(..) => 3,
+        Child::Events(..) => 4,
+    }
+}
+
 async fn close_all(s: &mut HostSupervisorState, timeout: Duration) -> ShutdownReport {
     s.closing = true;
-    // Feeders first: nothing more is released while the workers finish.
-    for c in &s.feeders {
-        stop_and_wait(c.actor.get_cell()).await;
-    }
-    let closes: Vec<_> = s
-        .sets
-        .iter()
-        .map(|c| {
-            let set = c.set.clone();
-            (c.id, tokio::spawn(async move { set.close(timeout).await }))
-        })
-        .collect();
-    let mut worker_sets = Vec::with_capacity(closes.len());
-    for (id, task) in closes {
-        match task.await {
-            Ok(r) => worker_sets.push((id, r)),
-            Err(e) => warn!(child = %id, error = %e, "worker set close task failed"),
+    let mut report = ShutdownReport {
+        worker_sets: Vec::new(),
+        job_schedulers: 0,
+        queue_events: 0,
+        relays: 0,
+    };
+    for rank in 0..=4 {
+        // The worker sets of a rank close concurrently: each waits out its
+        // own running jobs, and the timeout is the whole host's.
+        let closes: Vec<_> = s
+            .children
+            .iter()
+            .filter(|(_, c)| close_rank(c) == rank)
+            .map(|(id, c)| {
+                match c {
+                    Child::Scheduler(..) => report.job_schedulers += 1,
+                    Child::Events(..) => report.queue_events += 1,
+                    Child::Relay(..) => report.relays += 1,
+                    _ => {}
+                }
+                (*id, c.close(timeout))
+            })
+            .collect();
+        let done = futures_util::future::join_all(
+            closes
+                .into_iter()
+                .map(|(id, f)| async move { (id, f.await) }),
+        )
+        .await;
+        for (id, closed) in done {
+            if let Some(r) = closed {
+                report.worker_sets.push((id, r));
+            }
         }
     }
-    for c in &s.schedulers {
-        stop_and_wait(c.actor.get_cell()).await;
-    }
-    for c in &s.events {
-        stop_and_wait(c.actor.get_cell()).await;
-        c.args.subscribers.close(c.actor.get_id());
-    }
-    ShutdownReport {
-        worker_sets,
-        job_schedulers: s.schedulers.len(),
-        queue_events: s.events.len(),
-    }
+    report
 }

@@ -77,6 +77,23 @@ pub(crate) fn outcome(o: Outcome) {
     Span::current().record("outcome", o.as_str());
 }
 
+/// A failed attempt, on the current `job` span, as BullMQ's worker (6.7.6)
+/// records one on its consumer span: an OpenTelemetry `exception` event
+/// (`exception.type`, `exception.message`, `exception.stacktrace` when there
+/// is a stack), a `job failed` event with `bullmq.job.failed.reason`, and the
+/// attribute `bullmq.job.attempts.made` (this attempt counted). Only with the
+/// `otel` feature and an OpenTelemetry layer listening; the log line is the
+/// worker's own.
+pub(crate) fn failed(message: &str, stack: Option<&str>, unrecoverable: bool, attempts_made: u64) {
+    // Node's `err.name`: the class a BullMQ processor would have thrown.
+    let kind = if unrecoverable {
+        "UnrecoverableError"
+    } else {
+        "Error"
+    };
+    imp::failed(&Span::current(), kind, message, stack, attempts_made);
+}
+
 /// The span of one `Queue::add`.
 pub(crate) fn add_span(queue: &str, name: &str) -> Span {
     let span = tracing::debug_span!(
@@ -155,6 +172,35 @@ mod imp {
             span.record("otel.name", format!("process {queue}"));
             span.record("otel.kind", "consumer");
         }
+    }
+
+    pub(super) fn failed(
+        span: &Span,
+        kind: &str,
+        message: &str,
+        stack: Option<&str>,
+        attempts_made: u64,
+    ) {
+        use opentelemetry::KeyValue;
+        if span.is_disabled() {
+            return;
+        }
+        let mut exception = vec![
+            KeyValue::new("exception.type", kind.to_owned()),
+            KeyValue::new("exception.message", message.to_owned()),
+        ];
+        if let Some(stack) = stack {
+            exception.push(KeyValue::new("exception.stacktrace", stack.to_owned()));
+        }
+        span.add_event("exception", exception);
+        span.add_event(
+            "job failed",
+            vec![KeyValue::new(
+                "bullmq.job.failed.reason",
+                message.to_owned(),
+            )],
+        );
+        span.set_attribute("bullmq.job.attempts.made", attempts_made as i64);
     }
 
     /// Names a producer span `<operation> <queue>[.<job name>]`, as BullMQ does.
@@ -246,4 +292,7 @@ mod imp {
     pub(super) fn stamp(opts: Map<String, Value>) -> Map<String, Value> {
         opts
     }
+
+    #[inline]
+    pub(super) fn failed(_: &Span, _: &str, _: &str, _: Option<&str>, _: u64) {}
 }

@@ -327,6 +327,12 @@ async fn fail_job_then(
     let strategy = core.opts().backoff_strategy.as_ref();
     let no_retry = unrecoverable
         || backoff::started_too_often(core.opts().max_started_attempts, record.attempts_started);
+    trace::failed(
+        &message,
+        stack.as_deref(),
+        unrecoverable,
+        record.attempts_made + 1,
+    );
     let (t, retrying) = failed_attempt(&record, &message, stack, no_retry, strategy);
     warn!(reason = %message, retrying, "job failed");
     let id = job.id().to_owned();
