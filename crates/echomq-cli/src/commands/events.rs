@@ -1,10 +1,10 @@
 //! `echomq events <queue> [--follow] [--from ID]`: the events stream, one
 //! line per event.
 
+use std::time::Duration;
+
 use echomq::protocol::Event;
-use echomq::{
-    Connection, Delivery, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
-};
+use echomq::{Connection, Delivery, Host, Queue, QueueEventsArgs, StartFrom};
 use fred::prelude::{StreamsInterface, Value};
 
 use super::{truncate, Access, Res};
@@ -63,11 +63,8 @@ async fn recent(conn: &Connection, q: &Queue, from: Option<&str>) -> Res {
 async fn follow(conn: &Connection, q: &Queue, from: Option<String>) -> Res {
     let mut args = QueueEventsArgs::new(conn.clone(), q.name());
     args.start = from.map(StartFrom::After).unwrap_or(StartFrom::Now);
-    let (actor, _h) = ractor::Actor::spawn(None, QueueEvents, args)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut sub = ractor::call_t!(actor, QueueEventsMsg::Subscribe, 5000, 10_000)
-        .map_err(|e| e.to_string())?;
+    let host = Host::start().await?;
+    let mut sub = host.add_queue_events(args).await?.subscribe(10_000);
     loop {
         tokio::select! {
             d = sub.recv() => match d {
@@ -76,8 +73,11 @@ async fn follow(conn: &Connection, q: &Queue, from: Option<String>) -> Res {
                 Some(Delivery::Gap { after, next }) => anstream::println!("{}", paint(style::WARN, format!("… gap: stream trimmed between {after} and {next}"))),
                 None => return Err("the events reader stopped".into()),
             },
+            // The reader's restart budget spent.
+            _ = host.wait() => return Err("the events reader stopped".into()),
             _ = tokio::signal::ctrl_c() => {
-                actor.cast(QueueEventsMsg::Close).ok();
+                // Ctrl-C stays prompt: the reader may be in a blocking read.
+                let _ = tokio::time::timeout(Duration::from_secs(1), host.close(Duration::ZERO)).await;
                 return Ok(());
             }
         }

@@ -10,11 +10,9 @@
 use std::time::Duration;
 
 use echomq::relay::{
-    Relay, RelayArgs, RelayClient, RelayDelivery, RelayError, RelayMsg, SubscriptionFilter,
-    DEFAULT_NAMESPACE,
+    RelayArgs, RelayClient, RelayDelivery, RelayError, SubscriptionFilter, DEFAULT_NAMESPACE,
 };
-use echomq::Connection;
-use ractor::Actor;
+use echomq::{Connection, HandleError, Host};
 use serde_json::json;
 
 use crate::style::{self, paint};
@@ -154,15 +152,17 @@ async fn subscribe(
     let args = RelayArgs::new(conn.clone())
         .namespace(namespace)
         .name("echomq relay subscribe");
-    let (relay, handle) = Actor::spawn(None, Relay, args)
-        .await
-        .map_err(|e| RelayError::Runtime(echomq::Error::Config(e.to_string())))?;
-    let sub = ractor::call!(relay, |reply| RelayMsg::Subscribe {
-        pattern: pattern.to_owned(),
-        capacity: 1024,
-        reply,
-    })
-    .map_err(|_| RelayError::Closed)?;
+    let spawn_failed =
+        |e: &dyn std::fmt::Display| RelayError::Runtime(echomq::Error::Config(e.to_string()));
+    let host = Host::start().await.map_err(|e| spawn_failed(&e))?;
+    let sub = match host.add_relay(args).await {
+        Ok(relay) => relay.subscribe(pattern, 1024).await.map_err(|e| match e {
+            HandleError::Relay(e) => e,
+            _ => RelayError::Closed,
+        }),
+        Err(HandleError::Spawn(e)) => Err(spawn_failed(&e)),
+        Err(e) => Err(spawn_failed(&e)),
+    };
     let result = match sub {
         Ok(mut sub) => {
             eprintln!("subscribed to {pattern} in namespace {namespace}");
@@ -192,8 +192,7 @@ async fn subscribe(
         Err(e) => Err(e),
     };
     // Leaves cleanly: the node and its subscription go at once.
-    let _ = ractor::call!(relay, RelayMsg::Close);
-    let _ = handle.await;
+    let _ = host.close(Duration::ZERO).await;
     result
 }
 
