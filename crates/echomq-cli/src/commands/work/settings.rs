@@ -159,21 +159,13 @@ fn checked(
     if concurrency == 0 {
         return Err("concurrency must be at least 1".into());
     }
-    if a.processes == Some(0) {
-        return Err("--processes must be at least 1".into());
-    }
-    let http_headers = match a.file_http_headers {
-        Some(HeaderLines(lines)) => lines
-            .iter()
-            .map(|l| l.parse::<HttpHeader>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("http_headers: {e}"))?,
-        None => a.http_headers,
-    };
-    let http_timeout = a.http_timeout.unwrap_or(30_000);
-    if http_timeout == 0 {
-        return Err("--http-timeout must be positive".into());
-    }
+    let external = external(
+        a.processes,
+        a.http_headers,
+        a.file_http_headers,
+        a.http_timeout,
+        a.http_ca_file,
+    )?;
     let default_timeout = match a.default_timeout {
         Some(0) => return Err("--default-timeout must be at least 1 ms".into()),
         t => t.map(Duration::from_millis),
@@ -212,12 +204,7 @@ fn checked(
         allow_eviction: a.allow_eviction.unwrap_or(false),
         concurrency,
         processor,
-        external: ExternalSettings {
-            processes: a.processes,
-            http_timeout: ms(http_timeout),
-            http_headers,
-            http_ca_file: a.http_ca_file,
-        },
+        external,
         lock_duration: ms(lock_duration),
         stalled_interval: ms(stalled_interval),
         max_jobs: a.max_jobs,
@@ -229,6 +216,37 @@ fn checked(
         close_timeout: ms(a.close_timeout.unwrap_or(10_000)),
         default_timeout,
         batch,
+    })
+}
+
+/// The settings of `exec:` and `http:`, checked.
+fn external(
+    processes: Option<usize>,
+    flag_headers: Vec<HttpHeader>,
+    file_headers: Option<HeaderLines>,
+    http_timeout: Option<u64>,
+    http_ca_file: Option<std::path::PathBuf>,
+) -> Result<ExternalSettings, String> {
+    if processes == Some(0) {
+        return Err("--processes must be at least 1".into());
+    }
+    let http_headers = match file_headers {
+        Some(HeaderLines(lines)) => lines
+            .iter()
+            .map(|l| l.parse::<HttpHeader>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("http_headers: {e}"))?,
+        None => flag_headers,
+    };
+    let http_timeout = http_timeout.unwrap_or(30_000);
+    if http_timeout == 0 {
+        return Err("--http-timeout must be positive".into());
+    }
+    Ok(ExternalSettings {
+        processes,
+        http_timeout: Duration::from_millis(http_timeout),
+        http_headers,
+        http_ca_file,
     })
 }
 

@@ -24,22 +24,7 @@ pub(super) async fn work(
     processor: Arc<dyn Processor>,
     health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut args = match settings.batch {
-        Some(batch) => {
-            WorkerArgs::batched(queue.clone(), echomq::worker::each_job(processor), batch)
-        }
-        None => WorkerArgs::new(queue.clone(), processor),
-    };
-    args.options.concurrency = settings.concurrency;
-    args.options.lock_duration = settings.lock_duration;
-    args.options.stalled_interval = settings.stalled_interval;
-    args.options.default_timeout = settings.default_timeout;
-    args.options.name = settings.name.clone();
-    args.options.max_metrics_size = settings.metrics;
-    if let Some(limit) = settings.limiter {
-        args.options = args.options.limiter(limit);
-    }
-    args.options.group = settings.group;
+    let args = worker_args(queue.clone(), &settings, processor);
     // This process's supervisor: the shipped one-for-one HostSupervisor, with
     // the default restart budget.
     let host = Host::start().await?;
@@ -104,4 +89,23 @@ pub(super) async fn work(
         );
     }
     Ok(())
+}
+
+/// The worker's arguments from the settings.
+fn worker_args(queue: Queue, settings: &Settings, processor: Arc<dyn Processor>) -> WorkerArgs {
+    let mut args = match settings.batch {
+        Some(batch) => WorkerArgs::batched(queue, echomq::worker::each_job(processor), batch),
+        None => WorkerArgs::new(queue, processor),
+    };
+    args.options.concurrency = settings.concurrency;
+    args.options.lock_duration = settings.lock_duration;
+    args.options.stalled_interval = settings.stalled_interval;
+    args.options.default_timeout = settings.default_timeout;
+    args.options.name = settings.name.clone();
+    args.options.max_metrics_size = settings.metrics;
+    if let Some(limit) = settings.limiter {
+        args.options = args.options.limiter(limit);
+    }
+    args.options.group = settings.group;
+    args
 }
