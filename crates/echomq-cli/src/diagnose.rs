@@ -4,13 +4,14 @@
 //! (documented in `docs/deployment.md §Running as a service`).
 //!
 //! fred reports a refused connection as the `Debug` dump of an `io::Error`;
-//! an operator needs one line. Whether waiting may help is the runtime's one
-//! retry classifier, [`Error::is_connection`]: a failure it calls transient is
-//! a [`FailureClass::Connection`] here.
+//! an operator needs one line. What the error says is read by the runtime's
+//! one classifier ([`Error::redis_condition`], the signs
+//! [`Error::is_connection`] reads); this module only gives each condition
+//! its line and class. A failure without a known condition is a
+//! [`FailureClass::Connection`] when the classifier calls it transient.
 
 use echomq::connection::{host_port, redacted_url};
 use echomq::Error;
-use fred::error::ErrorKind;
 
 /// What kind of failure an error is: it decides the exit code, and whether
 /// waiting may help.
@@ -86,130 +87,88 @@ pub fn diagnose(e: &Error, url: Option<&str>) -> Diagnosis {
     Diagnosis { class, message }
 }
 
+/// The line of a Redis error, by the condition the runtime's classifier
+/// reads from it ([`Error::redis_condition`]).
 fn redis_line(
     e: &Error,
     r: &fred::error::Error,
     at: &str,
     url: Option<&str>,
 ) -> (FailureClass, String) {
+    use echomq::AuthFailure::*;
+    use echomq::RedisCondition as C;
     use FailureClass::*;
-    let details = r.details();
-    let io = io_message(details);
-    let lower = details.to_ascii_lowercase();
+    let io = io_message(r.details());
     let check_url = "check --url / ECHOMQ_URL";
-    if details.starts_with("WRONGPASS") || lower.contains("invalid password") {
-        return (
+    let reply = |what: &str| (Connection, format!("Redis at {at} {what}"));
+    match e.redis_condition() {
+        Some(C::Auth(WrongPass)) => (
             Server,
             format!("Redis at {at} refused the user name or password: check the credentials in the URL (redis://USER:PASSWORD@host:port)"),
-        );
-    }
-    if details.starts_with("NOAUTH") || lower.contains("authentication required") {
-        return (
+        ),
+        Some(C::Auth(NoAuth)) => (
             Server,
             format!("Redis at {at} requires a password and none was sent: put it in the URL (redis://:PASSWORD@host:port)"),
-        );
-    }
-    if lower.contains("without any password configured") {
-        return (
+        ),
+        Some(C::Auth(NoPasswordSet)) => (
             Server,
             format!("Redis at {at} has no password set but one was sent: remove it from the URL, or set `requirepass` on the server"),
-        );
-    }
-    if details.starts_with("CROSSSLOT") {
-        return (
+        ),
+        Some(C::CrossSlot) => (
             Server,
             format!("Redis Cluster at {at} refused keys of one call in different slots (CROSSSLOT): put a hash tag in the prefix, e.g. --prefix '{{emq}}'"),
-        );
-    }
-    if details.starts_with("CLUSTERDOWN") {
-        return (
+        ),
+        Some(C::ClusterDown) => (
             Connection,
             format!("Redis Cluster at {at} is down or a hash slot is not served (CLUSTERDOWN): check the cluster with `redis-cli --cluster check {at}`"),
-        );
-    }
-    if details.starts_with("LOADING") {
-        return (
-            Connection,
-            format!("Redis at {at} is still loading its data set into memory: wait for it"),
-        );
-    }
-    let first_word = details.split_whitespace().next().unwrap_or_default();
-    let transient = match first_word {
-        "BUSY" => Some("is busy running a script (BUSY): wait for it to end, or stop it with SCRIPT KILL"),
-        "READONLY" => Some("is a read-only replica (READONLY): a failover is in progress, or --url names a replica instead of the primary"),
-        "MASTERDOWN" => Some("is a replica that lost its primary (MASTERDOWN): a failover is in progress"),
-        "TRYAGAIN" => Some("asked to try again (TRYAGAIN): a hash slot is being moved"),
-        _ => None,
-    };
-    if let Some(what) = transient {
-        return (Connection, format!("Redis at {at} {what}"));
-    }
-    if r.kind().to_str() == "TLS Error" {
-        return (
+        ),
+        Some(C::Loading) => reply("is still loading its data set into memory: wait for it"),
+        Some(C::Busy) => reply("is busy running a script (BUSY): wait for it to end, or stop it with SCRIPT KILL"),
+        Some(C::ReadOnly) => reply("is a read-only replica (READONLY): a failover is in progress, or --url names a replica instead of the primary"),
+        Some(C::MasterDown) => reply("is a replica that lost its primary (MASTERDOWN): a failover is in progress"),
+        Some(C::TryAgain) => reply("asked to try again (TRYAGAIN): a hash slot is being moved"),
+        Some(C::Tls) => (
             Connection,
             format!("TLS handshake with Redis at {at} failed ({}): check rediss:// against the server's TLS port, the CA certificate and the server name", first_line(&io)),
-        );
-    }
-    match r.kind() {
-        ErrorKind::Url | ErrorKind::Config | ErrorKind::InvalidArgument => {
+        ),
+        Some(C::InvalidConfig) => {
             let shown = url.map(redacted_url).unwrap_or_default();
-            return (
+            (
                 Config,
                 format!(
                     "the Redis URL {shown:?} is not usable ({}): {check_url}",
                     first_line(&io)
                 ),
-            );
+            )
         }
-        ErrorKind::Timeout => {
-            return (
-                Connection,
-                format!("Redis at {at} did not answer in time: check that the address is right, that no firewall drops the traffic, and that the server is not overloaded"),
-            );
-        }
-        _ => {}
-    }
-    let io_lower = io.to_ascii_lowercase();
-    if lower.contains("connectionrefused") || io_lower.contains("connection refused") {
-        return (
+        Some(C::Timeout) => (
+            Connection,
+            format!("Redis at {at} did not answer in time: check that the address is right, that no firewall drops the traffic, and that the server is not overloaded"),
+        ),
+        Some(C::Refused) => (
             Connection,
             format!("cannot connect to Redis at {at}: connection refused; is redis-server running and listening there? {check_url}"),
-        );
-    }
-    if [
-        "lookup address",
-        "name or service not known",
-        "nodename nor servname",
-        "no address associated",
-        "temporary failure in name resolution",
-        "failed to resolve",
-    ]
-    .iter()
-    .any(|s| io_lower.contains(s))
-    {
-        return (
+        ),
+        Some(C::UnknownHost) => (
             Connection,
             format!("cannot resolve the host of Redis at {at} (DNS): check the host name ({check_url}) and this machine's DNS"),
-        );
-    }
-    if matches!(r.kind(), ErrorKind::IO | ErrorKind::Canceled)
-        || lower.contains("connectionreset")
-        || lower.contains("broken pipe")
-    {
-        return (
+        ),
+        Some(C::ConnectionLost) => (
             Connection,
             format!(
                 "connection to Redis at {at} failed: {}; check that the server is up and reachable",
                 first_line(&io)
             ),
-        );
+        ),
+        _ => {
+            let class = if e.is_connection() {
+                Connection
+            } else {
+                Runtime
+            };
+            (class, format!("Redis at {at}: {}", first_line(&io)))
+        }
     }
-    let class = if e.is_connection() {
-        Connection
-    } else {
-        Runtime
-    };
-    (class, format!("Redis at {at}: {}", first_line(&io)))
 }
 
 /// The human part of fred's IO details, which are the `Debug` of an
@@ -234,6 +193,7 @@ fn first_line(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fred::error::ErrorKind;
 
     fn redis(kind: ErrorKind, details: &str) -> Error {
         Error::Redis(fred::error::Error::new(kind, details.to_owned()))

@@ -148,16 +148,10 @@ impl Error {
         if !writes || !matches!(e.kind(), Timeout | IO | Canceled) {
             return Error::Redis(e);
         }
-        let lower = e.details().to_ascii_lowercase();
-        let never_sent = [
-            "connection refused",
-            "connectionrefused",
-            "failed to lookup address",
-            "name or service not known",
-            "temporary failure in name resolution",
-        ]
-        .iter()
-        .any(|s| lower.contains(s));
+        let never_sent = matches!(
+            sign_of(e.details()),
+            Some(RedisCondition::Refused | RedisCondition::UnknownHost)
+        );
         if never_sent {
             Error::Redis(e)
         } else {
@@ -177,26 +171,21 @@ impl Error {
     /// and the CLI's exit code all ask it.
     ///
     /// The connection side is fred's IO, timeout, cancellation, back-pressure,
-    /// cluster, TLS and Sentinel errors, a refused or unresolvable address, and
-    /// fred's "too many failed write attempts" (the connection went down with
-    /// the command written or queued: the pool allows one attempt, so fred
-    /// does not replay it; like a timeout, it may or may not have run), and
-    /// fred's "failed to route command" (no connection to send it on while
-    /// the client reconnects: nothing was sent; seen in the soak when Redis
-    /// restarted). The server states are Redis's transient refusals: `LOADING` (a
-    /// restarted server reading its AOF/RDB), `BUSY` (a script runs too long),
-    /// `MASTERDOWN` and `READONLY` (a failover in progress), `TRYAGAIN` and
-    /// `CLUSTERDOWN` (a slot moving or not served).
+    /// cluster, TLS and Sentinel errors, and the [`RedisCondition`]s read from
+    /// the error's text that say waiting may help
+    /// ([`RedisCondition::is_transient`]): a refused or unresolvable address,
+    /// a reset connection, fred's "too many failed write attempts" (the
+    /// connection went down with the command written or queued: the pool
+    /// allows one attempt, so fred does not replay it; like a timeout, it may
+    /// or may not have run), and fred's "failed to route command" (no
+    /// connection to send it on while the client reconnects: nothing was
+    /// sent; seen in the soak when Redis restarted). The server states are
+    /// Redis's transient refusals: `LOADING` (a restarted server reading its
+    /// AOF/RDB), `BUSY` (a script runs too long), `MASTERDOWN` and `READONLY`
+    /// (a failover in progress), `TRYAGAIN` and `CLUSTERDOWN` (a slot moving
+    /// or not served).
     pub fn is_connection(&self) -> bool {
         use fred::error::ErrorKind::*;
-        const TRANSIENT: [&str; 6] = [
-            "LOADING",
-            "BUSY",
-            "MASTERDOWN",
-            "READONLY",
-            "TRYAGAIN",
-            "CLUSTERDOWN",
-        ];
         let e = match self {
             Error::Redis(e) => e,
             // Still a connection failure for the retry policies: the
@@ -205,34 +194,188 @@ impl Error {
             Error::OutcomeUnknown { .. } => return true,
             _ => return false,
         };
-        if matches!(
+        matches!(
             e.kind(),
             IO | Timeout | Canceled | Backpressure | Cluster | Tls | Sentinel
-        ) {
-            return true;
-        }
-        let details = e.details();
-        // The first word of the reply, exactly: BUSYGROUP, BUSYKEY are decisions.
-        if details
-            .split_whitespace()
-            .next()
-            .is_some_and(|word| TRANSIENT.contains(&word))
-        {
-            return true;
-        }
-        let lower = details.to_ascii_lowercase();
-        [
-            "connection refused",
-            "connectionrefused",
-            "failed to lookup address",
-            "name or service not known",
-            "temporary failure in name resolution",
-            "too many failed write attempts",
-            "failed to route command",
-        ]
-        .iter()
-        .any(|s| lower.contains(s))
+        ) || sign_of(e.details()).is_some_and(RedisCondition::is_transient)
     }
+
+    /// What Redis or the connection to it reported, as a typed condition:
+    /// for a caller that explains an error (the `echomq` command's readable
+    /// lines) rather than only retries it. Read from fred's error kind and
+    /// the same signs [`is_connection`](Self::is_connection) reads, so the two
+    /// never disagree on a word. `None` for an error that is not Redis's (a
+    /// script's code, a validation) or that has no known sign; the condition
+    /// of an [`OutcomeUnknown`](Error::OutcomeUnknown) is its source's.
+    ///
+    /// Redis's own replies come first (a refusal names itself), then what
+    /// fred's kind proves (TLS, an unusable URL or setting, a timeout), then
+    /// the socket's words, then a broken connection.
+    pub fn redis_condition(&self) -> Option<RedisCondition> {
+        use fred::error::ErrorKind::*;
+        use RedisCondition as C;
+        let e = match self {
+            Error::Redis(e) | Error::OutcomeUnknown { source: e, .. } => e,
+            _ => return None,
+        };
+        let sign = sign_of(e.details());
+        if sign.is_some_and(RedisCondition::is_reply) {
+            return sign;
+        }
+        match e.kind() {
+            Tls => return Some(C::Tls),
+            Url | Config | InvalidArgument => return Some(C::InvalidConfig),
+            Timeout => return Some(C::Timeout),
+            _ => {}
+        }
+        match sign {
+            Some(c @ (C::Refused | C::UnknownHost)) => Some(c),
+            _ if matches!(e.kind(), IO | Canceled) => Some(C::ConnectionLost),
+            other => other,
+        }
+    }
+}
+
+/// Why a password was refused (see [`RedisCondition::Auth`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthFailure {
+    /// A password (or user name) was sent and refused (`WRONGPASS`).
+    WrongPass,
+    /// The server requires a password and none was sent (`NOAUTH`).
+    NoAuth,
+    /// A password was sent to a server that has none set.
+    NoPasswordSet,
+    /// The user may not run the command or touch the key (`NOPERM`).
+    NoPerm,
+}
+
+/// What Redis or the connection to it reported ([`Error::redis_condition`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedisCondition {
+    /// The address refused the connection: no server listens there.
+    Refused,
+    /// The host name did not resolve (DNS).
+    UnknownHost,
+    /// No reply in time.
+    Timeout,
+    /// The TLS handshake failed.
+    Tls,
+    /// The connection broke or the command was cancelled with it.
+    ConnectionLost,
+    /// fred had no connection to send on, or ran out of write attempts,
+    /// while it reconnects.
+    NotConnected,
+    /// The URL or a client setting is unusable.
+    InvalidConfig,
+    /// The server refused the credentials.
+    Auth(AuthFailure),
+    /// A Redis Cluster refused keys of one call in different slots
+    /// (`CROSSSLOT`).
+    CrossSlot,
+    /// The cluster is down or a slot is not served (`CLUSTERDOWN`).
+    ClusterDown,
+    /// A hash slot is moving (`TRYAGAIN`).
+    TryAgain,
+    /// The server is still loading its data set (`LOADING`).
+    Loading,
+    /// A script runs too long (`BUSY`).
+    Busy,
+    /// A read-only replica refused a write (`READONLY`).
+    ReadOnly,
+    /// A replica lost its primary (`MASTERDOWN`).
+    MasterDown,
+    /// `maxmemory` is reached under `noeviction` (`OOM`).
+    OutOfMemory,
+}
+
+impl RedisCondition {
+    /// Whether waiting may help: the condition counts as a connection
+    /// failure for [`Error::is_connection`].
+    pub fn is_transient(self) -> bool {
+        use RedisCondition::*;
+        !matches!(self, InvalidConfig | Auth(_) | CrossSlot | OutOfMemory)
+    }
+
+    /// Whether Redis itself answered with it (rather than the socket or fred).
+    fn is_reply(self) -> bool {
+        use RedisCondition::*;
+        matches!(
+            self,
+            Auth(_)
+                | CrossSlot
+                | ClusterDown
+                | TryAgain
+                | Loading
+                | Busy
+                | ReadOnly
+                | MasterDown
+                | OutOfMemory
+        )
+    }
+}
+
+/// How a sign is found in fred's error text.
+enum Sign {
+    /// The first word of Redis's reply, exactly (`BUSYGROUP` and `BUSYKEY`
+    /// are decisions, not `BUSY`).
+    FirstWord(&'static str),
+    /// Anywhere in the text, ignoring case (the OS's and fred's wording).
+    Phrase(&'static str),
+}
+
+/// The runtime's one list of what an error's text says, in the order it is
+/// read: the first sign found names the condition.
+const SIGNS: [(Sign, RedisCondition); 26] = {
+    use AuthFailure::*;
+    use RedisCondition::*;
+    use Sign::*;
+    [
+        (FirstWord("WRONGPASS"), Auth(WrongPass)),
+        (Phrase("invalid password"), Auth(WrongPass)),
+        (FirstWord("NOAUTH"), Auth(NoAuth)),
+        (Phrase("authentication required"), Auth(NoAuth)),
+        (
+            Phrase("without any password configured"),
+            Auth(NoPasswordSet),
+        ),
+        (FirstWord("NOPERM"), Auth(NoPerm)),
+        (FirstWord("CROSSSLOT"), CrossSlot),
+        (FirstWord("CLUSTERDOWN"), ClusterDown),
+        (FirstWord("LOADING"), Loading),
+        (FirstWord("BUSY"), Busy),
+        (FirstWord("READONLY"), ReadOnly),
+        (FirstWord("MASTERDOWN"), MasterDown),
+        (FirstWord("TRYAGAIN"), TryAgain),
+        (FirstWord("OOM"), OutOfMemory),
+        (Phrase("connection refused"), Refused),
+        (Phrase("connectionrefused"), Refused),
+        // "failed to lookup address information" (getaddrinfo through std).
+        (Phrase("lookup address"), UnknownHost),
+        (Phrase("name or service not known"), UnknownHost),
+        (Phrase("nodename nor servname"), UnknownHost),
+        (Phrase("no address associated"), UnknownHost),
+        (Phrase("temporary failure in name resolution"), UnknownHost),
+        (Phrase("failed to resolve"), UnknownHost),
+        (Phrase("connectionreset"), ConnectionLost),
+        (Phrase("broken pipe"), ConnectionLost),
+        (Phrase("too many failed write attempts"), NotConnected),
+        (Phrase("failed to route command"), NotConnected),
+    ]
+};
+
+/// The condition the first sign found in `details` names.
+fn sign_of(details: &str) -> Option<RedisCondition> {
+    let first = details.split_whitespace().next().unwrap_or_default();
+    let lower = details.to_ascii_lowercase();
+    SIGNS
+        .iter()
+        .find(|(sign, _)| match sign {
+            Sign::FirstWord(w) => first == *w,
+            Sign::Phrase(p) => lower.contains(p),
+        })
+        .map(|(_, c)| *c)
 }
 
 /// Result alias of the crate.
@@ -291,6 +434,86 @@ mod tests {
         .is_connection());
         assert!(!Error::Redis(RedisError::new(ErrorKind::Auth, "WRONGPASS")).is_connection());
         assert!(!Error::Redis(RedisError::new(ErrorKind::Url, "bad url")).is_connection());
+    }
+
+    #[test]
+    fn conditions_name_what_redis_or_the_socket_said() {
+        use super::{AuthFailure, RedisCondition as C};
+        let of = |kind, text: &str| {
+            Error::Redis(RedisError::new(kind, text.to_owned())).redis_condition()
+        };
+        for (text, c) in [
+            (
+                "WRONGPASS invalid username-password pair",
+                C::Auth(AuthFailure::WrongPass),
+            ),
+            (
+                "NOAUTH Authentication required.",
+                C::Auth(AuthFailure::NoAuth),
+            ),
+            (
+                "ERR AUTH <password> called without any password configured for the default user",
+                C::Auth(AuthFailure::NoPasswordSet),
+            ),
+            (
+                "NOPERM this user has no permissions",
+                C::Auth(AuthFailure::NoPerm),
+            ),
+            (
+                "CROSSSLOT Keys in request don't hash to the same slot",
+                C::CrossSlot,
+            ),
+            ("CLUSTERDOWN Hash slot not served", C::ClusterDown),
+            ("LOADING Redis is loading the dataset in memory", C::Loading),
+            ("BUSY Redis is busy running a script.", C::Busy),
+            (
+                "READONLY You can't write against a read only replica.",
+                C::ReadOnly,
+            ),
+            ("MASTERDOWN Link with MASTER is down", C::MasterDown),
+            (
+                "TRYAGAIN Multiple keys request during rehashing of slot",
+                C::TryAgain,
+            ),
+            (
+                "OOM command not allowed when used memory > 'maxmemory'.",
+                C::OutOfMemory,
+            ),
+            ("Too many failed write attempts.", C::NotConnected),
+            ("Failed to route command.", C::NotConnected),
+        ] {
+            assert_eq!(of(ErrorKind::Unknown, text), Some(c), "{text}");
+            assert_eq!(reply(text).is_connection(), c.is_transient(), "{text}");
+        }
+        // A refusal names itself whatever fred's kind; fred's kind comes
+        // before the socket's words.
+        assert_eq!(of(ErrorKind::Cluster, "CROSSSLOT Keys"), Some(C::CrossSlot));
+        assert_eq!(of(ErrorKind::Tls, "connection refused"), Some(C::Tls));
+        assert_eq!(of(ErrorKind::Url, "bad url"), Some(C::InvalidConfig));
+        assert_eq!(
+            of(ErrorKind::Timeout, "Request timed out."),
+            Some(C::Timeout)
+        );
+        let refused = r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#;
+        assert_eq!(of(ErrorKind::IO, refused), Some(C::Refused));
+        let dns = r#"Custom { kind: Uncategorized, error: "failed to lookup address information: Name or service not known" }"#;
+        assert_eq!(of(ErrorKind::IO, dns), Some(C::UnknownHost));
+        assert_eq!(
+            of(ErrorKind::IO, "Connection reset by peer"),
+            Some(C::ConnectionLost)
+        );
+        assert_eq!(
+            of(ErrorKind::IO, "Too many failed write attempts."),
+            Some(C::ConnectionLost)
+        );
+        assert_eq!(
+            of(
+                ErrorKind::Unknown,
+                "BUSYGROUP Consumer Group name already exists"
+            ),
+            None
+        );
+        assert_eq!(Error::JobNotFound("1".into()).redis_condition(), None);
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub mod worker;
 pub use connection::{Connection, ConnectionConfig, RetryPolicy};
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, Deduplication, EventKind, Job, JobOptions, KeepJobs};
-pub use error::{Error, Result};
+pub use error::{AuthFailure, Error, RedisCondition, Result};
 pub use flow_producer::{FlowJob, FlowProducer, JobNode};
 pub use host::{HandleError, Host};
 pub use locks::{LockManager, LockManagerArgs, LockManagerMsg};

@@ -9,11 +9,11 @@ use crate::target::Target;
 
 /// Options of `echomq ui` (the URL, prefix and TLS flags are the global ones).
 #[derive(Debug, clap::Args)]
-pub struct UiArgs {
+pub(crate) struct Args {
     /// Address to listen on. Anything but a loopback address needs
     /// --auth-token.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
-    pub bind: SocketAddr,
+    bind: SocketAddr,
     /// Token required by every request (`Authorization: Bearer <token>`, or
     /// the login page, which sets an HttpOnly cookie); at least 16
     /// characters. Required off loopback.
@@ -23,15 +23,15 @@ pub struct UiArgs {
         hide_env_values = true,
         value_name = "TOKEN"
     )]
-    pub auth_token: Option<AuthToken>,
+    auth_token: Option<AuthToken>,
     /// Hide every action; the server refuses action requests.
     #[arg(long)]
-    pub read_only: bool,
+    read_only: bool,
 }
 
-/// Runs the dashboard; the exit code follows `main.rs`: 2 for a refused
+/// Runs the dashboard; the exit code follows the other commands: 2 for a refused
 /// setting, 3/4 for Redis, 1 otherwise.
-pub async fn main(cli: &Target, args: &UiArgs) -> i32 {
+pub(crate) async fn run(args: Args, cli: &Target) -> i32 {
     init_logs();
     let config = UiConfig::default()
         .bind(args.bind)

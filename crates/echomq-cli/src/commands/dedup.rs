@@ -1,33 +1,45 @@
-//! `echomq dedup`: the owner of a deduplication id, and freeing it.
+//! `echomq dedup <queue> …`: the owner of a deduplication id, and freeing it.
 
 use clap::Subcommand;
 use echomq::Queue;
 
+use super::{Access, Res};
 use crate::style::{self, paint};
+use crate::target::Target;
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    queue: String,
+    #[command(subcommand)]
+    action: Action,
+}
 
 /// `dedup <queue> …`
 #[derive(Debug, Clone, Subcommand)]
-pub enum DedupAction {
+enum Action {
     /// The job that owns a deduplication id.
     Show { id: String },
     /// Free a deduplication id whoever owns it.
     Remove { id: String },
 }
 
-/// Whether the action only reads.
-pub fn dedup_reads_only(a: &DedupAction) -> bool {
-    matches!(a, DedupAction::Show { .. })
+pub(crate) async fn run(a: Args, t: &Target) -> Res {
+    let access = match a.action {
+        Action::Show { .. } => Access::Read,
+        Action::Remove { .. } => Access::Write,
+    };
+    super::queue(t, &a.queue)?
+        .run(access, async |_, q| dedup(q, a.action).await)
+        .await
 }
 
-pub async fn dedup(q: &Queue, action: DedupAction) -> Res {
+async fn dedup(q: &Queue, action: Action) -> Res {
     match action {
-        DedupAction::Show { id } => match q.get_deduplication_job_id(&id).await? {
+        Action::Show { id } => match q.get_deduplication_job_id(&id).await? {
             Some(job) => anstream::println!("{job}"),
             None => anstream::println!("{}", paint(style::DIM, "no owner")),
         },
-        DedupAction::Remove { id } => {
+        Action::Remove { id } => {
             let removed = q.remove_deduplication_key(&id).await?;
             anstream::println!(
                 "{}",

@@ -4,43 +4,19 @@
 
 use std::time::Duration;
 
+use echomq::supervision::WorkerSetSpec;
 use echomq::worker::{processor_fn, JobContext, ProcessError};
-use echomq::{Connection, FlowJob, FlowProducer, JobState, Queue, WorkerArgs, WorkerMsg};
-use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use echomq::{Connection, FlowJob, FlowProducer, Host, JobState, Queue, WorkerArgs};
 use serde_json::json;
 
+use super::Res;
 use crate::style::{self, paint};
-
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const CHILDREN: u64 = 5;
 
-/// Owns the step's two workers and ignores their exits: the step checks the
-/// outcome itself.
-struct Owner;
-
-impl Actor for Owner {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        _: SupervisionEvent,
-        _: &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
 /// Runs the step and prints what happened; an error when the parent did not
 /// complete with the expected sum.
-pub async fn demo_flow(conn: &Connection) -> Res {
+pub(super) async fn demo_flow(conn: &Connection) -> Res {
     let tag = echomq::clock::now_ms() % 100_000;
     let (fetch, report) = (format!("demo-fetch-{tag}"), format!("demo-report-{tag}"));
     anstream::println!();
@@ -54,8 +30,8 @@ pub async fn demo_flow(conn: &Connection) -> Res {
     }
     let tree = FlowProducer::new(conn).add(flow).await?;
 
-    let (owner, owner_handle) = Actor::spawn(None, Owner, ()).await?;
-    let mut workers = Vec::new();
+    // The step's own host: the tour's is closed by now.
+    let host = Host::start().await?;
     let fetcher = processor_fn(|job: JobContext| async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
         Ok::<_, ProcessError>(json!(job.data()["n"].as_u64().unwrap_or(0) * 10))
@@ -73,8 +49,10 @@ pub async fn demo_flow(conn: &Connection) -> Res {
     for (name, processor) in [(&fetch, fetcher), (&report, reporter)] {
         let mut args = WorkerArgs::new(Queue::new(conn, name).await?, processor);
         args.options.concurrency = CHILDREN as usize;
-        let (w, _lm) = echomq::worker::spawn_linked(owner.get_cell(), args).await?;
-        workers.push(w);
+        // A Worker and its LockManager: nothing of the step can stall.
+        let mut spec = WorkerSetSpec::new(args);
+        spec.stalled_checker = None;
+        host.add_worker(spec).await?;
     }
 
     let q = Queue::new(conn, &report).await?;
@@ -86,11 +64,7 @@ pub async fn demo_flow(conn: &Connection) -> Res {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for w in workers {
-        let _ = call_t!(w, WorkerMsg::Close, 10_000, Duration::from_secs(2));
-    }
-    owner.stop(None);
-    let _ = owner_handle.await;
+    let _ = host.close(Duration::from_secs(2)).await;
 
     if let Some(node) = q.get_flow(&tree.id, 2, 20).await? {
         for c in &node.children {

@@ -1,4 +1,4 @@
-//! `echomq add-bulk`: a JSON-lines file added in chunks. The whole file is
+//! `echomq add-bulk <queue> <file>`: a JSON-lines file added in chunks. The whole file is
 //! read and checked first (a bad line is reported with its number and nothing
 //! is written); then it is read again and sent [`chunk`](BulkPlan::chunk)
 //! lines per pipelined round trip, so one call never carries the whole file.
@@ -12,12 +12,33 @@ use echomq::{JobOptions, NewJob, Queue, QueueOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
+use super::{Access, Res};
 use crate::style;
+use crate::target::Target;
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    queue: String,
+    file: std::path::PathBuf,
+    /// Start at this line of the file (1-based, blank lines counted): to
+    /// resume a run that stopped.
+    #[arg(long, default_value_t = 1)]
+    from_line: usize,
+    /// Lines per pipelined round trip.
+    #[arg(long, default_value_t = 1000)]
+    chunk: usize,
+}
+
+pub(crate) async fn run(a: Args, t: &Target) -> Res {
+    let queue = super::queue(t, &a.queue)?;
+    let plan = BulkPlan::check(&a.file, a.from_line, a.chunk)?;
+    queue
+        .run(Access::Write, async |_, q| send(q, &plan).await)
+        .await
+}
 
 /// A checked file and how to send it.
-pub struct BulkPlan {
+struct BulkPlan {
     path: PathBuf,
     /// First line (1-based, counting blank lines) to add.
     from_line: usize,
@@ -30,7 +51,7 @@ pub struct BulkPlan {
 impl BulkPlan {
     /// Reads `path` once, checking every line from `from_line` on; keeps none
     /// of them.
-    pub fn check(path: &Path, from_line: usize, chunk: usize) -> Res<Self> {
+    fn check(path: &Path, from_line: usize, chunk: usize) -> Res<Self> {
         if from_line == 0 {
             return Err("--from-line counts from 1".into());
         }
@@ -103,7 +124,7 @@ fn job_of(n: usize, line: &str) -> Res<NewJob> {
 }
 
 /// Sends the checked file, `plan.chunk` lines per round trip.
-pub async fn send(q: &Queue, plan: &BulkPlan) -> Res {
+async fn send(q: &Queue, plan: &BulkPlan) -> Res {
     let bar = ProgressBar::new(plan.jobs);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} lines  {per_sec}  eta {eta}")

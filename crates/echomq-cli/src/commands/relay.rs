@@ -4,17 +4,15 @@
 //! `subscribe` prints one JSON line `{"topic":…,"data":…}` per message on
 //! stdout (a retained message first, for an exact topic) and says on stderr
 //! once it is subscribed, so a script can wait for that line before
-//! publishing. Exit codes follow `main.rs`: 2 for a refused argument
+//! publishing. Exit codes follow the other commands: 2 for a refused argument
 //! (checked before connecting), 3/4 for Redis, 1 otherwise.
 
 use std::time::Duration;
 
 use echomq::relay::{
-    Relay, RelayArgs, RelayClient, RelayDelivery, RelayError, RelayMsg, SubscriptionFilter,
-    DEFAULT_NAMESPACE,
+    RelayArgs, RelayClient, RelayDelivery, RelayError, SubscriptionFilter, DEFAULT_NAMESPACE,
 };
-use echomq::Connection;
-use ractor::Actor;
+use echomq::{Connection, HandleError, Host};
 use serde_json::json;
 
 use crate::style::{self, paint};
@@ -22,17 +20,17 @@ use crate::target::Target;
 
 /// `echomq relay [--namespace NS] <action>`
 #[derive(Debug, clap::Args)]
-pub struct RelayCmd {
+pub(crate) struct Args {
     /// The relay namespace (as BullMQ's `namespace` option).
     #[arg(long, default_value = DEFAULT_NAMESPACE, global = true)]
-    pub namespace: String,
+    namespace: String,
     #[command(subcommand)]
-    pub action: RelayAction,
+    action: RelayAction,
 }
 
 /// What `echomq relay` does.
 #[derive(Debug, clap::Subcommand)]
-pub enum RelayAction {
+enum RelayAction {
     /// Publish JSON data on a topic; prints the message id and how many
     /// nodes and subscriptions it reached.
     Publish {
@@ -58,8 +56,8 @@ pub enum RelayAction {
 }
 
 /// Runs `echomq relay …`; answers the exit code.
-pub async fn main(cli: &Target, cmd: &RelayCmd) -> i32 {
-    match run(cli, cmd).await {
+pub(crate) async fn run(cmd: Args, cli: &Target) -> i32 {
+    match relay(cli, &cmd).await {
         Ok(()) => 0,
         Err(RelayError::Runtime(e)) => {
             let d = echomq_cli::diagnose::diagnose(&e, Some(&cli.url));
@@ -79,7 +77,7 @@ pub async fn main(cli: &Target, cmd: &RelayCmd) -> i32 {
     }
 }
 
-async fn run(cli: &Target, cmd: &RelayCmd) -> Result<(), RelayError> {
+async fn relay(cli: &Target, cmd: &Args) -> Result<(), RelayError> {
     // Everything that can be refused is refused before connecting.
     echomq::protocol::relay::RelayKeys::new(&cli.prefix, &cmd.namespace)?;
     let data = match &cmd.action {
@@ -154,15 +152,17 @@ async fn subscribe(
     let args = RelayArgs::new(conn.clone())
         .namespace(namespace)
         .name("echomq relay subscribe");
-    let (relay, handle) = Actor::spawn(None, Relay, args)
-        .await
-        .map_err(|e| RelayError::Runtime(echomq::Error::Config(e.to_string())))?;
-    let sub = ractor::call!(relay, |reply| RelayMsg::Subscribe {
-        pattern: pattern.to_owned(),
-        capacity: 1024,
-        reply,
-    })
-    .map_err(|_| RelayError::Closed)?;
+    let spawn_failed =
+        |e: &dyn std::fmt::Display| RelayError::Runtime(echomq::Error::Config(e.to_string()));
+    let host = Host::start().await.map_err(|e| spawn_failed(&e))?;
+    let sub = match host.add_relay(args).await {
+        Ok(relay) => relay.subscribe(pattern, 1024).await.map_err(|e| match e {
+            HandleError::Relay(e) => e,
+            _ => RelayError::Closed,
+        }),
+        Err(HandleError::Spawn(e)) => Err(spawn_failed(&e)),
+        Err(e) => Err(spawn_failed(&e)),
+    };
     let result = match sub {
         Ok(mut sub) => {
             eprintln!("subscribed to {pattern} in namespace {namespace}");
@@ -192,8 +192,7 @@ async fn subscribe(
         Err(e) => Err(e),
     };
     // Leaves cleanly: the node and its subscription go at once.
-    let _ = ractor::call!(relay, RelayMsg::Close);
-    let _ = handle.await;
+    let _ = host.close(Duration::ZERO).await;
     result
 }
 

@@ -10,89 +10,33 @@ use std::time::{Duration, Instant};
 use echomq::groups::GroupFeederArgs;
 use echomq::health::{HealthCheck, HealthServer};
 use echomq::worker::Processor;
-use echomq::{
-    Connection, HostSupervisor, HostSupervisorMsg, LockManagerMsg, Queue, RestartIntensity,
-    WorkerArgs, WorkerMsg, WorkerSetSpec,
-};
-use ractor::{call_t, Actor};
+use echomq::{Connection, HandleError, Host, Queue, WorkerArgs};
 
+use super::settings::Settings;
 use crate::style::{self, paint};
 
-/// Settings of `echomq work`.
-#[derive(Debug)]
-pub struct WorkSettings {
-    pub concurrency: usize,
-    pub processor: crate::processors::ProcessorSpec,
-    /// Settings of `exec:` and `http:` processors.
-    pub external: crate::processors::ExternalSettings,
-    pub lock_duration: Duration,
-    pub stalled_interval: Duration,
-    pub max_jobs: Option<u64>,
-    pub name: Option<String>,
-    /// The worker rate limiter, when given.
-    pub limiter: Option<echomq::RateLimit>,
-    /// The worker's `group` option (the queue's group defaults), when given.
-    pub group: Option<echomq::groups::GroupDefaults>,
-    /// Minutes of metrics kept (`metrics.maxDataPoints`), when recording.
-    pub metrics: Option<u64>,
-    pub quiet: bool,
-    /// How long running jobs may finish at shutdown.
-    pub close_timeout: Duration,
-    /// The timeout of jobs without their own.
-    pub default_timeout: Option<Duration>,
-    /// Batches, when taken in batches.
-    pub batch: Option<echomq::worker::BatchOptions>,
-}
-
-pub async fn work(
+/// Runs the worker tree until SIGINT, SIGTERM or `--max-jobs`, printing a
+/// line a second; then closes it in order.
+pub(super) async fn work(
     conn: Connection,
     queue: Queue,
-    settings: WorkSettings,
+    settings: Settings,
     processor: Arc<dyn Processor>,
     health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut args = match settings.batch {
-        Some(batch) => {
-            WorkerArgs::batched(queue.clone(), echomq::worker::each_job(processor), batch)
-        }
-        None => WorkerArgs::new(queue.clone(), processor),
-    };
-    args.options.concurrency = settings.concurrency;
-    args.options.lock_duration = settings.lock_duration;
-    args.options.stalled_interval = settings.stalled_interval;
-    args.options.default_timeout = settings.default_timeout;
-    args.options.name = settings.name.clone();
-    args.options.max_metrics_size = settings.metrics;
-    if let Some(limit) = settings.limiter {
-        args.options = args.options.limiter(limit);
-    }
-    args.options.group = settings.group;
+    let args = worker_args(queue.clone(), &settings, processor);
     // This process's supervisor: the shipped one-for-one HostSupervisor, with
     // the default restart budget.
-    let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let (set_id, _) = call_t!(
-        host,
-        HostSupervisorMsg::AddWorkerSet,
-        5000,
-        Box::new(WorkerSetSpec::new(args))
-    )
-    .map_err(|e| e.to_string())??;
+    let host = Host::start().await?;
+    let worker = host.add_worker(args).await?;
     // Group jobs (docs/groups.md) wait for a feeder; with none on the queue
     // it only reads the events stream. The look-ahead keeps what it releases
     // to about what this worker runs next.
     let feeder = GroupFeederArgs::new(conn.clone(), queue.name())
         .max_ready((settings.concurrency as u64 * 2).max(16));
-    call_t!(
-        host,
-        HostSupervisorMsg::AddGroupFeeder,
-        5000,
-        Box::new(feeder)
-    )
-    .map_err(|e| e.to_string())??;
+    host.add_group_feeder(feeder).await?;
     if let Some(server) = health {
-        server.attach(HealthCheck::new(conn, host.clone()).worker_set(set_id));
+        server.attach(HealthCheck::new(conn, host.actor().clone()).worker_set(worker.id()));
     }
     let started = Instant::now();
     let mut last_processed = 0u64;
@@ -103,10 +47,14 @@ pub async fn work(
     let reason = loop {
         tokio::select! {
             _ = ticker.tick() => {
-                let Some(set) = call_t!(host, HostSupervisorMsg::GetWorkerSet, 2000, set_id).map_err(|e| e.to_string())? else { break "worker set gone" };
+                match worker.refs().await {
+                    Err(HandleError::ChildGone { .. }) => break "worker set gone",
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => {}
+                }
                 // Counters only: a line a second must not cost per held job.
-                let Ok(status) = call_t!(set.worker, WorkerMsg::GetCounts, 2000) else { continue };
-                let held = call_t!(set.lock_manager, LockManagerMsg::GetStats, 2000).map(|s| s.last_batch).unwrap_or(0);
+                let Ok(status) = worker.counts().await else { continue };
+                let held = worker.lock_stats().await.map(|s| s.last_batch).unwrap_or(0);
                 let rate = status.processed.saturating_sub(last_processed);
                 last_processed = status.processed;
                 total.store(status.processed, Ordering::Relaxed);
@@ -128,13 +76,7 @@ pub async fn work(
     // The ordered shutdown (HostSupervisor's Close): stop fetching, let running
     // jobs finish (--close-timeout) while their locks are renewed, move the rest back to
     // wait; then the LockManager and StalledChecker; then the supervisor.
-    let report = call_t!(
-        host,
-        HostSupervisorMsg::Close,
-        settings.close_timeout.as_millis() as u64 + 10_000,
-        settings.close_timeout
-    )
-    .map_err(|e| e.to_string())?;
+    let report = host.close(settings.close_timeout).await?;
     for (_, closed) in report.worker_sets {
         let closed = closed.map_err(|e| e.to_string())?;
         let (finished, moved) = closed
@@ -146,6 +88,24 @@ pub async fn work(
             paint(style::BOLD, "worker closed"),
         );
     }
-    let _ = host_handle.await;
     Ok(())
+}
+
+/// The worker's arguments from the settings.
+fn worker_args(queue: Queue, settings: &Settings, processor: Arc<dyn Processor>) -> WorkerArgs {
+    let mut args = match settings.batch {
+        Some(batch) => WorkerArgs::batched(queue, echomq::worker::each_job(processor), batch),
+        None => WorkerArgs::new(queue, processor),
+    };
+    args.options.concurrency = settings.concurrency;
+    args.options.lock_duration = settings.lock_duration;
+    args.options.stalled_interval = settings.stalled_interval;
+    args.options.default_timeout = settings.default_timeout;
+    args.options.name = settings.name.clone();
+    args.options.max_metrics_size = settings.metrics;
+    if let Some(limit) = settings.limiter {
+        args.options = args.options.limiter(limit);
+    }
+    args.options.group = settings.group;
+    args
 }

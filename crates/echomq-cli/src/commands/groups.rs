@@ -8,14 +8,21 @@ use clap::Subcommand;
 use echomq::groups::GroupInfo;
 use echomq::Queue;
 
-use crate::limits::parse_rate_limit;
+use super::limiter::parse_rate_limit;
+use super::{Access, Res};
 use crate::style::{self, paint};
+use crate::target::Target;
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    queue: String,
+    #[command(subcommand)]
+    action: Option<Action>,
+}
 
 /// `groups <queue> …`
 #[derive(Debug, Clone, Subcommand)]
-pub enum GroupsAction {
+enum Action {
     /// The groups with their counts and settings, busiest first (the default).
     List {
         /// First group (in id order) of the page read.
@@ -57,12 +64,14 @@ pub enum GroupsAction {
     Remove { id: String },
 }
 
-/// Whether the action only reads.
-pub fn groups_reads_only(a: &Option<GroupsAction>) -> bool {
-    matches!(
-        a,
-        None | Some(GroupsAction::List { .. } | GroupsAction::Show { .. })
-    )
+pub(crate) async fn run(a: Args, t: &Target) -> Res {
+    let access = match a.action {
+        None | Some(Action::List { .. } | Action::Show { .. }) => Access::Read,
+        Some(_) => Access::Write,
+    };
+    super::queue(t, &a.queue)?
+        .run(access, async |_, q| groups(q, a.action).await)
+        .await
 }
 
 fn row(g: &GroupInfo) {
@@ -101,13 +110,13 @@ fn header() {
     );
 }
 
-pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
-    match action.unwrap_or(GroupsAction::List {
+async fn groups(q: &Queue, action: Option<Action>) -> Res {
+    match action.unwrap_or(Action::List {
         start: 0,
         count: 100,
         busiest: None,
     }) {
-        GroupsAction::List {
+        Action::List {
             start,
             count,
             busiest,
@@ -135,15 +144,15 @@ pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
                     .map_or_else(|| "-".to_owned(), |(m, ms)| format!("{m}/{ms} ms"))
             );
         }
-        GroupsAction::Show { id } => {
+        Action::Show { id } => {
             header();
             row(&q.group_counts(&id).await?);
         }
-        GroupsAction::SetConcurrency { id, concurrency } => {
+        Action::SetConcurrency { id, concurrency } => {
             q.set_group_concurrency(&id, concurrency).await?;
             anstream::println!("group {id}: concurrency {concurrency}");
         }
-        GroupsAction::SetRateLimit { id, limit } => {
+        Action::SetRateLimit { id, limit } => {
             q.set_group_rate_limit(&id, limit.max, Duration::from_millis(limit.duration_ms()))
                 .await?;
             anstream::println!(
@@ -152,11 +161,11 @@ pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
                 limit.duration_ms()
             );
         }
-        GroupsAction::SetMaxSize { id, max_size } => {
+        Action::SetMaxSize { id, max_size } => {
             q.set_group_max_size(&id, max_size).await?;
             anstream::println!("group {id}: max size {max_size}");
         }
-        GroupsAction::Pause { id } => {
+        Action::Pause { id } => {
             let changed = q.pause_group(&id).await?;
             anstream::println!(
                 "group {id}: {}",
@@ -167,14 +176,14 @@ pub async fn groups(q: &Queue, action: Option<GroupsAction>) -> Res {
                 }
             );
         }
-        GroupsAction::Resume { id } => {
+        Action::Resume { id } => {
             let changed = q.resume_group(&id).await?;
             anstream::println!(
                 "group {id}: {}",
                 if changed { "resumed" } else { "was not paused" }
             );
         }
-        GroupsAction::Remove { id } => {
+        Action::Remove { id } => {
             let n = q.remove_group(&id).await?;
             anstream::println!("group {id}: removed with {n} unreleased jobs");
         }

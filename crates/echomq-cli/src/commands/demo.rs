@@ -10,18 +10,18 @@ use std::time::{Duration, Instant};
 use echomq::protocol::{Event, EventKind};
 use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
-    supervision::ChildId, Backoff, Connection, Delivery, HostSupervisor, HostSupervisorMsg,
-    JobOptions, JobSchedulers, LockManagerMsg, NewJob, Queue, QueueEventsArgs, RestartIntensity,
-    Subscribers, WorkerArgs, WorkerOptions, WorkerSetSpec,
+    host::WorkerHandle, Backoff, Connection, Delivery, Host, JobOptions, JobSchedulers, NewJob,
+    Queue, QueueEventsArgs, Subscribers, WorkerArgs, WorkerOptions,
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use ractor::{call_t, Actor, ActorRef};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
+use super::Res;
 use crate::style::{self, paint};
+use crate::target::Target;
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+mod flow;
 
 const JOBS: u64 = 1500;
 const CONCURRENCY: usize = 32;
@@ -77,17 +77,24 @@ struct Tour {
     q: Queue,
     mp: MultiProgress,
     /// The shipped one-for-one supervisor every actor of the tour lives under.
-    host: ActorRef<HostSupervisorMsg>,
+    host: Host,
     /// What the live feed has seen.
     tally: Arc<Mutex<Tally>>,
     /// Ids of the scheduler iterations run so far, in order.
     ran: Arc<Mutex<Vec<String>>>,
 }
 
-pub async fn demo(conn: Connection, url: &str) -> Res {
+pub(crate) async fn run(t: &Target) -> Res {
+    let conn = Connection::connect(t.config.clone()).await?;
+    let r = demo(conn.clone(), &t.url).await;
+    conn.close().await;
+    r
+}
+
+async fn demo(conn: Connection, url: &str) -> Res {
     // Set-up: the queue, the supervisor, the live feed.
     let flow_conn = conn.clone();
-    let (tour, host_handle) = Tour::start(conn, url).await?;
+    let tour = Tour::start(conn, url).await?;
     let feed = tour.start_feed().await?;
     // 1. The producer.
     let all_ids = tour.produce().await?;
@@ -95,17 +102,17 @@ pub async fn demo(conn: Connection, url: &str) -> Res {
     let orphaned = tour.kill_a_worker_process().await?;
     // 3. The supervised worker tree and the schedulers, watched until the
     //    producer's jobs are done, then the ordered shutdown.
-    let set_id = tour.start_worker_tree().await?;
+    let worker = tour.start_worker_tree().await?;
     let schedulers = tour.start_schedulers().await?;
-    tour.watch(set_id).await;
-    tour.shut_down(&schedulers, host_handle, feed).await?;
+    tour.watch(&worker).await;
+    tour.shut_down(&schedulers, feed).await?;
     // 4. A small flow (fan-out/fan-in), then the summary.
-    crate::demo_flow::demo_flow(&flow_conn).await?;
+    flow::demo_flow(&flow_conn).await?;
     tour.summary(&all_ids, &orphaned).await
 }
 
 impl Tour {
-    async fn start(conn: Connection, url: &str) -> Res<(Tour, JoinHandle<()>)> {
+    async fn start(conn: Connection, url: &str) -> Res<Tour> {
         let queue_name = format!("demo-{}", echomq::clock::now_ms() % 100_000);
         let q = Queue::new(&conn, &queue_name).await?;
         let mp = MultiProgress::new();
@@ -117,9 +124,7 @@ impl Tour {
                 paint(style::INFO, &queue_name)
             ),
         );
-        let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
-            .await
-            .map_err(|e| e.to_string())?;
+        let host = Host::start().await?;
         let tour = Tour {
             conn,
             url: url.to_owned(),
@@ -130,7 +135,7 @@ impl Tour {
             tally: Arc::default(),
             ran: Arc::default(),
         };
-        Ok((tour, host_handle))
+        Ok(tour)
     }
 
     fn say(&self, s: String) {
@@ -156,13 +161,7 @@ impl Tour {
         let qe_args = QueueEventsArgs::new(self.conn.clone(), &self.queue_name)
             .block(Duration::from_millis(500))
             .subscribers(subscribers);
-        call_t!(
-            self.host,
-            HostSupervisorMsg::AddQueueEvents,
-            5000,
-            Box::new(qe_args)
-        )
-        .map_err(|e| e.to_string())??;
+        self.host.add_queue_events(qe_args).await?;
         let tally = self.tally.clone();
         let mp = self.mp.clone();
         Ok(tokio::spawn(async move {
@@ -245,7 +244,7 @@ impl Tour {
     }
 
     /// Phase 3, the supervised worker tree: Worker + LockManager + StalledChecker.
-    async fn start_worker_tree(&self) -> Res<ChildId> {
+    async fn start_worker_tree(&self) -> Res<WorkerHandle> {
         self.say(paint(
             style::BOLD,
             format!("3. a supervised worker tree processes them at concurrency {CONCURRENCY}"),
@@ -269,14 +268,7 @@ impl Tour {
             .lock_duration(Duration::from_millis(1200))
             .stalled_interval(Duration::from_millis(1000))
             .name("demo");
-        let (set_id, _) = call_t!(
-            self.host,
-            HostSupervisorMsg::AddWorkerSet,
-            5000,
-            Box::new(WorkerSetSpec::new(wargs))
-        )
-        .map_err(|e| e.to_string())??;
-        Ok(set_id)
+        Ok(self.host.add_worker(wargs).await?)
     }
 
     /// Two schedulers on their own queue and worker tree (so they are not
@@ -295,13 +287,7 @@ impl Tour {
         });
         let mut sargs = WorkerArgs::new(sq.clone(), sched_processor);
         sargs.options.concurrency = 2;
-        call_t!(
-            self.host,
-            HostSupervisorMsg::AddWorkerSet,
-            5000,
-            Box::new(WorkerSetSpec::new(sargs))
-        )
-        .map_err(|e| e.to_string())??;
+        self.host.add_worker(sargs).await?;
         let schedulers = JobSchedulers::new(&self.conn, &sched_queue)?;
         schedulers
             .upsert(&echomq::SchedulerSpec::every(
@@ -325,7 +311,7 @@ impl Tour {
 
     /// Until the producer's jobs are all finished (or 120 s have passed):
     /// progress, the LockManager's batched renewals, scheduler iterations.
-    async fn watch(&self, set_id: ChildId) {
+    async fn watch(&self, worker: &WorkerHandle) {
         let done_bar = self.bar("finished");
         let mut shown = 0;
         let mut last_ticks = 0;
@@ -338,7 +324,7 @@ impl Tour {
             };
             done_bar.set_position(completed + failed);
             done_bar.set_message(format!("{completed} completed, {failed} failed"));
-            last_ticks = self.show_lock_renewals(set_id, last_ticks).await;
+            last_ticks = self.show_lock_renewals(worker, last_ticks).await;
             shown = self.show_scheduler_runs(shown);
             // Scheduler iterations keep coming: the producer's jobs decide the end.
             if completed + failed >= JOBS {
@@ -354,16 +340,10 @@ impl Tour {
 
     /// Shows the LockManager's latest batch every 8th tick; returns the
     /// tick count to compare with next time.
-    async fn show_lock_renewals(&self, set_id: ChildId, last_ticks: u64) -> u64 {
-        // The current set: a restarted LockManager has a new ref.
-        let set = call_t!(self.host, HostSupervisorMsg::GetWorkerSet, 1000, set_id)
-            .ok()
-            .flatten();
-        let stats = match &set {
-            Some(set) => call_t!(set.lock_manager, LockManagerMsg::GetStats, 1000).ok(),
-            None => None,
-        };
-        let Some(stats) = stats else {
+    async fn show_lock_renewals(&self, worker: &WorkerHandle, last_ticks: u64) -> u64 {
+        // The handle resolves the current set: a restarted LockManager has a
+        // new ref.
+        let Ok(stats) = worker.lock_stats().await else {
             return last_ticks;
         };
         // Every 8th tick is enough to see the point: N locks, one call.
@@ -396,24 +376,13 @@ impl Tour {
     /// The ordered shutdown: both worker sets (jobs finish or go back to wait
     /// while their locks are renewed), then QueueEvents, whose close ends the
     /// feed's subscription.
-    async fn shut_down(
-        &self,
-        schedulers: &JobSchedulers,
-        host_handle: JoinHandle<()>,
-        feed: JoinHandle<()>,
-    ) -> Res {
+    async fn shut_down(&self, schedulers: &JobSchedulers, feed: JoinHandle<()>) -> Res {
         schedulers.remove("heartbeat").await?;
         schedulers.remove("report").await?;
         // Let the feed read the last events before it is closed.
         tokio::time::sleep(Duration::from_millis(700)).await;
-        call_t!(
-            self.host,
-            HostSupervisorMsg::Close,
-            20_000,
-            Duration::from_secs(5)
-        )
-        .map_err(|e| e.to_string())?;
-        let _ = host_handle.await;
+        // Returns once the host has stopped.
+        self.host.close(Duration::from_secs(5)).await?;
         let _ = feed.await;
         Ok(())
     }

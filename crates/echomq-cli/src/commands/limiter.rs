@@ -1,19 +1,26 @@
-//! `echomq limiter` and `echomq concurrency`: the queue-wide rate limit and
-//! concurrency. Bad values are refused by the argument parser, before
-//! anything connects or writes.
+//! `echomq limiter <queue> …`: the queue-wide rate limit, and the parser of
+//! `MAX/DURATION_MS` that `groups` and `work` share. Bad values are refused
+//! by the argument parser, before anything connects or writes.
 
 use std::time::Duration;
 
 use clap::Subcommand;
 use echomq::{Queue, RateLimit};
 
+use super::{Access, Res};
 use crate::style::{self, paint};
+use crate::target::Target;
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    queue: String,
+    #[command(subcommand)]
+    action: Action,
+}
 
 /// `limiter <queue> …`
 #[derive(Debug, Clone, Subcommand)]
-pub enum LimiterAction {
+enum Action {
     /// The global rate limit and the time left in the current window.
     Show,
     /// Set the global rate limit: `MAX/DURATION_MS` (e.g. `10/1000`).
@@ -30,22 +37,8 @@ pub enum LimiterAction {
     },
 }
 
-/// `concurrency <queue> …`
-#[derive(Debug, Clone, Subcommand)]
-pub enum ConcurrencyAction {
-    /// The global concurrency and whether it is used up.
-    Show,
-    /// Set the global concurrency (at least 1).
-    Set {
-        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
-        concurrency: u64,
-    },
-    /// Remove the global concurrency.
-    Remove,
-}
-
 /// `MAX/DURATION_MS`, both positive.
-pub fn parse_rate_limit(s: &str) -> Result<RateLimit, String> {
+pub(crate) fn parse_rate_limit(s: &str) -> Result<RateLimit, String> {
     let (max, ms) = s
         .split_once('/')
         .ok_or_else(|| format!("{s:?}: expected MAX/DURATION_MS, e.g. 10/1000"))?;
@@ -63,7 +56,7 @@ pub fn parse_rate_limit(s: &str) -> Result<RateLimit, String> {
 }
 
 /// A duration in ms, at least 1.
-pub fn parse_positive_ms(s: &str) -> Result<u64, String> {
+fn parse_positive_ms(s: &str) -> Result<u64, String> {
     match s.parse::<i64>() {
         Ok(n) if n >= 1 => Ok(n as u64),
         Ok(n) => Err(format!("duration {n} ms must be at least 1 ms")),
@@ -71,19 +64,19 @@ pub fn parse_positive_ms(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Whether the action only reads (the queue's meta hash is then left alone).
-pub fn limiter_reads_only(a: &LimiterAction) -> bool {
-    matches!(a, LimiterAction::Show)
+pub(crate) async fn run(a: Args, t: &Target) -> Res {
+    let access = match a.action {
+        Action::Show => Access::Read,
+        _ => Access::Write,
+    };
+    super::queue(t, &a.queue)?
+        .run(access, async |_, q| limiter(q, a.action).await)
+        .await
 }
 
-/// Whether the action only reads.
-pub fn concurrency_reads_only(a: &ConcurrencyAction) -> bool {
-    matches!(a, ConcurrencyAction::Show)
-}
-
-pub async fn limiter(q: &Queue, action: LimiterAction) -> Res {
+async fn limiter(q: &Queue, action: Action) -> Res {
     match action {
-        LimiterAction::Show => {
+        Action::Show => {
             match q.get_global_rate_limit().await? {
                 Some(l) => {
                     anstream::println!("global rate limit  {}/{} ms", l.max, l.duration_ms())
@@ -93,7 +86,7 @@ pub async fn limiter(q: &Queue, action: LimiterAction) -> Res {
             let ttl = q.rate_limit_ttl(None).await?;
             anstream::println!("window left        {} ms", ttl.as_millis());
         }
-        LimiterAction::Set { limit } => {
+        Action::Set { limit } => {
             q.set_global_rate_limit(limit).await?;
             anstream::println!(
                 "global rate limit set to {}/{} ms",
@@ -101,34 +94,13 @@ pub async fn limiter(q: &Queue, action: LimiterAction) -> Res {
                 limit.duration_ms()
             );
         }
-        LimiterAction::Remove => {
+        Action::Remove => {
             q.remove_global_rate_limit().await?;
             anstream::println!("global rate limit removed");
         }
-        LimiterAction::Pause { duration_ms } => {
+        Action::Pause { duration_ms } => {
             q.rate_limit(Duration::from_millis(duration_ms)).await?;
             anstream::println!("limited workers held for {duration_ms} ms");
-        }
-    }
-    Ok(())
-}
-
-pub async fn concurrency(q: &Queue, action: ConcurrencyAction) -> Res {
-    match action {
-        ConcurrencyAction::Show => {
-            match q.get_global_concurrency().await? {
-                Some(n) => anstream::println!("global concurrency  {n}"),
-                None => anstream::println!("global concurrency  {}", paint(style::DIM, "none")),
-            }
-            anstream::println!("maxed               {}", q.is_maxed().await?);
-        }
-        ConcurrencyAction::Set { concurrency } => {
-            q.set_global_concurrency(concurrency).await?;
-            anstream::println!("global concurrency set to {concurrency}");
-        }
-        ConcurrencyAction::Remove => {
-            q.remove_global_concurrency().await?;
-            anstream::println!("global concurrency removed");
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ use echomq::external::{
 use echomq::worker::{processor_fn, Processor};
 use tracing::info;
 
-use crate::synthetic::{run_synthetic, Synthetic};
+use super::synthetic::{run_synthetic, Synthetic};
 
 /// `--processor`, parsed.
 #[derive(Clone, Debug)]

@@ -1,0 +1,32 @@
+//! `echomq obliterate <queue> [--force]`: the whole queue deleted in chunks;
+//! resumable by running it again.
+
+use echomq::queue::DEFAULT_CHUNK;
+
+use super::{Access, Res};
+use crate::chunked;
+use crate::target::Target;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    queue: String,
+    #[arg(long)]
+    force: bool,
+    /// Jobs per call.
+    #[arg(long, default_value_t = DEFAULT_CHUNK as u32)]
+    chunk: u32,
+}
+
+pub(crate) async fn run(a: Args, t: &Target) -> Res {
+    super::queue(t, &a.queue)?
+        .run(Access::Write, async |_, q| {
+            let (bar, tick) = chunked::bar("obliterating");
+            q.obliterate_with(a.force, a.chunk, tick)
+                .await
+                .map_err(|e| chunked::stopped(&bar, "obliterate", e))?;
+            bar.finish_and_clear();
+            anstream::println!("obliterated {}", q.name());
+            Ok(())
+        })
+        .await
+}
