@@ -1,7 +1,6 @@
 //! The front door to the actors: typed, cloneable handles with async methods.
 //!
-//! A [`Host`] runs the shipped one-for-one
-//! [`HostSupervisor`](crate::supervision::HostSupervisor) and is the one way
+//! A [`Host`] runs the shipped one-for-one [`HostSupervisor`] and is the one way
 //! to start and supervise EchoMQ's actors: each `add_*` spawns a child under
 //! it and answers a handle — [`WorkerHandle`], [`SchedulerHandle`],
 //! [`EventsHandle`], [`FeederHandle`], [`RelayHandle`]. A handle names its

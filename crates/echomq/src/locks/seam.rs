@@ -4,7 +4,7 @@
 //! ([`HeldLocks`]), so taking and letting go of a job send no message.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -58,6 +58,9 @@ pub(crate) struct Held {
     token: Arc<str>,
     cancel: CancellationToken,
     reason: Arc<AtomicU8>,
+    /// A finishing call of this job was sent and its reply lost: the lock may
+    /// be gone because that call applied (see [`Held::finish_unknown`]).
+    finish_unknown: Arc<AtomicBool>,
     since: Instant,
 }
 
@@ -67,8 +70,22 @@ impl Held {
             token,
             cancel: CancellationToken::new(),
             reason: Arc::new(AtomicU8::new(CancelReason::None.as_u8())),
+            finish_unknown: Arc::new(AtomicBool::new(false)),
             since: Instant::now(),
         }
+    }
+
+    /// Marks that a finish of this job was sent without its reply. A lock the
+    /// LockManager then finds gone is no lost lock yet: the finish may have
+    /// released it, and only its resend can tell (the worker does not cancel
+    /// or report it; the resend's answer does).
+    pub fn set_finish_unknown(&self) {
+        self.finish_unknown.store(true, Ordering::Release);
+    }
+
+    /// Whether a finish of this job is awaiting a resend's answer.
+    pub fn finish_unknown(&self) -> bool {
+        self.finish_unknown.load(Ordering::Acquire)
     }
 
     pub fn token(&self) -> &Arc<str> {

@@ -310,6 +310,11 @@ impl Worker {
 /// its processor is cancelled and nothing is written.
 fn lock_lost(core: &WorkerShared, job_id: String, token: &str) {
     match core.seam().take_if(&job_id, token) {
+        Some(h) if h.finish_unknown() => {
+            // Renewal stops (the lock is gone either way); whether it went
+            // with this worker's own finish is the resend's to say.
+            debug!(%job_id, "lock gone while a finish's outcome is unknown: its resend decides");
+        }
         Some(h) => {
             warn!(%job_id, "lock lost: cancelling the job's processor");
             h.cancel(CancelReason::LockLost);

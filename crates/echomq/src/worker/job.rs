@@ -278,6 +278,9 @@ impl ActiveJob {
         match self.call(t, fetch_next).await {
             Ok(verdict) => Ok(self.interpret(t, verdict)),
             Err(error) => {
+                if self.finish_sent_at.load(Ordering::Relaxed) != 0 {
+                    self.held.set_finish_unknown();
+                }
                 seam.retrack(&self.job.id, &self.held);
                 Err(Box::new(FinishFailed { job: self, error }))
             }

@@ -27,8 +27,9 @@ use echomq_protocol::Job;
 
 /// Connection errors on a finishing call are retried this many times, with a
 /// doubling pause, while the lock is kept renewed.
-const FINISH_RETRIES: u32 = 5;
 const FINISH_RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// The longest pause between two sends of a finish whose connection failed.
+const FINISH_RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 pub(crate) async fn run_slot(core: Arc<WorkerShared>, permit: SlotPermit, first: ActiveJob) {
     let mut job = first;
@@ -363,7 +364,11 @@ async fn finish_then(
 ) -> Option<ActiveJob> {
     let mut job = job;
     let mut pause = FINISH_RETRY_PAUSE;
-    let mut tries = 0;
+    // A finish is sent again, however often its connection fails, for as
+    // long as its lock could still be held: the lock duration from the first
+    // failure (renewals go on meanwhile). Past it the job is the stalled
+    // checker's, whatever happened.
+    let mut retry_until = None;
     let completing = matches!(t, Transition::Complete(_));
     loop {
         let id = job.id().to_owned();
@@ -385,12 +390,16 @@ async fn finish_then(
                 report_rejection(core, other);
                 return None;
             }
-            Err(f) if f.error.is_connection() && tries < FINISH_RETRIES => {
+            Err(f)
+                if f.error.is_connection()
+                    && *retry_until.get_or_insert_with(|| {
+                        tokio::time::Instant::now() + core.opts().lock_duration
+                    }) > tokio::time::Instant::now() =>
+            {
                 warn!(error = %f.error, "finishing call failed on the connection; retrying");
                 job = f.job;
                 tokio::time::sleep(pause).await;
-                pause *= 2;
-                tries += 1;
+                pause = (pause * 2).min(FINISH_RETRY_PAUSE_MAX);
             }
             Err(f) => {
                 error!(error = %f.error, "finishing call failed; job left to the stalled checker");
