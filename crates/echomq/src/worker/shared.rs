@@ -114,6 +114,7 @@ impl WorkerShared {
             blocking: Arc::new(BlockingConn::new(
                 queue.connection().clone(),
                 queue.keys().marker(),
+                queue.keys().worker_client_name(opts.name.as_deref()),
             )),
             metrics: crate::telemetry::metrics::QueueMetrics::new(queue.name()),
             queue: Arc::new(queue),
