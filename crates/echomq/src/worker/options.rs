@@ -8,10 +8,10 @@ use echomq_protocol::call::groups::GroupDefaults;
 use echomq_protocol::KeepJobs;
 use ractor::ActorRef;
 
-use super::backoff_strategy::BackoffStrategy;
-use super::batch_processor::{BatchOptions, BatchProcessor};
+use super::finish::backoff_strategy::BackoffStrategy;
 use super::messages::{WorkerEvent, WorkerMsg};
-use super::processor::{JobContext, ProcessError, ProcessFuture, Processor};
+use super::process::batch_processor::{BatchOptions, BatchProcessor};
+use super::process::processor::{JobContext, ProcessError, ProcessFuture, Processor};
 use crate::locks::manager::LockManagerArgs;
 use crate::locks::protocol::{LockManagerMsg, LockOwnerRef};
 use crate::queue::handle::Queue;

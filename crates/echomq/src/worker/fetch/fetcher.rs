@@ -20,11 +20,11 @@ use tracing::{debug, warn, Instrument};
 pub(crate) use super::blocking::WATCHDOG_MARGIN;
 use super::blocking::{ArmedRead, ReadOutcome};
 use super::gate::SlotPermit;
-use super::job::ActiveJob;
-use super::messages::{Internal, InternalKind, WorkerMsg};
-use super::run;
-use super::shared::WorkerShared;
 use crate::connection::blocking_reader::Read;
+use crate::worker::finish::job::ActiveJob;
+use crate::worker::messages::{Internal, InternalKind, WorkerMsg};
+use crate::worker::process::run;
+use crate::worker::shared::WorkerShared;
 
 /// The longest BZPOPMIN timeout (s), whatever the delayed jobs say.
 pub(crate) const MAX_BLOCK_S: f64 = 10.0;
@@ -275,7 +275,7 @@ impl Fetcher {
     async fn fetch(&self, permit: SlotPermit) -> Next {
         let core = &self.core;
         if let Some(batch) = core.opts().batch {
-            let jobs = super::batch::take(core, batch)
+            let jobs = crate::worker::process::batch::take(core, batch)
                 .instrument(tracing::debug_span!("fetch_batch"))
                 .await;
             if !jobs.is_empty() {
@@ -288,7 +288,11 @@ impl Fetcher {
                     return Next::Exit;
                 }
                 core.hints().wake();
-                tokio::spawn(super::batch::run(core.clone(), permit, jobs));
+                tokio::spawn(crate::worker::process::batch::run(
+                    core.clone(),
+                    permit,
+                    jobs,
+                ));
             }
             return Next::Again;
         }

@@ -12,9 +12,9 @@ use fred::prelude::{EventInterface, PubsubInterface};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
-use super::shared::WorkerShared;
 use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::locks::seam::CancelReason;
+use crate::worker::shared::WorkerShared;
 
 /// Listens until `stop`, reconnecting on its own.
 pub(crate) fn spawn(
