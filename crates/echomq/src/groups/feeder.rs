@@ -281,18 +281,7 @@ impl Pump {
                     if let Some(last) = events.last() {
                         cursor = last.id.clone();
                     }
-                    for e in &events {
-                        if matches!(
-                            e.kind,
-                            EventKind::Completed { .. }
-                                | EventKind::Failed { .. }
-                                | EventKind::Removed { .. }
-                        ) {
-                            if let Some(id) = e.kind.job_id() {
-                                finished.push(id.to_owned());
-                            }
-                        }
-                    }
+                    finished.extend(finished_ids(&events));
                 }
                 Read::Refused => {}
                 Read::Failed(e) => {
@@ -362,6 +351,16 @@ impl Pump {
             }
         }
     }
+}
+
+/// The jobs whose slots the events free: completed, failed or removed.
+fn finished_ids(events: &[echomq_protocol::Event]) -> impl Iterator<Item = String> + '_ {
+    events.iter().filter_map(|e| match e.kind {
+        EventKind::Completed { .. } | EventKind::Failed { .. } | EventKind::Removed { .. } => {
+            e.kind.job_id().map(str::to_owned)
+        }
+        _ => None,
+    })
 }
 
 async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
