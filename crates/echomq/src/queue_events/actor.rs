@@ -289,7 +289,7 @@ async fn read_loop(
         let read = reader
             .read(|client| async move {
                 client
-                    .with_options(&opts)
+                    .with_options(opts)
                     .xread::<Value, _, _>(
                         Some(batch),
                         Some(block.as_millis() as u64),

@@ -109,7 +109,7 @@ impl Reader {
             let wait = wakeup
                 .read(|client| async move {
                     client
-                        .with_options(&opts)
+                        .with_options(opts)
                         .xread::<Value, _, _>(Some(1), Some(block_ms), key.as_str(), from.as_str())
                         .await
                 })
