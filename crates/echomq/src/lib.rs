@@ -29,7 +29,7 @@ pub mod connection;
 mod error;
 #[cfg(any(feature = "exec-processor", feature = "http-processor"))]
 pub mod external;
-pub mod flow_producer;
+mod flows;
 pub mod groups;
 pub mod health;
 pub mod host;
@@ -50,7 +50,8 @@ pub use connection::{Connection, ConnectionConfig, RetryPolicy};
 pub use echomq_protocol as protocol;
 pub use echomq_protocol::{Backoff, Deduplication, EventKind, Job, JobOptions, KeepJobs};
 pub use error::{AuthFailure, Error, RedisCondition, Result};
-pub use flow_producer::{FlowJob, FlowProducer, JobNode};
+pub use flows::producer as flow_producer;
+pub use flows::producer::{FlowJob, FlowProducer, JobNode};
 pub use host::{HandleError, Host};
 pub use locks::{LockManager, LockManagerArgs, LockManagerMsg};
 pub use queue::{JobCounts, JobState, NewJob, Queue, QueueOptions, RateLimit};

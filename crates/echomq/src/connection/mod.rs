@@ -1,9 +1,11 @@
 //! Connecting to Redis: the configuration ([`ConnectionConfig`]), the one
 //! shared pool with the scripts loaded ([`Connection`], `pool.rs`), the first
 //! connection retried while Redis is not there yet ([`RetryPolicy`]), TLS,
-//! cluster redirects, and the checks that a server suits a queue
+//! cluster redirects, the one reconnecting reader of every blocking loop
+//! (`blocking_reader.rs`), and the checks that a server suits a queue
 //! ([`check_server`]).
 
+pub(crate) mod blocking_reader;
 pub(crate) mod check;
 pub(crate) mod config;
 pub(crate) mod pool;

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::external::wire::{self, Step};
-use crate::worker::processor::{JobContext, ProcessError, ProcessFuture, Processor};
+use crate::worker::process::processor::{JobContext, ProcessError, ProcessFuture, Processor};
 
 /// Content types whose body is read as protocol lines (progress and logs
 /// streamed while the job runs, then its answer).

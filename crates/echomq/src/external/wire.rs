@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tracing::warn;
 
-use crate::worker::processor::{JobContext, ProcessError};
+use crate::worker::process::processor::{JobContext, ProcessError};
 
 /// Excerpts of handler output in failure reasons and logs stay this short.
 const EXCERPT_CHARS: usize = 120;

@@ -16,10 +16,11 @@ use echomq_protocol::call::groups::{
 };
 use echomq_protocol::group::GroupKeys;
 use echomq_protocol::{EventKind, QueueKeys};
-use fred::prelude::{Client, ClientLike, StreamsInterface, Value};
+use fred::prelude::{ClientLike, StreamsInterface, Value};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::{debug, warn};
 
+use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::connection::pool::{blocking_options, Connection};
 use crate::error::Result;
 
@@ -29,6 +30,8 @@ const ACCOUNT_CHUNK: usize = 500;
 const SWEEP_PAGE: u64 = 200;
 /// Stream entries per read.
 const READ_BATCH: u64 = 1000;
+/// First pause before the reader reconnects after a failed read.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 
 /// Arguments of a [`GroupFeeder`]: [`GroupFeederArgs::new`], then the setters.
 #[derive(Clone, Debug)]
@@ -153,10 +156,13 @@ impl Actor for GroupFeeder {
         args: Self::Arguments,
     ) -> std::result::Result<Self::State, ActorProcessingErr> {
         let keys = QueueKeys::new(args.connection.prefix(), &args.queue)?;
-        let client = args
-            .connection
-            .dedicated_client(Some(&format!("{}:groups", keys.events_client_name())))
-            .await?;
+        // Opened now, so that a server that refuses it fails the start.
+        let reader = BlockingReader::new(args.connection.clone())
+            .named(format!("{}:groups", keys.events_client_name()))
+            .first_pause(RECONNECT_PAUSE);
+        if let Read::Failed(e) = reader.client().await {
+            return Err(e.into());
+        }
         let cursor = last_entry_id(&args.connection, &keys.events()).await?;
         let counters = Arc::new(Counters::default());
         let pump = Pump {
@@ -168,7 +174,7 @@ impl Actor for GroupFeeder {
         };
         Ok(GroupFeederState {
             counters,
-            pump: Some(tokio::spawn(pump.run(client, cursor))),
+            pump: Some(tokio::spawn(pump.run(reader, cursor))),
         })
     }
 
@@ -220,7 +226,7 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(self, mut client: Client, mut cursor: String) {
+    async fn run(self, reader: BlockingReader, mut cursor: String) {
         let stream = self.keys.events();
         let mut finished: Vec<String> = Vec::new();
         let mut sweep_cursor = "0".to_owned();
@@ -255,48 +261,38 @@ impl Pump {
             block = block
                 .min(next_sweep.saturating_duration_since(Instant::now()))
                 .max(Duration::from_millis(1));
-            let reply = client
-                .with_options(&blocking_options(block))
-                .xread::<Value, _, _>(
-                    Some(READ_BATCH),
-                    Some(block.as_millis() as u64),
-                    stream.as_str(),
-                    cursor.as_str(),
-                )
+            let (from, key) = (cursor.clone(), stream.clone());
+            let read = reader
+                .read(|client| async move {
+                    client
+                        .with_options(&blocking_options(block))
+                        .xread::<Value, _, _>(
+                            Some(READ_BATCH),
+                            Some(block.as_millis() as u64),
+                            key.as_str(),
+                            from.as_str(),
+                        )
+                        .await
+                })
                 .await;
-            match reply {
-                Ok(v) => {
+            match read {
+                Read::Value(v) => {
                     let events = crate::queue_events::actor::parse_xread(v);
                     if let Some(last) = events.last() {
                         cursor = last.id.clone();
                     }
-                    for e in &events {
-                        if matches!(
-                            e.kind,
-                            EventKind::Completed { .. }
-                                | EventKind::Failed { .. }
-                                | EventKind::Removed { .. }
-                        ) {
-                            if let Some(id) = e.kind.job_id() {
-                                finished.push(id.to_owned());
-                            }
-                        }
-                    }
+                    finished.extend(finished_ids(&events));
                 }
-                Err(e) => {
+                Read::Refused => {}
+                Read::Failed(e) => {
                     debug!(error = %e, "group feeder XREAD failed; reconnecting");
-                    let _ = client.quit().await;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    match self.args.connection.dedicated_client(None).await {
-                        Ok(c) => client = c,
-                        Err(e) => debug!(error = %e, "reconnect failed; retrying"),
-                    }
                     // Missed events are the sweep's: run it now.
                     next_sweep = Instant::now();
                 }
+                Read::Stopped => break,
             }
         }
-        let _ = client.quit().await;
+        reader.close().await;
     }
 
     /// Account, sweep a page, release; answers when a rate window frees.
@@ -355,6 +351,16 @@ impl Pump {
             }
         }
     }
+}
+
+/// The jobs whose slots the events free: completed, failed or removed.
+fn finished_ids(events: &[echomq_protocol::Event]) -> impl Iterator<Item = String> + '_ {
+    events.iter().filter_map(|e| match e.kind {
+        EventKind::Completed { .. } | EventKind::Failed { .. } | EventKind::Removed { .. } => {
+            e.kind.job_id().map(str::to_owned)
+        }
+        _ => None,
+    })
 }
 
 async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {

@@ -17,8 +17,8 @@ use fred::prelude::{KeysInterface, PubsubInterface};
 use super::handle::Queue;
 use super::types::{JobState, RemoveOutcome};
 use crate::error::{Error, Result};
+use crate::worker::finish::transition::{failed_attempt, Finishing};
 use crate::worker::options::WorkerOptions;
-use crate::worker::transition::{failed_attempt, Finishing};
 
 /// How a cancelled running job ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

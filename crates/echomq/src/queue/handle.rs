@@ -33,9 +33,9 @@ const STATE_SEARCH_REACH: u64 = 1000;
 /// the [`Connection`].
 #[derive(Clone, Debug)]
 pub struct Queue {
-    pub(super) conn: Connection,
-    pub(super) keys: QueueKeys,
-    pub(super) options: QueueOptions,
+    pub(crate) conn: Connection,
+    pub(crate) keys: QueueKeys,
+    pub(crate) options: QueueOptions,
 }
 
 impl Queue {

@@ -117,7 +117,7 @@ impl Queue {
 
     /// Every field of a hash by `HSCAN` pages (a parent's `:processed` with
     /// 10 000 children is about ten calls, not one of that size).
-    pub(super) async fn hash_paged(&self, key: String) -> Result<BTreeMap<String, String>> {
+    pub(crate) async fn hash_paged(&self, key: String) -> Result<BTreeMap<String, String>> {
         use fred::types::{ClusterHash, CustomCommand};
         let client = self.conn.pool().next();
         let slot = fred::util::redis_keyslot(key.as_bytes());

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::handle::Queue;
 use super::types::NewJob;
 use crate::error::Result;
-use crate::worker::typed::DataError;
+use crate::worker::process::typed::DataError;
 
 /// A [`Queue`] whose jobs carry a `T`: `add` takes `&T`, so a producer
 /// cannot send data its workers would not read. The JSON stored is

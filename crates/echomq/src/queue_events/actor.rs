@@ -5,14 +5,18 @@
 use std::time::Duration;
 
 use echomq_protocol::{Event, QueueKeys};
-use fred::prelude::{Client, ClientLike, StreamsInterface, Value};
+use fred::prelude::{ClientLike, StreamsInterface, Value};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::delivery::{Delivery, Subscription};
 use super::subscribers::Subscribers;
+use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::connection::pool::{blocking_options, Connection};
 use crate::error::Result;
+
+/// First pause before the reader reconnects after a failed read.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
 /// Where a new QueueEvents starts reading.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,10 +178,13 @@ impl Actor for QueueEvents {
             // ready before its first event: nothing appended later is missed.
             StartFrom::Now => last_entry_id(&args.connection, &stream).await?,
         };
-        let client = args
-            .connection
-            .dedicated_client(Some(&keys.events_client_name()))
-            .await?;
+        // Opened now, so that a server that refuses it fails the start.
+        let reader = BlockingReader::new(args.connection.clone())
+            .named(keys.events_client_name())
+            .first_pause(RECONNECT_PAUSE);
+        if let Read::Failed(e) = reader.client().await {
+            return Err(e.into());
+        }
         let block = args
             .block
             .min(Duration::from_secs(10))
@@ -185,7 +192,7 @@ impl Actor for QueueEvents {
         let reader = tokio::spawn(read_loop(
             me,
             args.connection.clone(),
-            client,
+            reader,
             stream,
             last_id.clone(),
             block,
@@ -258,12 +265,13 @@ impl Actor for QueueEvents {
 }
 
 /// The reader: XREAD BLOCK in a loop on its own client. Exits when the actor
-/// is gone (a failed cast). On a Redis error it waits, makes a fresh client and
-/// resumes from its cursor, checking for a trimmed gap.
+/// is gone (a failed cast). After a failed read the [`BlockingReader`] opens a
+/// fresh client (named as the first) and the loop resumes from its cursor,
+/// checking for a trimmed gap.
 async fn read_loop(
     me: ActorRef<QueueEventsMsg>,
     conn: Connection,
-    mut client: Client,
+    reader: BlockingReader,
     stream: String,
     mut cursor: String,
     block: Duration,
@@ -271,25 +279,28 @@ async fn read_loop(
 ) {
     let opts = blocking_options(block);
     let mut check_gap = true;
-    let mut refusals = 0;
     loop {
         let gap = if check_gap {
-            trimmed_past(&client, &stream, &cursor).await
+            trimmed_past(&conn, &stream, &cursor).await
         } else {
             None
         };
-        let reply = client
-            .with_options(&opts)
-            .xread::<Value, _, _>(
-                Some(batch),
-                Some(block.as_millis() as u64),
-                stream.as_str(),
-                cursor.as_str(),
-            )
+        let (from, key, opts) = (cursor.clone(), stream.clone(), &opts);
+        let read = reader
+            .read(|client| async move {
+                client
+                    .with_options(opts)
+                    .xread::<Value, _, _>(
+                        Some(batch),
+                        Some(block.as_millis() as u64),
+                        key.as_str(),
+                        from.as_str(),
+                    )
+                    .await
+            })
             .await;
-        match reply {
-            Ok(v) => {
-                refusals = 0;
+        match read {
+            Read::Value(v) => {
                 let events = parse_xread(v);
                 if let Some(last) = events.last() {
                     cursor = last.id.clone();
@@ -303,33 +314,24 @@ async fn read_loop(
                     break;
                 }
             }
-            Err(e) if crate::connection::redirect::refused_by_cluster(&e) => {
-                // The stream's slot is moving or failing over: the client
-                // stays (fred refreshed its slot map on MOVED) and reads again
-                // from the same cursor once the slot has settled.
-                refusals += 1;
-                debug!(stream = %stream, error = %e, "XREAD refused by the cluster; reading again");
-                tokio::time::sleep(crate::connection::redirect::pause(refusals)).await;
+            // The stream's slot is moving or failing over: the same cursor is
+            // read again once the slot has settled.
+            Read::Refused => {
                 if me.get_status() != ractor::ActorStatus::Running {
                     break;
                 }
             }
-            Err(e) => {
+            Read::Failed(e) => {
                 warn!(stream = %stream, error = %e, "XREAD failed; reconnecting");
-                let _ = client.quit().await;
-                tokio::time::sleep(Duration::from_millis(500)).await;
                 if me.get_status() != ractor::ActorStatus::Running {
                     break;
-                }
-                match conn.dedicated_client(None).await {
-                    Ok(c) => client = c,
-                    Err(e) => debug!(error = %e, "reconnect failed; retrying"),
                 }
                 check_gap = true;
             }
+            Read::Stopped => break,
         }
     }
-    let _ = client.quit().await;
+    reader.close().await;
 }
 
 /// `Some((cursor, first))` when entries after `cursor` may have been trimmed
@@ -338,7 +340,8 @@ async fn read_loop(
 /// left is newer, entries in between may be lost; Redis keeps no count of
 /// trimmed ids (`max-deleted-entry-id` only follows XDEL), so this is reported
 /// conservatively: a gap may be empty, a lost entry is never silent.
-async fn trimmed_past(client: &Client, stream: &str, cursor: &str) -> Option<(String, String)> {
+async fn trimmed_past(conn: &Connection, stream: &str, cursor: &str) -> Option<(String, String)> {
+    let client = conn.pool();
     let cur = parse_id(cursor)?;
     if cur == (0, 0) {
         return None;

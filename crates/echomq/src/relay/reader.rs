@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use echomq_protocol::call::relay::RelayReadInbox;
 use echomq_protocol::relay::RelayKeys;
-use fred::prelude::{Client, ClientInterface, ClientLike, StreamsInterface, Value};
-use fred::types::ClientUnblockFlag;
+use fred::prelude::{ClientLike, StreamsInterface, Value};
 use ractor::{ActorRef, ActorStatus};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::messages::{InboxBatch, RelayMsg};
 use super::registry::{RelayNotice, RelaySubscribers};
+use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::connection::pool::{blocking_options, Connection};
 
 /// Entries per read (BullMQ's batch).
@@ -35,47 +35,15 @@ pub(crate) struct Reader {
     pub cancel: CancellationToken,
 }
 
-/// The dedicated client of the wake-up reads, with its server-side id
-/// (to unblock it on close).
-struct Wakeup {
-    client: Client,
-    /// The id, and the cluster node that gave it (ids are per node).
-    id: Option<(Option<fred::types::config::Server>, i64)>,
-}
-
 impl Reader {
-    async fn open(&self) -> crate::error::Result<Wakeup> {
-        let name = self.keys.inbox_client_name(&self.node);
-        let client = self.conn.dedicated_client(Some(&name)).await?;
-        let inbox = self.keys.inbox(&self.node);
-        let id = match Connection::node_for_key(&client, &inbox) {
-            Some(node) => client
-                .with_cluster_node(&node)
-                .client_id()
-                .await
-                .ok()
-                .map(|id| (Some(node), id)),
-            None => client.client_id().await.ok().map(|id| (None, id)),
-        };
-        Ok(Wakeup { client, id })
-    }
-
-    /// Ends a wake-up client that may be blocked: unblocked through the pool
-    /// (its own connection is busy), then quit.
-    async fn discard(&self, w: Wakeup) {
-        if let Some((node, id)) = w.id {
-            let next = self.conn.pool().next();
-            let flag = Some(ClientUnblockFlag::Timeout);
-            let _ = match node {
-                Some(node) => {
-                    next.with_cluster_node(&node)
-                        .client_unblock::<Value, _>(id, flag)
-                        .await
-                }
-                None => next.client_unblock::<Value, _>(id, flag).await,
-            };
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(2), w.client.quit()).await;
+    /// The dedicated client of the wake-up reads, named for the node and
+    /// unblocked (its read is busy) when the reader ends.
+    fn wakeup(&self) -> BlockingReader {
+        BlockingReader::new(self.conn.clone())
+            .named(self.keys.inbox_client_name(&self.node))
+            .unblocks_on(self.keys.inbox(&self.node))
+            .first_pause(RETRY_PAUSE)
+            .stop_on(self.cancel.clone())
     }
 
     fn gone(&self, me: &ActorRef<RelayMsg>) -> bool {
@@ -96,7 +64,7 @@ impl Reader {
     }
 
     pub(crate) async fn run(self, me: ActorRef<RelayMsg>) {
-        let mut wakeup: Option<Wakeup> = None;
+        let wakeup = self.wakeup();
         let inbox = self.keys.inbox(&self.node);
         let opts = blocking_options(self.block);
         while !self.gone(&me) {
@@ -125,43 +93,35 @@ impl Reader {
                 continue;
             }
             // Nothing there: wait for the next entry (or the block time),
-            // then read again with the script.
-            if wakeup.is_none() {
-                match self.open().await {
-                    Ok(w) => wakeup = Some(w),
-                    Err(e) => {
-                        debug!(error = %e, "relay wake-up client failed; retrying");
-                        self.subscribers.notify(RelayNotice::Error(e.to_string()));
-                        self.pause().await;
-                        continue;
-                    }
+            // then read again with the script. The wake-up client is opened
+            // here, after its backoff when the last one failed.
+            match wakeup.client().await {
+                Read::Value(_) | Read::Refused => {}
+                Read::Failed(e) => {
+                    debug!(error = %e, "relay wake-up client failed; retrying");
+                    self.subscribers.notify(RelayNotice::Error(e.to_string()));
+                    continue;
                 }
+                Read::Stopped => break,
             }
-            let Some(w) = wakeup.as_ref() else { continue };
             let block_ms = self.block.as_millis() as u64;
-            let blocking = w.client.with_options(&opts);
-            let wait = blocking.xread::<Value, _, _>(
-                Some(1),
-                Some(block_ms),
-                inbox.as_str(),
-                cursor.as_str(),
-            );
-            let outcome = tokio::select! {
-                _ = self.cancel.cancelled() => break,
-                r = wait => r,
-            };
-            if let Err(e) = outcome {
-                if !crate::connection::redirect::refused_by_cluster(&e) {
+            let (key, from, opts) = (inbox.clone(), cursor.clone(), &opts);
+            let wait = wakeup
+                .read(|client| async move {
+                    client
+                        .with_options(opts)
+                        .xread::<Value, _, _>(Some(1), Some(block_ms), key.as_str(), from.as_str())
+                        .await
+                })
+                .await;
+            match wait {
+                Read::Value(_) | Read::Refused => {}
+                Read::Failed(e) => {
                     warn!(error = %e, node = %self.node, "relay inbox wait failed; reconnecting");
-                    if let Some(w) = wakeup.take() {
-                        self.discard(w).await;
-                    }
                 }
-                self.pause().await;
+                Read::Stopped => break,
             }
         }
-        if let Some(w) = wakeup.take() {
-            self.discard(w).await;
-        }
+        wakeup.close().await;
     }
 }

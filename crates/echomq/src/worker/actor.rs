@@ -1,5 +1,5 @@
 //! The [`Worker`] actor: fetches jobs of one queue, locks them, runs a
-//! [`Processor`](super::processor::Processor) on each and finishes them, as BullMQ 6.7.0 workers do. The
+//! [`Processor`](super::process::processor::Processor) on each and finishes them, as BullMQ 6.7.0 workers do. The
 //! contract is in `docs/worker.md`.
 //!
 //! The library ships no supervision tree: the host spawns the Worker and its
@@ -13,12 +13,13 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Spawn
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::fetch::fetcher;
 use super::messages::{
     CloseReport, Internal, InternalKind, WorkerCounts, WorkerEvent, WorkerMsg, WorkerStatus,
 };
 use super::options::WorkerArgs;
+use super::process::cancels;
 use super::shared::WorkerShared;
-use super::{cancels, fetcher};
 use crate::locks::manager::LockManager;
 use crate::locks::protocol::{InternalMsg, LockManagerMsg, LockOwnerRef};
 use crate::locks::seam::CancelReason;

@@ -16,9 +16,9 @@ use echomq_protocol::call::lifecycle::{
 use echomq_protocol::packing::FetchOpts;
 use serde_json::Value;
 
-use super::backoff;
+use super::finish::backoff;
+use super::finish::transition::{self, failed_attempt, Finishing, Ran, Transition};
 use super::options::WorkerOptions;
-use super::transition::{self, failed_attempt, Finishing, Ran, Transition};
 use crate::error::{Error, Result};
 use crate::queue::handle::Queue;
 use echomq_protocol::Job;

@@ -8,10 +8,10 @@ use echomq_protocol::call::groups::GroupDefaults;
 use echomq_protocol::KeepJobs;
 use ractor::ActorRef;
 
-use super::backoff_strategy::BackoffStrategy;
-use super::batch_processor::{BatchOptions, BatchProcessor};
+use super::finish::backoff_strategy::BackoffStrategy;
 use super::messages::{WorkerEvent, WorkerMsg};
-use super::processor::{JobContext, ProcessError, ProcessFuture, Processor};
+use super::process::batch_processor::{BatchOptions, BatchProcessor};
+use super::process::processor::{JobContext, ProcessError, ProcessFuture, Processor};
 use crate::locks::manager::LockManagerArgs;
 use crate::locks::protocol::{LockManagerMsg, LockOwnerRef};
 use crate::queue::handle::Queue;
@@ -84,7 +84,8 @@ pub struct WorkerOptions {
     /// (complete, final fail) the slots may have in flight at once. A finish
     /// made while that many are in flight waits for one to return and then
     /// leaves with every other finish made meanwhile in one
-    /// `moveJobsToFinished` call (at most 32 jobs, 1 MiB), with the effects
+    /// `moveJobsToFinished` call (at most 16 jobs, 1 MiB: the script takes
+    /// 32, but 32 held Redis past a few ms at c100), with the effects
     /// of the single calls; a finish that finds fewer in flight goes at
     /// once, alone. No timer: a lone job is never delayed. `0` turns it off
     /// (every finish its own call). Default 2: with one call in flight the

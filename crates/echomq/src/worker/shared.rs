@@ -12,14 +12,14 @@ use echomq_protocol::QueueKeys;
 use fred::prelude::ClientLike;
 use ractor::{ActorRef, ActorStatus};
 
-use super::batch_processor::BatchProcessor;
-use super::blocking::BlockingConn;
-use super::finisher::Finisher;
-use super::gate::SlotGate;
-use super::hints::FetchHints;
+use super::fetch::blocking::BlockingConn;
+use super::fetch::gate::SlotGate;
+use super::fetch::hints::FetchHints;
+use super::finish::finisher::Finisher;
 use super::messages::{WorkerEvent, WorkerMsg};
 use super::options::WorkerOptions;
-use super::processor::Processor;
+use super::process::batch_processor::BatchProcessor;
+use super::process::processor::Processor;
 use crate::connection::pool::Connection;
 use crate::error::Result;
 use crate::locks::seam::LockSeam;
@@ -114,6 +114,7 @@ impl WorkerShared {
             blocking: Arc::new(BlockingConn::new(
                 queue.connection().clone(),
                 queue.keys().marker(),
+                queue.keys().worker_client_name(opts.name.as_deref()),
             )),
             metrics: crate::telemetry::metrics::QueueMetrics::new(queue.name()),
             queue: Arc::new(queue),
@@ -210,7 +211,7 @@ impl WorkerShared {
     }
 
     pub fn fetch_opts<'a>(&'a self, token: &'a str) -> FetchOpts<'a> {
-        super::transition::fetch_opts(&self.opts, token)
+        super::finish::transition::fetch_opts(&self.opts, token)
     }
 
     pub async fn move_to_active(&self, token: &str) -> Result<NextJob> {

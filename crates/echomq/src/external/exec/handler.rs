@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::command::{ExecCommand, ExecOptions};
 use crate::external::wire::{self, Message, Step};
-use crate::worker::processor::{JobContext, ProcessError};
+use crate::worker::process::processor::{JobContext, ProcessError};
 use serde_json::Value;
 
 /// Stderr lines kept for the reason of a crash.

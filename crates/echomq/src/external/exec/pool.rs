@@ -11,7 +11,7 @@ use tracing::warn;
 
 use super::command::{ExecCommand, ExecOptions};
 use super::handler::Handler;
-use crate::worker::processor::{JobContext, ProcessError, ProcessFuture, Processor};
+use crate::worker::process::processor::{JobContext, ProcessError, ProcessFuture, Processor};
 
 /// The first pause after a handler failed to start; it doubles.
 const FIRST_RESTART_DELAY: Duration = Duration::from_millis(100);

@@ -1,413 +1,15 @@
-//! The consistency audit: invariants checkable over Redis state alone (the
-//! checks A1–A18 of docs/stalled-checker.md §Audit). It only reads, and in
-//! bounded calls: one `auditHead` for the O(1) facts, then every state
-//! structure page by page (`auditPage`, [`PAGE`] ids per call), the keys by
-//! SCAN steps (`auditKeys`) for locks and orphan hashes, the `stalled` set by
-//! SSCAN, and the flow checks in budgeted steps (`auditFlows`). No call holds
-//! Redis longer than one page takes, whatever the queue holds.
-//!
-//! Each call is one atomic view, so what one call proves keeps its severity:
-//! a job in two sorted-set states, a listed id without a hash, an id above
-//! the counter, a lock on a finished job are hard findings even on a live
-//! queue. What only shows across calls — the same id in two list pages, a
-//! lock or a hash no page showed in a state — may be a job that moved between
-//! the reads, so it is counted hard only in a quiescent audit.
-//!
-//! Used by `echomq audit` (with a progress line), by the fault tests (a run
-//! ends with an audit at quiescence) and as a source of gauges.
+//! The pure auditor: fed each reply of the paged reads in turn, it checks
+//! what the reply proves and keeps what later replies are checked against.
+//! No I/O here, so every check is testable on hand-made replies.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
-use echomq_protocol::call::audit::{
-    AuditHead, AuditKeys, AuditPage, Head, JobRow, KeysStep, PageRow, StatePage,
-};
-use echomq_protocol::call::flow::{AuditFlows, FlowFinding};
-use echomq_protocol::QueueKeys;
+use echomq_protocol::call::audit::{Head, JobRow, KeysStep, PageRow, StatePage};
+use echomq_protocol::call::flow::FlowFinding;
+use echomq_protocol::call::groups::ReleasedState;
 
-use crate::connection::pool::Connection;
-use crate::error::Result;
-
-/// Ids per `auditPage` call. An id costs the page up to ~100 µs (it reads
-/// the job's hash and looks for it in every state: 250 ids took 25.3 ms,
-/// docs/benchmarks.md §Scale), so 100 keeps a call within a few ms.
-pub const PAGE: u64 = 100;
-/// SCAN COUNT of one `auditKeys` call: a key costs it about as much as an
-/// id costs `auditPage` (its type, then the same state lookups).
-pub const KEYS_STEP: u64 = 100;
-/// Children and parents one `auditFlows` call looks at.
-pub const FLOW_STEP: u64 = 1000;
-
-/// How bad a violation is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Severity {
-    /// A bug: must never be seen, even while workers run.
-    Hard,
-    /// Must hold once the queue is quiescent (no workers, faults stopped, stall bound passed).
-    Quiescent,
-    /// Worth a look; may be transient.
-    Warning,
-}
-
-/// One broken invariant.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// The check id (`A1` …, docs/stalled-checker.md §Audit).
-    pub check: String,
-    /// How bad.
-    pub severity: Severity,
-    /// Counted as hard for this report (hard, or quiescent in a quiescent audit).
-    pub hard: bool,
-    /// The job concerned, if any.
-    pub job_id: Option<String>,
-    /// What was found.
-    pub detail: String,
-}
-
-/// What the audit found.
-#[derive(Clone, Debug, Default)]
-pub struct AuditReport {
-    /// Redis server time when the audit began, ms.
-    pub now_srv_ms: u64,
-    /// Size of each state structure when the audit began.
-    pub counts: HashMap<String, usize>,
-    /// Number of distinct job ids seen (in structures, locks or hashes).
-    pub ids: usize,
-    /// Number of locks.
-    pub locks: usize,
-    /// Redis calls the audit made.
-    pub calls: u64,
-    /// The broken invariants.
-    pub violations: Vec<Violation>,
-}
-
-impl AuditReport {
-    /// Violations counted as hard.
-    pub fn hard_count(&self) -> usize {
-        self.violations.iter().filter(|v| v.hard).count()
-    }
-
-    /// True when nothing counted as hard was found.
-    pub fn is_consistent(&self) -> bool {
-        self.hard_count() == 0
-    }
-}
-
-/// Options of an audit.
-#[derive(Clone, Debug)]
-pub struct AuditOptions {
-    /// The queue is quiescent: "Q" checks count as hard. Default false.
-    pub quiescent: bool,
-    /// Largest lock duration any worker uses (A6b). Default 30 s.
-    pub max_lock_duration: Duration,
-}
-
-impl Default for AuditOptions {
-    fn default() -> Self {
-        Self {
-            quiescent: false,
-            max_lock_duration: Duration::from_secs(30),
-        }
-    }
-}
-
-/// How far an audit got, after each of its calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AuditProgress {
-    /// What it is reading (`wait`, `completed`, …, `keys`, `stalled`, `flows`).
-    pub phase: &'static str,
-    /// Calls made so far.
-    pub calls: u64,
-    /// Ids of the state structures read so far.
-    pub ids_read: u64,
-    /// Ids the state structures held when the audit began.
-    pub ids_total: u64,
-}
-
-/// Audits `queue` with the default options (live mode).
-pub async fn audit(conn: &Connection, queue: &str) -> Result<AuditReport> {
-    audit_with(conn, queue, &AuditOptions::default()).await
-}
-
-/// Audits `queue` with `opts`.
-pub async fn audit_with(
-    conn: &Connection,
-    queue: &str,
-    opts: &AuditOptions,
-) -> Result<AuditReport> {
-    audit_paged(conn, queue, opts, |_| {}).await
-}
-
-/// The list states, paged first: the other reads check against them.
-const LISTS: [&str; 3] = ["wait", "paused", "active"];
-/// The sorted-set states.
-const SETS: [&str; 5] = [
-    "prioritized",
-    "delayed",
-    "waiting-children",
-    "completed",
-    "failed",
-];
-
-/// Audits `queue` with `opts`, telling `progress` after every call.
-pub async fn audit_paged(
-    conn: &Connection,
-    queue: &str,
-    opts: &AuditOptions,
-    mut progress: impl FnMut(AuditProgress),
-) -> Result<AuditReport> {
-    let keys = QueueKeys::new(conn.prefix(), queue)?;
-    let head = conn.call(&AuditHead { keys: &keys }).await?;
-    let mut a = Auditor::new(opts, head);
-    let mut p = AuditProgress {
-        phase: "head",
-        calls: 1,
-        ids_read: 0,
-        ids_total: LISTS
-            .iter()
-            .chain(SETS.iter())
-            .map(|s| a.head.size(s))
-            .sum(),
-    };
-    progress(p);
-    for state in LISTS.iter().chain(SETS.iter()).chain(["repeat"].iter()) {
-        p.phase = state;
-        let mut from = 0;
-        loop {
-            let page = conn
-                .call(&AuditPage {
-                    keys: &keys,
-                    state,
-                    from,
-                    count: PAGE,
-                })
-                .await?;
-            let n = page.rows.len() as u64;
-            a.page(state, &page);
-            p.calls += 1;
-            if *state != "repeat" {
-                p.ids_read += n;
-            }
-            progress(p);
-            // Ids that arrive while the audit runs are not its business.
-            if n < PAGE || from + n >= page.size {
-                break;
-            }
-            from += n;
-        }
-    }
-    p.phase = "keys";
-    let mut cursor = String::from("0");
-    loop {
-        let step = conn
-            .call(&AuditKeys {
-                keys: &keys,
-                cursor: &cursor,
-                count: KEYS_STEP,
-            })
-            .await?;
-        p.calls += 1;
-        progress(p);
-        a.keys(&step);
-        if step.cursor == "0" {
-            break;
-        }
-        cursor = step.cursor;
-    }
-    p.phase = "stalled";
-    let mut cursor = String::from("0");
-    loop {
-        let (next, ids) = sscan(conn, &keys.key("stalled"), &cursor, KEYS_STEP).await?;
-        p.calls += 1;
-        progress(p);
-        a.stalled(&ids);
-        if next == "0" {
-            break;
-        }
-        cursor = next;
-    }
-    p.phase = "flows";
-    let (mut parent, mut cursor) = (0, String::from("0"));
-    loop {
-        let step = conn
-            .call(&AuditFlows {
-                keys: &keys,
-                parent,
-                cursor: &cursor,
-                budget: FLOW_STEP,
-            })
-            .await?;
-        p.calls += 1;
-        progress(p);
-        a.flows(step.findings);
-        if step.done {
-            break;
-        }
-        (parent, cursor) = (step.parent, step.cursor);
-    }
-    p.phase = "groups";
-    group_steps(conn, &keys, &mut a, &mut p, &mut progress).await?;
-    let mut report = a.finish();
-    report.calls = p.calls;
-    Ok(report)
-}
-
-/// The group checks G1–G5 (docs/groups.md §Audit), one bounded step per
-/// call: `{P}gr:jobs` by HSCAN, the groups by index page, each group's
-/// unreleased ids (waiting, then delayed) by page and its active set by
-/// SSCAN.
-async fn group_steps(
-    conn: &Connection,
-    keys: &QueueKeys,
-    a: &mut Auditor,
-    p: &mut AuditProgress,
-    progress: &mut impl FnMut(AuditProgress),
-) -> Result<()> {
-    use echomq_protocol::call::groups::{
-        AuditGroups, GroupAuditPage as Page, GroupAuditStep as Step, ReleasedState,
-    };
-    let groups = echomq_protocol::group::GroupKeys::new(keys);
-    let mut step = async |step: Step<'_>| -> Result<Page> {
-        let page = conn
-            .call(&AuditGroups {
-                keys,
-                groups: &groups,
-                step,
-                count: PAGE,
-            })
-            .await?;
-        p.calls += 1;
-        progress(*p);
-        Ok(page)
-    };
-    // Released jobs, by group: bounded by the groups' concurrencies (and
-    // finished jobs not yet accounted).
-    let mut released: HashMap<String, HashSet<String>> = HashMap::new();
-    let mut cursor = String::from("0");
-    loop {
-        let Page::Jobs(next, rows) = step(Step::Jobs { cursor: &cursor }).await? else {
-            break;
-        };
-        for (id, gid, state) in rows {
-            if state != ReleasedState::Open {
-                let detail =
-                    format!("finished ({state:?}) but still holds a slot of group {gid:?}");
-                a.f.add("G3", Severity::Quiescent, Some(&id), detail);
-            }
-            released.entry(gid).or_default().insert(id);
-        }
-        if next == "0" {
-            break;
-        }
-        cursor = next;
-    }
-    let mut from = 0;
-    loop {
-        let Page::Groups(rows) = step(Step::Groups { from }).await? else {
-            break;
-        };
-        let n = rows.len() as u64;
-        for (gid, _paused) in rows {
-            let mut at = 0;
-            loop {
-                let Page::Wait(ids) = step(Step::Wait {
-                    group: &gid,
-                    from: at,
-                })
-                .await?
-                else {
-                    break;
-                };
-                a.group_waiting(&gid, &ids);
-                if (ids.len() as u64) < PAGE {
-                    break;
-                }
-                at += PAGE;
-            }
-            let mut at = 0;
-            loop {
-                let Page::Delayed(indexed, ids) = step(Step::Delayed {
-                    group: &gid,
-                    from: at,
-                })
-                .await?
-                else {
-                    break;
-                };
-                if at == 0 && !ids.is_empty() && !indexed {
-                    let detail = format!("group {gid:?} has delayed jobs but is not in gr:delayed");
-                    a.f.add("G5", Severity::Hard, None, detail);
-                }
-                a.group_waiting(&gid, &ids);
-                if (ids.len() as u64) < PAGE {
-                    break;
-                }
-                at += PAGE;
-            }
-            let mine = released.remove(&gid).unwrap_or_default();
-            let mut active = HashSet::new();
-            let mut cursor = String::from("0");
-            loop {
-                let Page::Active(next, ids) = step(Step::Active {
-                    group: &gid,
-                    cursor: &cursor,
-                })
-                .await?
-                else {
-                    break;
-                };
-                for id in ids {
-                    if !mine.contains(&id) {
-                        let detail =
-                            format!("in group {gid:?}'s active set but not released to it");
-                        a.f.add("G2", Severity::Hard, Some(&id), detail);
-                    }
-                    active.insert(id);
-                }
-                if next == "0" {
-                    break;
-                }
-                cursor = next;
-            }
-            for id in mine.difference(&active) {
-                let detail = format!("released to group {gid:?} but not in its active set");
-                a.f.add("G2", Severity::Hard, Some(id), detail);
-            }
-        }
-        if n < PAGE {
-            break;
-        }
-        from += n;
-    }
-    a.forgive_unreleased();
-    Ok(())
-}
-
-/// One `SSCAN` step of a set (`"0"` as the next cursor once done).
-async fn sscan(
-    conn: &Connection,
-    key: &str,
-    cursor: &str,
-    count: u64,
-) -> Result<(String, Vec<String>)> {
-    use fred::prelude::ClientLike;
-    use fred::types::{ClusterHash, CustomCommand};
-    let slot = fred::util::redis_keyslot(key.as_bytes());
-    let command = CustomCommand::new_static("SSCAN", ClusterHash::Custom(slot), false);
-    Ok(conn
-        .pool()
-        .next()
-        .custom(
-            command,
-            vec![
-                key.to_owned(),
-                cursor.to_owned(),
-                "COUNT".to_owned(),
-                count.to_string(),
-            ],
-        )
-        .await?)
-}
+use super::report::{AuditOptions, AuditReport, Severity, Violation};
+use super::{LISTS, SETS};
 
 /// The ids seen in one list: decimal ids (generated ones) in a bitmap, any
 /// other id in a set, so a list of millions of generated ids costs a bit
@@ -481,7 +83,7 @@ impl Findings {
 
 /// The audit's state between calls: fed each reply in turn, it checks what
 /// the reply proves and keeps what later replies are checked against.
-struct Auditor {
+pub(super) struct Auditor {
     head: Head,
     max_lock_ms: i64,
     f: Findings,
@@ -501,10 +103,15 @@ struct Auditor {
     held: IdSet,
     /// Unreleased group jobs seen.
     unreleased: IdSet,
+    /// Released jobs by group, from `{P}gr:jobs` (G2: bounded by the
+    /// groups' concurrencies, plus finished jobs not yet accounted).
+    released: HashMap<String, HashSet<String>>,
+    /// The active set of the group being read.
+    group_active: HashSet<String>,
 }
 
 impl Auditor {
-    fn new(opts: &AuditOptions, head: Head) -> Self {
+    pub(super) fn new(opts: &AuditOptions, head: Head) -> Self {
         let mut a = Auditor {
             head,
             max_lock_ms: i64::try_from(opts.max_lock_duration.as_millis()).unwrap_or(i64::MAX),
@@ -520,9 +127,16 @@ impl Auditor {
             hashes: IdSet::default(),
             held: IdSet::default(),
             unreleased: IdSet::default(),
+            released: HashMap::new(),
+            group_active: HashSet::new(),
         };
         a.head_checks();
         a
+    }
+
+    /// The size of state structure `s` when the audit began.
+    pub(super) fn size(&self, s: &str) -> u64 {
+        self.head.size(s)
     }
 
     /// A5, A11, A15, A16: what the head alone shows.
@@ -589,7 +203,7 @@ impl Auditor {
     }
 
     /// One page of one state.
-    fn page(&mut self, state: &'static str, page: &StatePage) {
+    pub(super) fn page(&mut self, state: &'static str, page: &StatePage) {
         if state == "repeat" {
             for row in &page.rows {
                 if !row.job.exists() {
@@ -697,7 +311,7 @@ impl Auditor {
     }
 
     /// One SCAN step: locks (A6) and orphan hashes (A4).
-    fn keys(&mut self, step: &KeysStep) {
+    pub(super) fn keys(&mut self, step: &KeysStep) {
         for lock in &step.locks {
             self.locks += 1;
             let id = Some(lock.id.as_str());
@@ -745,7 +359,7 @@ impl Auditor {
 
     /// G1/G4 over a page of a group's unreleased ids, after the key steps:
     /// such a job is in no BullMQ structure by design (so A4 does not apply).
-    fn group_waiting(&mut self, gid: &str, ids: &[String]) {
+    pub(super) fn group_waiting(&mut self, gid: &str, ids: &[String]) {
         for id in ids {
             self.unreleased.insert(id);
             if self.held.contains(id) {
@@ -759,8 +373,53 @@ impl Auditor {
         }
     }
 
+    /// G3 over a page of `{P}gr:jobs`; keeps each group's released jobs for
+    /// G2.
+    pub(super) fn group_released(&mut self, rows: Vec<(String, String, ReleasedState)>) {
+        for (id, gid, state) in rows {
+            if state != ReleasedState::Open {
+                let detail =
+                    format!("finished ({state:?}) but still holds a slot of group {gid:?}");
+                self.f.add("G3", Severity::Quiescent, Some(&id), detail);
+            }
+            self.released.entry(gid).or_default().insert(id);
+        }
+    }
+
+    /// G5 and G1/G4 over a page of a group's delayed ids (`first`: the page
+    /// from 0, which says whether the group is indexed in `gr:delayed`).
+    pub(super) fn group_delayed(&mut self, gid: &str, first: bool, indexed: bool, ids: &[String]) {
+        if first && !ids.is_empty() && !indexed {
+            let detail = format!("group {gid:?} has delayed jobs but is not in gr:delayed");
+            self.f.add("G5", Severity::Hard, None, detail);
+        }
+        self.group_waiting(gid, ids);
+    }
+
+    /// G2 over a page of a group's active set: each id was released to it.
+    pub(super) fn group_active(&mut self, gid: &str, ids: Vec<String>) {
+        let mine = self.released.get(gid);
+        for id in ids {
+            if !mine.is_some_and(|m| m.contains(&id)) {
+                let detail = format!("in group {gid:?}'s active set but not released to it");
+                self.f.add("G2", Severity::Hard, Some(&id), detail);
+            }
+            self.group_active.insert(id);
+        }
+    }
+
+    /// G2 once a group's active set is read: every job released to it is in it.
+    pub(super) fn group_done(&mut self, gid: &str) {
+        let mine = self.released.remove(gid).unwrap_or_default();
+        let active = std::mem::take(&mut self.group_active);
+        for id in mine.difference(&active) {
+            let detail = format!("released to group {gid:?} but not in its active set");
+            self.f.add("G2", Severity::Hard, Some(id), detail);
+        }
+    }
+
     /// Drops the A4 findings of unreleased group jobs.
-    fn forgive_unreleased(&mut self) {
+    pub(super) fn forgive_unreleased(&mut self) {
         let unreleased = &self.unreleased;
         self.f.violations.retain(|v| {
             !(v.check == "A4"
@@ -771,7 +430,7 @@ impl Auditor {
     }
 
     /// A page of `stalled` (A8).
-    fn stalled(&mut self, ids: &[String]) {
+    pub(super) fn stalled(&mut self, ids: &[String]) {
         for id in ids {
             if !self.lists["active"].contains(id) {
                 let detail = "marked stalled but not active".into();
@@ -781,7 +440,7 @@ impl Auditor {
     }
 
     /// F1/F2 (docs/flows.md §Audit): each proven by one atomic step.
-    fn flows(&mut self, findings: Vec<FlowFinding>) {
+    pub(super) fn flows(&mut self, findings: Vec<FlowFinding>) {
         for finding in findings {
             self.f.violations.push(Violation {
                 check: finding.check,
@@ -793,7 +452,7 @@ impl Auditor {
         }
     }
 
-    fn finish(mut self) -> AuditReport {
+    pub(super) fn finish(mut self) -> AuditReport {
         let mut over: Vec<(String, usize)> = self
             .pending_by_scheduler
             .drain()

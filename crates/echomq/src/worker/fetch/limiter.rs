@@ -5,7 +5,7 @@
 
 use echomq_protocol::packing::Limiter;
 
-use super::options::WorkerOptions;
+use crate::worker::options::WorkerOptions;
 
 /// The limiter to send with a fetch, `None` when the worker has none.
 pub(crate) fn wire(opts: &WorkerOptions) -> Option<Limiter> {

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use echomq_protocol::call::flow::{DependencyCounts, MoveToWaitingChildren, WaitOutcome};
 use serde_json::Value;
 
-use super::job::{ActiveJob, FinishFailed};
-use super::processor::JobContext;
+use super::reads::Dependencies;
 use crate::error::Result;
-use crate::queue::flows::Dependencies;
+use crate::worker::finish::job::{ActiveJob, FinishFailed};
+use crate::worker::process::processor::JobContext;
 
 impl JobContext {
     /// Return values of this job's completed children, by child key.
@@ -37,7 +37,7 @@ impl JobContext {
     /// Parks this job in `waiting-children` while it has pending children
     /// (or while `child_key` is pending): the lock is given up and the job
     /// leaves `active`. On [`WaitOutcome::Parked`] the processor must return
-    /// [`ProcessError::WaitingChildren`](super::ProcessError::WaitingChildren)
+    /// [`ProcessError::WaitingChildren`](crate::worker::ProcessError::WaitingChildren)
     /// at once; the job runs again, from the start, when the children are
     /// done. On [`WaitOutcome::NothingPending`] it still owns the job and
     /// goes on. A child that failed its parent is

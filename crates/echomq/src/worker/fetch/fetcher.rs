@@ -14,18 +14,17 @@ use std::time::Duration;
 
 use echomq_protocol::call::lifecycle::NextJob;
 use fred::prelude::{ClientLike, Value};
-use fred::types::config::Server;
-use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 pub(crate) use super::blocking::WATCHDOG_MARGIN;
 use super::blocking::{ArmedRead, ReadOutcome};
 use super::gate::SlotPermit;
-use super::job::ActiveJob;
-use super::messages::{Internal, InternalKind, WorkerMsg};
-use super::run;
-use super::shared::WorkerShared;
+use crate::connection::blocking_reader::Read;
+use crate::worker::finish::job::ActiveJob;
+use crate::worker::messages::{Internal, InternalKind, WorkerMsg};
+use crate::worker::process::run;
+use crate::worker::shared::WorkerShared;
 
 /// The longest BZPOPMIN timeout (s), whatever the delayed jobs say.
 pub(crate) const MAX_BLOCK_S: f64 = 10.0;
@@ -78,8 +77,6 @@ struct Fetcher {
     core: Arc<WorkerShared>,
     stop: CancellationToken,
     min_block: f64,
-    client_name: String,
-    reconnects: Option<Receiver<Server>>,
     /// The marker read in flight, if any; it outlives waits the timer ended.
     read: Option<ArmedRead>,
 }
@@ -111,29 +108,28 @@ async fn run_loop(core: Arc<WorkerShared>, stop: CancellationToken) {
 impl Fetcher {
     async fn start(core: Arc<WorkerShared>, stop: CancellationToken) -> Self {
         let min_block = min_block(&core).await;
-        let client_name = core.keys().worker_client_name(core.name().map(|n| &**n));
-        let mut f = Fetcher {
+        let f = Fetcher {
             core,
             stop,
             min_block,
-            client_name,
-            reconnects: None,
             read: None,
         };
         f.sync_clock().await;
         // Open (and name) the blocking connection at start, as BullMQ does,
         // so `getWorkers()` lists this worker even while it never blocks.
-        if let Err(e) = f.client().await {
+        if let Some(Read::Failed(e)) = f.client().await {
             warn!(error = %e, "cannot open the blocking connection yet");
         }
         f
     }
 
-    async fn client(&mut self) -> crate::error::Result<fred::prelude::Client> {
-        let core = self.core.clone();
-        core.blocking()
-            .client(&self.client_name, &mut self.reconnects)
-            .await
+    /// The blocking connection's client (opened after its backoff when the
+    /// last one failed); `None` when stopped meanwhile.
+    async fn client(&self) -> Option<Read<fred::prelude::Client>> {
+        tokio::select! {
+            _ = self.stop.cancelled() => None,
+            r = self.core.blocking().client() => Some(r),
+        }
     }
 
     /// Gives the slot back and pauses; `Exit` when stopped meanwhile.
@@ -199,15 +195,17 @@ impl Fetcher {
                 None
             };
             if self.read.is_none() {
-                let client = match self.client().await {
-                    Ok(c) => c,
-                    Err(e) => {
+                match self.client().await {
+                    None | Some(Read::Stopped) => return Next::Exit,
+                    Some(Read::Value(_)) | Some(Read::Refused) => {}
+                    Some(Read::Failed(e)) => {
+                        // The next open waits the reader's backoff.
                         warn!(error = %e, "cannot open the blocking connection");
-                        return self.back_off(permit, Duration::from_secs(1)).await;
+                        return self.back_off(permit, Duration::ZERO).await;
                     }
-                };
+                }
                 let timeout = read_timeout(core.opts().drain_delay.as_secs_f64(), self.min_block);
-                self.read = Some(ArmedRead::arm(core.blocking().clone(), client, timeout));
+                self.read = Some(ArmedRead::arm(core.blocking().clone(), timeout));
             }
             let Some(read) = self.read.as_mut() else {
                 continue;
@@ -218,7 +216,8 @@ impl Fetcher {
                 outcome = read.outcome() => {
                     self.read = None;
                     if !self.on_marker(outcome) {
-                        return self.back_off(permit, Duration::from_millis(100)).await;
+                        // The next open waits the reader's backoff.
+                        return self.back_off(permit, Duration::ZERO).await;
                     }
                     if !core.gate().runnable() || core.hints().delayed_job_pending() {
                         return Next::Again;
@@ -276,7 +275,7 @@ impl Fetcher {
     async fn fetch(&self, permit: SlotPermit) -> Next {
         let core = &self.core;
         if let Some(batch) = core.opts().batch {
-            let jobs = super::batch::take(core, batch)
+            let jobs = crate::worker::process::batch::take(core, batch)
                 .instrument(tracing::debug_span!("fetch_batch"))
                 .await;
             if !jobs.is_empty() {
@@ -289,7 +288,11 @@ impl Fetcher {
                     return Next::Exit;
                 }
                 core.hints().wake();
-                tokio::spawn(super::batch::run(core.clone(), permit, jobs));
+                tokio::spawn(crate::worker::process::batch::run(
+                    core.clone(),
+                    permit,
+                    jobs,
+                ));
             }
             return Next::Again;
         }

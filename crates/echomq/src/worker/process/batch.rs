@@ -14,16 +14,16 @@ use echomq_protocol::call::lifecycle::{DelayKind, EpochMs, MoveToActive, NextJob
 use serde_json::Value;
 use tracing::{debug, warn};
 
-use super::backoff;
 use super::batch_processor::BatchOptions;
-use super::gate::SlotPermit;
-use super::job::{ActiveJob, FinishOutcome};
-use super::messages::WorkerEvent;
 use super::processor::{JobContext, ProcessError};
 use super::run::{abnormal_end, catch_panic, failure_parts};
-use super::shared::WorkerShared;
-use super::transition::{failed_attempt, Transition};
 use crate::locks::seam::CancelReason;
+use crate::worker::fetch::gate::SlotPermit;
+use crate::worker::finish::backoff;
+use crate::worker::finish::job::{ActiveJob, FinishOutcome};
+use crate::worker::finish::transition::{failed_attempt, Transition};
+use crate::worker::messages::WorkerEvent;
+use crate::worker::shared::WorkerShared;
 
 /// How often a batch short of `min_size` looks for more jobs.
 const FILL_POLL: Duration = Duration::from_millis(20);

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use ractor::ActorRef;
 use tokio::sync::Notify;
 
-use super::messages::{Internal, InternalKind, WorkerMsg};
 use crate::sync::lock;
+use crate::worker::messages::{Internal, InternalKind, WorkerMsg};
 
 /// The gate's state at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

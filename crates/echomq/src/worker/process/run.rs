@@ -14,15 +14,15 @@ use echomq_protocol::ScriptErrorCode;
 use serde_json::Value;
 use tracing::{debug, debug_span, error, warn, Instrument};
 
-use super::backoff;
-use super::gate::SlotPermit;
-use super::job::{ActiveJob, FinishOutcome};
-use super::messages::WorkerEvent;
 use super::processor::{ProcessError, ProcessFuture};
-use super::shared::WorkerShared;
-use super::transition::{failed_attempt, Transition};
 use crate::locks::seam::CancelReason;
 use crate::telemetry::trace::{self, Outcome};
+use crate::worker::fetch::gate::SlotPermit;
+use crate::worker::finish::backoff;
+use crate::worker::finish::job::{ActiveJob, FinishOutcome};
+use crate::worker::finish::transition::{failed_attempt, Transition};
+use crate::worker::messages::WorkerEvent;
+use crate::worker::shared::WorkerShared;
 use echomq_protocol::Job;
 
 /// Connection errors on a finishing call are retried this many times, with a
@@ -99,7 +99,7 @@ async fn after_run(core: &Arc<WorkerShared>, job: ActiveJob, ran: Ran) -> Option
         }
         Ran::Returned(Err(ProcessError::WaitingChildren)) => {
             trace::outcome(Outcome::WaitingChildren);
-            super::flow_ctx::parked(job)
+            crate::flows::children::parked(job)
         }
         Ran::Returned(Err(e)) => fail_job(core, job, e).await,
     }

@@ -34,7 +34,7 @@ pub type ProcessFuture =
 /// The future is polled by the slot running the job, with its panics caught:
 /// a panic fails the job (it does not bring the worker down). When the job is
 /// cancelled ([`JobContext::cancelled`]
-/// fires) the processor has [`WorkerOptions::cancel_grace`](super::WorkerOptions::cancel_grace)
+/// fires) the processor has [`WorkerOptions::cancel_grace`](crate::worker::WorkerOptions::cancel_grace)
 /// to return; then its future is dropped. Its result is ignored either way.
 pub trait Processor: Send + Sync + 'static {
     /// Processes `job`.
@@ -159,7 +159,7 @@ pub(crate) fn attempt_number(job: &Job) -> u64 {
 /// What a processor sees of the job it runs: the decoded job, the worker's
 /// queue for progress, logs and data updates, and the cancellation signal.
 /// Cheap to clone. It cannot finish the job: only the worker, through the
-/// [`ActiveJob`](super::ActiveJob) handle, does that.
+/// [`ActiveJob`](crate::worker::ActiveJob) handle, does that.
 #[derive(Clone)]
 pub struct JobContext {
     pub(crate) job: Arc<Job>,

@@ -1,6 +1,6 @@
 //! The transitions out of `active` and the one path from a transition to its
 //! script call, shared by the Worker's slots ([`ActiveJob`](super::job::ActiveJob))
-//! and manual processing ([`ManualJob`](super::manual::ManualJob)): a failed
+//! and manual processing ([`ManualJob`](crate::worker::manual::ManualJob)): a failed
 //! attempt becomes its stack trace and the backoff decision here
 //! ([`failed_attempt`]), and every transition one script call ([`Finishing::run`]).
 
@@ -19,10 +19,10 @@ use serde_json::Value;
 
 use super::backoff::{self, RetryDecision};
 use super::backoff_strategy::{self, BackoffStrategy};
-use super::limiter;
-use super::options::WorkerOptions;
 use crate::connection::pool::Connection;
 use crate::error::Result;
+use crate::worker::fetch::limiter;
+use crate::worker::options::WorkerOptions;
 
 /// Job-hash fields a transition writes first (`failedReason`, `stacktrace`).
 pub(crate) type Fields = Vec<(&'static str, String)>;

@@ -14,10 +14,10 @@ use echomq_protocol::{Job, QueueKeys};
 use fred::prelude::{HashesInterface, SetsInterface, SortedSetsInterface};
 use serde_json::Value;
 
-use super::handle::Queue;
-use super::types::JobState;
+use super::producer::OnChildFailure;
 use crate::error::{Error, Result};
-use crate::flow_producer::OnChildFailure;
+use crate::queue::handle::Queue;
+use crate::queue::types::JobState;
 
 /// SCAN rounds one paginate call may make (BullMQ's bound).
 const MAX_PAGE_ITERATIONS: u64 = 10;

@@ -15,11 +15,11 @@ use echomq_protocol::{KeepJobs, ScriptErrorCode};
 use fred::prelude::{HashesInterface, KeysInterface};
 use tokio_util::sync::CancellationToken;
 
-use super::processor::{attempt_number, JobContext};
-use super::shared::WorkerShared;
 use super::transition::{Finishing, Transition, TransitionCall};
 use crate::error::{Error, Result};
 use crate::locks::seam::{CancelReason, Held};
+use crate::worker::process::processor::{attempt_number, JobContext};
+use crate::worker::shared::WorkerShared;
 use echomq_protocol::Job;
 
 /// A job taken by this worker, locked with the token the handle owns.
@@ -171,7 +171,7 @@ impl ActiveJob {
         self.held.token().clone()
     }
 
-    /// This attempt's number, from 1 (as [`JobContext::attempt`](super::JobContext::attempt)).
+    /// This attempt's number, from 1 (as [`JobContext::attempt`](crate::worker::JobContext::attempt)).
     pub fn attempt(&self) -> u64 {
         attempt_number(&self.job)
     }
@@ -554,7 +554,7 @@ fn fail_undecodable(core: &Arc<WorkerShared>, id: String, token: Arc<str>, error
                 token: &token,
                 name: core.name().map(|n| &**n),
                 keep_jobs: KeepJobs::to_finish_keep_jobs(opts.remove_on_fail.as_ref()),
-                limiter: super::limiter::wire(opts),
+                limiter: crate::worker::fetch::limiter::wire(opts),
                 lock_duration: opts.lock_duration.as_millis() as u64,
                 attempts: 0,
                 max_metrics_size: super::transition::metrics_size(core.opts()),

@@ -7,12 +7,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::{ClientLike, EventInterface, PubsubInterface};
+use fred::clients::SubscriberClient;
+use fred::prelude::{EventInterface, PubsubInterface};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
-use super::shared::WorkerShared;
+use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::locks::seam::CancelReason;
+use crate::worker::shared::WorkerShared;
 
 /// Listens until `stop`, reconnecting on its own.
 pub(crate) fn spawn(
@@ -25,34 +27,37 @@ pub(crate) fn spawn(
 
 async fn listen(core: Arc<WorkerShared>, stop: CancellationToken) {
     let channel = core.keys().key("cancel");
+    let reader: BlockingReader<SubscriberClient> = BlockingReader::new(core.conn().clone())
+        .first_pause(Duration::from_secs(1))
+        .stop_on(stop.clone());
     loop {
-        let client = tokio::select! {
-            _ = stop.cancelled() => return,
-            c = core.conn().subscriber() => c,
-        };
-        let client = match client {
-            Ok(c) => c,
-            Err(e) => {
+        let client = match reader.client().await {
+            Read::Value(c) => c,
+            Read::Failed(e) => {
                 warn!(error = %e, "cannot open the cancel subscription; retrying");
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                }
+                continue;
             }
+            Read::Refused => continue,
+            Read::Stopped => return,
         };
         let mut messages = client.message_rx();
-        if let Err(e) = client.subscribe(channel.as_str()).await {
-            warn!(error = %e, "cannot subscribe to the cancel channel; retrying");
-            let _ = client.quit().await;
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+        let to = channel.clone();
+        match reader
+            .read(|c| async move { c.subscribe(to.as_str()).await })
+            .await
+        {
+            Read::Value(()) => {}
+            Read::Failed(e) => {
+                warn!(error = %e, "cannot subscribe to the cancel channel; retrying");
+                continue;
             }
+            Read::Refused => continue,
+            Read::Stopped => break,
         }
         loop {
             let message = tokio::select! {
                 _ = stop.cancelled() => {
-                    let _ = client.quit().await;
+                    reader.close().await;
                     return;
                 }
                 m = messages.recv() => m,
@@ -71,6 +76,8 @@ async fn listen(core: Arc<WorkerShared>, stop: CancellationToken) {
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
         }
-        let _ = client.quit().await;
+        // The subscription ended: a fresh one at once.
+        reader.discard();
     }
+    reader.close().await;
 }
