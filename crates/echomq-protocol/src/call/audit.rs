@@ -385,10 +385,15 @@ pub fn glob_escape(s: &str) -> String {
 fn server_time(s: ScriptId, reply: Reply) -> Result<u64, ReplyError> {
     let t = decode::strings(s, reply)?;
     let part = |i: usize| t.get(i).and_then(|x| x.parse::<u64>().ok());
-    match (part(0), part(1)) {
-        (Some(secs), Some(micros)) => Ok(secs * 1000 + micros / 1000),
-        _ => Err(ReplyError::shape(s, format!("TIME reply {t:?}"))),
-    }
+    // Foreign bytes may hold any number: one past u64's range is a bad
+    // reply, not an overflow.
+    let ms = match (part(0), part(1)) {
+        (Some(secs), Some(micros)) => secs
+            .checked_mul(1000)
+            .and_then(|ms| ms.checked_add(micros / 1000)),
+        _ => None,
+    };
+    ms.ok_or_else(|| ReplyError::shape(s, format!("TIME reply {t:?}")))
 }
 
 fn int_at(s: ScriptId, r: &[Reply], i: usize) -> Result<i64, ReplyError> {

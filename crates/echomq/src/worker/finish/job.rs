@@ -382,7 +382,7 @@ impl ActiveJob {
     /// first send applied this very finish, rather than the lock having
     /// expired. The job hash answers when it is still there (its
     /// `finishedOn` and value, one HMGET); when retention removed it, the
-    /// events stream does (a rare path, bounded: see [`finished_in_stream`]).
+    /// events stream does (a rare path, bounded: see [`Self::finished_in_stream`]).
     async fn applied_before(&self, t: &Transition, sent_at: EpochMs) -> Result<bool> {
         let (field, value) = match t {
             Transition::Complete(value) => (field::RETURN_VALUE, value.as_str()),
