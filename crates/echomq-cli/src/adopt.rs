@@ -86,7 +86,11 @@ fn print(r: &AdoptReport, applied: bool) {
     anstream::println!(
         "{} keys walked{}; {} job scheduler(s) or BullMQ 5 repeatable(s)",
         r.keys_seen,
-        if r.walk_complete { "" } else { " (walk stopped at its bound)" },
+        if r.walk_complete {
+            ""
+        } else {
+            " (walk stopped at its bound)"
+        },
         r.schedulers
     );
     if r.unknown_keys > 0 {
@@ -116,7 +120,11 @@ fn print(r: &AdoptReport, applied: bool) {
             e.key.member,
             e.key.name,
             repeat_text(&e.key.repeat),
-            e.key.tz.as_deref().map(|t| format!(" tz {t}")).unwrap_or_default(),
+            e.key
+                .tz
+                .as_deref()
+                .map(|t| format!(" tz {t}"))
+                .unwrap_or_default(),
             e.next_millis,
             e.iteration_id,
             e.scheduler_id
@@ -130,7 +138,10 @@ fn print(r: &AdoptReport, applied: bool) {
                 c.member,
                 c.scheduler_id,
                 c.outcome,
-                c.created.as_deref().map(|id| format!(", next iteration {id}")).unwrap_or_default()
+                c.created
+                    .as_deref()
+                    .map(|id| format!(", next iteration {id}"))
+                    .unwrap_or_default()
             );
         }
     } else {

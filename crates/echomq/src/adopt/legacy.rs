@@ -187,7 +187,10 @@ pub(crate) fn convert(key: &LegacyKey, millis: u64, job: &HashMap<String, String
     put(field::EVERY, every.map(|n| n.to_string()));
     put(field::OFFSET, offset.map(|n| n.to_string()));
     if !template.is_empty() {
-        put(field::OPTS, Some(Json::Object(template.clone()).to_string()));
+        put(
+            field::OPTS,
+            Some(Json::Object(template.clone()).to_string()),
+        );
     }
     put(
         field::DATA,

@@ -188,24 +188,35 @@ pub async fn apply(conn: &Connection, queue: &str) -> Result<AdoptReport> {
     }
     let keys = QueueKeys::new(conn.prefix(), queue)?;
     for entry in report.legacy.clone() {
-        report.converted.push(convert_one(conn, &keys, &entry).await?);
+        report
+            .converted
+            .push(convert_one(conn, &keys, &entry).await?);
     }
     // A run killed between a conversion and the successor it owed leaves a
     // scheduler whose iteration is gone; the repair sweep re-creates it once
     // its time has passed (and does nothing when all is well).
-    let sweep = JobSchedulers::new(conn, queue)?.sweep(Duration::ZERO).await?;
+    let sweep = JobSchedulers::new(conn, queue)?
+        .sweep(Duration::ZERO)
+        .await?;
     for r in sweep.restored {
         info!(queue, scheduler = %r.scheduler_id, job_id = %r.new_job_id, "adopt: lost iteration re-created");
     }
     Ok(report)
 }
 
-async fn convert_one(conn: &Connection, keys: &QueueKeys, entry: &LegacyEntry) -> Result<Converted> {
+async fn convert_one(
+    conn: &Connection,
+    keys: &QueueKeys,
+    entry: &LegacyEntry,
+) -> Result<Converted> {
     let mut millis = entry.next_millis;
     // The score moves only if a BullMQ 4 worker is still running the
     // schedule; a few re-reads cover it.
     for _ in 0..5 {
-        let job: HashMap<String, String> = conn.pool().hgetall(keys.job(&entry.key.iteration_id(millis))).await?;
+        let job: HashMap<String, String> = conn
+            .pool()
+            .hgetall(keys.job(&entry.key.iteration_id(millis)))
+            .await?;
         let conv = legacy::convert(&entry.key, millis, &job);
         let iteration_opts = Json::Object(conv.iteration_opts.clone()).to_string();
         let outcome = conn
@@ -226,7 +237,8 @@ async fn convert_one(conn: &Connection, keys: &QueueKeys, entry: &LegacyEntry) -
         };
         match outcome {
             Adopted::Moved => {
-                let score: Option<f64> = conn.pool().zscore(keys.repeat(), &entry.key.member).await?;
+                let score: Option<f64> =
+                    conn.pool().zscore(keys.repeat(), &entry.key.member).await?;
                 match score {
                     Some(s) => millis = s.max(0.0) as u64,
                     None => {
@@ -264,7 +276,10 @@ async fn convert_one(conn: &Connection, keys: &QueueKeys, entry: &LegacyEntry) -
     }
     Err(crate::error::Error::protocol(
         "adopt",
-        format!("legacy repeatable {:?} kept moving: is a BullMQ 4 worker still running it?", entry.key.member),
+        format!(
+            "legacy repeatable {:?} kept moving: is a BullMQ 4 worker still running it?",
+            entry.key.member
+        ),
     ))
 }
 
@@ -302,12 +317,34 @@ async fn walk_keys(conn: &Connection, keys: &QueueKeys, report: &mut AdoptReport
 /// writes.
 fn known_shape(suffix: &str) -> bool {
     const FIXED: &[&str] = &[
-        "wait", "active", "paused", "prioritized", "pc", "delayed", "waiting-children",
-        "completed", "failed", "stalled", "stalled-check", "meta", "id", "events", "marker",
-        "limiter", "repeat", "drained",
+        "wait",
+        "active",
+        "paused",
+        "prioritized",
+        "pc",
+        "delayed",
+        "waiting-children",
+        "completed",
+        "failed",
+        "stalled",
+        "stalled-check",
+        "meta",
+        "id",
+        "events",
+        "marker",
+        "limiter",
+        "repeat",
+        "drained",
     ];
     const FAMILIES: &[&str] = &["repeat:", "de:", "metrics:", "gr:"];
-    const JOB_PARTS: &[&str] = &["lock", "logs", "dependencies", "processed", "failed", "unsuccessful"];
+    const JOB_PARTS: &[&str] = &[
+        "lock",
+        "logs",
+        "dependencies",
+        "processed",
+        "failed",
+        "unsuccessful",
+    ];
     if FIXED.contains(&suffix) || FAMILIES.iter().any(|f| suffix.starts_with(f)) {
         return true;
     }
@@ -338,7 +375,15 @@ async fn read_repeat(conn: &Connection, keys: &QueueKeys, report: &mut AdoptRepo
     loop {
         let page: Vec<(String, f64)> = conn
             .pool()
-            .zrange(keys.repeat(), start, start + REPEAT_PAGE - 1, None, false, None, true)
+            .zrange(
+                keys.repeat(),
+                start,
+                start + REPEAT_PAGE - 1,
+                None,
+                false,
+                None,
+                true,
+            )
             .await?;
         let n = page.len() as i64;
         let mut found = Vec::new();
@@ -360,8 +405,11 @@ async fn read_repeat(conn: &Connection, keys: &QueueKeys, report: &mut AdoptRepo
         if !found.is_empty() {
             let pipe = conn.pool().next().pipeline();
             for e in &found {
-                pipe.hmget::<(), _, _>(keys.job(&e.iteration_id), vec!["timestamp", "processedOn", "finishedOn"])
-                    .await?;
+                pipe.hmget::<(), _, _>(
+                    keys.job(&e.iteration_id),
+                    vec!["timestamp", "processedOn", "finishedOn"],
+                )
+                .await?;
             }
             let states: Vec<Vec<Option<String>>> = pipe.all().await?;
             for (e, s) in found.iter_mut().zip(states) {
@@ -427,8 +475,18 @@ mod tests {
     #[test]
     fn key_shapes() {
         for k in [
-            "wait", "meta", "repeat", "repeat:abc", "repeat:abc:123", "repeat:abc:123:lock", "17",
-            "17:lock", "abc:logs", "de:x", "metrics:completed:data", "gr:ready",
+            "wait",
+            "meta",
+            "repeat",
+            "repeat:abc",
+            "repeat:abc:123",
+            "repeat:abc:123:lock",
+            "17",
+            "17:lock",
+            "abc:logs",
+            "de:x",
+            "metrics:completed:data",
+            "gr:ready",
         ] {
             assert!(known_shape(k), "{k}");
         }
