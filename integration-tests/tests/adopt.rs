@@ -23,6 +23,7 @@ use serde_json::{json, Value as Json};
 const CRON_STEP: u64 = 2000;
 const EVERY: u64 = 1500;
 const EVERY_LIMIT: usize = 4;
+const EVERY_STEP_A: u64 = 1000;
 
 async fn connect_bull(redis: &RedisServer) -> Connection {
     let mut config = ConnectionConfig::with_url(redis.url());
@@ -384,4 +385,112 @@ async fn legacy_repeatables_written_by_bullmq_4_are_adopted_and_run_on() {
     );
     let failed: i64 = c.zcard("bull:q:failed").await.unwrap();
     assert_eq!(failed, 0);
+}
+
+/// The schedule EchoMQ could not continue: an EchoMQ worker ran a legacy
+/// iteration before the adoption and produced no successor (the schedule
+/// stopped). `apply` converts it and creates the iteration it owed; the
+/// schedule goes on. A run stopped after one entry converges on a re-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_legacy_schedule_goes_on_and_a_partial_run_converges() {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let redis = RedisServer::start();
+    let c = redis.client().await;
+    let conn = connect_bull(&redis).await;
+    bullmq4_add(
+        &redis.url(),
+        "q",
+        json!([
+            {"name": "a", "data": {}, "repeat": {"every": 1000}},
+            {"name": "b", "data": {}, "repeat": {"pattern": "0 0 * * *", "tz": "UTC"}},
+        ]),
+    );
+    let report = adopt::inspect(&conn, "q").await.unwrap();
+    let a = report
+        .legacy
+        .iter()
+        .find(|e| e.key.name == "a")
+        .unwrap()
+        .clone();
+    let b = report
+        .legacy
+        .iter()
+        .find(|e| e.key.name == "b")
+        .unwrap()
+        .clone();
+
+    // Before: an EchoMQ worker runs `a`'s iteration and nothing follows.
+    let queue = Queue::new(&conn, "q").await.unwrap();
+    let first = a.iteration_id.clone();
+    let ran = rust_worker_until(&queue, left(), move |r| r.contains_key(&first)).await;
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    let delayed: Vec<String> = c
+        .zrange("bull:q:delayed", 0, -1, None, false, None, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        delayed,
+        vec![b.iteration_id.clone()],
+        "the every schedule stopped"
+    );
+
+    // A run that converted `b` only (as if killed after its call)...
+    let conv: HashMap<String, String> = c
+        .hgetall(format!("bull:q:{}", b.iteration_id))
+        .await
+        .unwrap();
+    assert!(!conv.is_empty());
+    let partial = adopt::inspect(&conn, "q").await.unwrap();
+    assert_eq!(partial.legacy.len(), 2);
+    let def = vec![
+        ("name".to_owned(), "b".to_owned()),
+        ("tz".to_owned(), "UTC".to_owned()),
+        ("pattern".to_owned(), "0 0 * * *".to_owned()),
+        ("ic".to_owned(), "1".to_owned()),
+    ];
+    let keys = echomq::protocol::QueueKeys::new("bull", "q").unwrap();
+    let outcome = conn
+        .call(&echomq::protocol::call::scheduler::AdoptLegacyRepeatable {
+            keys: &keys,
+            member: &b.key.member,
+            scheduler_id: &b.scheduler_id,
+            millis: b.next_millis,
+            definition: &def,
+            iteration_opts: r#"{"repeat":{"pattern":"0 0 * * *","tz":"UTC","count":1}}"#,
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome, Adopted::Pending);
+    // ...then a full run: `b` is not touched again, `a` gets its iteration.
+    let applied = adopt::apply(&conn, "q").await.unwrap();
+    assert_eq!(applied.converted.len(), 1, "{applied:?}");
+    let done = &applied.converted[0];
+    assert_eq!(done.member, a.key.member);
+    assert_eq!(done.outcome, Adopted::NeedsIteration);
+    let next = done.created.clone().expect("the owed iteration");
+    assert!(
+        next.starts_with(&format!("repeat:{}:", a.scheduler_id)),
+        "{next}"
+    );
+    let again = adopt::apply(&conn, "q").await.unwrap();
+    assert!(again.legacy.is_empty() && again.converted.is_empty());
+
+    // After: the every schedule goes on, one iteration each second.
+    let a_id = a.scheduler_id.clone();
+    let ran = rust_worker_until(&queue, left(), move |r| of(r, &a_id) >= 2).await;
+    assert!(ran.contains_key(&next), "{ran:?} lacks {next}");
+    let runs_total: HashMap<String, u32> = ran
+        .into_iter()
+        .chain([(a.iteration_id.clone(), 1)])
+        .collect();
+    let chain = assert_chain(
+        &c,
+        &a.scheduler_id,
+        a.next_millis,
+        EVERY_STEP_A,
+        &[&runs_total],
+    )
+    .await;
+    assert!(chain.len() >= 3, "{chain:?}");
 }
