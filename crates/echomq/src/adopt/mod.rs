@@ -456,7 +456,8 @@ async fn not_found(conn: &Connection, keys: &QueueKeys) -> Result<AdoptError> {
         cursor = next;
     }
     let hint = if queues.is_empty() {
-        "the prefix has no queue at all (is the prefix right? BullMQ's default is `bull`)".to_owned()
+        "the prefix has no queue at all (is the prefix right? BullMQ's default is `bull`)"
+            .to_owned()
     } else {
         let names: Vec<String> = queues.into_iter().collect();
         format!("queues under this prefix: {}", names.join(", "))
