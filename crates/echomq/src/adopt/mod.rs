@@ -335,8 +335,9 @@ fn known_shape(suffix: &str) -> bool {
         "limiter",
         "repeat",
         "drained",
+        "cancel",
     ];
-    const FAMILIES: &[&str] = &["repeat:", "de:", "metrics:", "gr:"];
+    const FAMILIES: &[&str] = &["repeat:", "de:", "dn:", "metrics:", "gr:"];
     const JOB_PARTS: &[&str] = &[
         "lock",
         "logs",
@@ -486,6 +487,8 @@ mod tests {
             "17:lock",
             "abc:logs",
             "de:x",
+            "dn:x",
+            "cancel",
             "metrics:completed:data",
             "gr:ready",
         ] {
