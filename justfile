@@ -133,13 +133,14 @@ _ensure-redis:
 
 # Installs the BullMQ Node client of the interop tests (npm ci, from the lock file).
 # interop/: BullMQ Node 6.7.6 for the interop tests; interop-6.7.0/ and
-# interop-6.2/: BullMQ 6.7.0 and 6.2.0, which the core interop scenarios also run against; browser/: playwright-core
+# interop-6.2/: BullMQ 6.7.0 and 6.2.0, which the core interop scenarios also run against; interop-4/: BullMQ
+# 4.18.3, whose legacy repeatable jobs `echomq adopt` converts (tests/adopt.rs); browser/: playwright-core
 # (driving Debian's Chromium, never a downloaded browser) and bull-board for the
 # dashboard tests.
 _ensure-node-packages:
     #!/usr/bin/env bash
     set -euo pipefail
-    for dir in integration-tests/interop integration-tests/interop-6.7.0 integration-tests/interop-6.2 integration-tests/browser; do
+    for dir in integration-tests/interop integration-tests/interop-6.7.0 integration-tests/interop-6.2 integration-tests/interop-4 integration-tests/browser; do
         if [ -d "$dir/node_modules" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then continue; fi
         if ! command -v npm >/dev/null 2>&1; then
             echo "node/npm are missing: install Node.js >= 18 (Debian: apt-get install nodejs npm)" >&2

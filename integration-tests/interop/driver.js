@@ -5,6 +5,8 @@
 const need = require('./pkg');
 const { Queue, Worker, Job, FlowProducer } = need('bullmq');
 const IORedis = need('ioredis');
+// The key prefix: `emq`, or EMQ_PREFIX (the adoption tests use BullMQ's default `bull`).
+const PREFIX = process.env.EMQ_PREFIX || 'emq';
 
 const [command, url, queueName, rawArgs] = process.argv.slice(2);
 const args = rawArgs ? JSON.parse(rawArgs) : {};
@@ -52,7 +54,7 @@ function connect(url) {
 
 async function main() {
   const connection = connect(url);
-  const queue = new Queue(queueName, { connection, prefix: 'emq' });
+  const queue = new Queue(queueName, { connection, prefix: PREFIX });
   try {
     switch (command) {
       case 'add-mix': {
@@ -137,7 +139,7 @@ async function main() {
         // args.times times args.gapMs apart, with args.stalledInterval and
         // args.maxStalledCount; returns the ids it recovered.
         const sweeper = new Worker(queueName, null, {
-          connection: connect(url), prefix: 'emq', autorun: false,
+          connection: connect(url), prefix: PREFIX, autorun: false,
           stalledInterval: args.stalledInterval, maxStalledCount: args.maxStalledCount,
         });
         const recovered = [];
@@ -161,7 +163,7 @@ async function main() {
         const workerConnection = connect(url);
         const worker = new Worker(queueName, async (job) => {
           seen.push({ id: job.id, at: Date.now() });
-        }, { connection: workerConnection, prefix: 'emq', concurrency: 1 });
+        }, { connection: workerConnection, prefix: PREFIX, concurrency: 1 });
         await new Promise((r) => setTimeout(r, args.ms));
         await worker.close();
         await workerConnection.quit();
@@ -186,7 +188,7 @@ async function main() {
             const start = Date.now();
             if (args.sleepMs) await new Promise((r) => setTimeout(r, args.sleepMs));
             seen.push({ id: job.id, start, end: Date.now() });
-          }, { connection: c, prefix: 'emq', concurrency: 1, name, ...(args.opts || {}) }));
+          }, { connection: c, prefix: PREFIX, concurrency: 1, name, ...(args.opts || {}) }));
         }
         const mine = args.ids || [];
         const finished = args.finished || [];
@@ -248,7 +250,7 @@ async function runOp(queue, op, p) {
       const { UnrecoverableError } = need('bullmq');
       const wconn = connect(url);
       const w = new Worker(queue.name, async (j) => behave(j.data, j.attemptsMade, (x) => j.updateProgress(x), UnrecoverableError), {
-        connection: wconn, prefix: 'emq', drainDelay: 1, ...(op === 'work-with' ? p[0] : {}),
+        connection: wconn, prefix: PREFIX, drainDelay: 1, ...(op === 'work-with' ? p[0] : {}),
       });
       for (;;) {
         await new Promise((r) => setTimeout(r, 50));
@@ -266,7 +268,7 @@ async function runOp(queue, op, p) {
       // [parentName, parentData, [{name, data, opts}], parentOpts]: a parent
       // and its children, all in this queue.
       const fconn = new IORedis(url, { maxRetriesPerRequest: null });
-      const flow = new FlowProducer({ connection: fconn, prefix: 'emq' });
+      const flow = new FlowProducer({ connection: fconn, prefix: PREFIX });
       const children = p[2].map((c) => ({ ...c, queueName: queue.name }));
       const tree = await flow.add({ name: p[0], data: p[1], queueName: queue.name, children, opts: p[3] });
       await flow.close();
@@ -320,7 +322,7 @@ async function parityOp(queue, op, p) {
       // the queue's rate limit (unless 0), and puts the job back with job.moveToWait
       // (moveJobFromActiveToWait); answers {id, pttl}.
       const c = new IORedis(url, { maxRetriesPerRequest: null });
-      const w = new Worker(queue.name, null, { connection: c, prefix: 'emq', autorun: false });
+      const w = new Worker(queue.name, null, { connection: c, prefix: PREFIX, autorun: false });
       try {
         const j = await w.getNextJob(p[0], { block: false });
         if (!j) throw new Error('no job to take');
@@ -347,7 +349,7 @@ async function parityOp(queue, op, p) {
           const start = Date.now();
           await new Promise((r) => setTimeout(r, p[2] || 0));
           seen.push({ id: j.id, start, end: Date.now() });
-        }, { connection: c, prefix: 'emq', ...opts }));
+        }, { connection: c, prefix: PREFIX, ...opts }));
       }
       await new Promise((r) => setTimeout(r, p[0]));
       await Promise.all(workers.map((w) => w.close()));
@@ -377,7 +379,7 @@ async function bullmq67Op(queue, op, p) {
     // [token, limiter]: one getNextJob by a worker with that rate limiter; the id taken.
     case 'take-limited': {
       const c = connect(url);
-      const w = new Worker(queue.name, null, { connection: c, prefix: 'emq', autorun: false, limiter: p[1] });
+      const w = new Worker(queue.name, null, { connection: c, prefix: PREFIX, autorun: false, limiter: p[1] });
       try {
         const j = await w.getNextJob(p[0], { block: false });
         return j ? j.id : null;

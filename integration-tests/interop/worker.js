@@ -1,6 +1,6 @@
 // A long-running BullMQ Node worker (prefix `emq`) for EchoMQ's interop tests.
 // Usage: node worker.js <redis-url> <queue> <json-options>
-// Options: concurrency, name, lockDuration, stalledInterval, maxStalledCount,
+// Options: prefix (default emq), concurrency, name, lockDuration, stalledInterval, maxStalledCount,
 // drainDelay, verbose (one line per job start), hang (processors never return),
 // skipStalledCheck, sweepOnly (take no job: only run Node's stalled check every
 // stalledInterval, printing {"ev":"stalled","id"} per recovered job).
@@ -26,7 +26,7 @@ const worker = new Worker(queueName, async (job) => {
   return behave(job.data, job.attemptsMade, async (p) => job.updateProgress(p), UnrecoverableError);
 }, {
   connection,
-  prefix: 'emq',
+  prefix: opts.prefix || 'emq',
   concurrency: opts.concurrency || 1,
   name: opts.name,
   lockDuration: opts.lockDuration || 30000,

@@ -191,6 +191,9 @@ script_ids! {
     AuditGroups => "auditGroups", 2;
     /// Groups: read or replace the queue's defaults for groups without settings.
     GroupDefaults => "groupDefaults", 1;
+    /// EchoMQ extension (`echomq adopt`): turn one legacy repeatable job of
+    /// BullMQ <= 4 into a job scheduler.
+    AdoptLegacyRepeatable => "adoptLegacyRepeatable", 5;
     /// EchoMQ extension (group commit): several moveToFinished in one call,
     /// each with its own effects and reply.
     MoveJobsToFinished => "moveJobsToFinished", 15;

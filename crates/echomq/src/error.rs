@@ -75,6 +75,9 @@ pub enum Error {
     /// slots): see [`check_server`](crate::connection::check_server).
     #[error(transparent)]
     Server(#[from] ServerProblem),
+    /// `echomq adopt` refused a queue; nothing was written.
+    #[error(transparent)]
+    Adopt(#[from] crate::adopt::AdoptError),
     /// A group job was refused: its group holds its max size of unreleased
     /// jobs (docs/groups.md). Nothing was written.
     #[error("group {group:?} is full ({max_size} jobs waiting)")]

@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod adopt;
 pub mod audit;
 pub mod clock;
 pub mod connection;

@@ -38,8 +38,8 @@ use echomq_protocol::call::relay::{
     RelaySweep, RelayTouchNamespace, RelayTrimInbox, RelayUnregisterNode, SubscriptionFilter,
 };
 use echomq_protocol::call::scheduler::{
-    AddJobScheduler, GetJobScheduler, IterationOptions, RemoveJobScheduler, RepeatOptions,
-    SchedulerInfo, SchedulerOptions, UpdateJobScheduler,
+    AddJobScheduler, AdoptLegacyRepeatable, GetJobScheduler, IterationOptions, RemoveJobScheduler,
+    RepeatOptions, SchedulerInfo, SchedulerOptions, UpdateJobScheduler,
 };
 use echomq_protocol::call::stalled::MoveStalledJobsToWait;
 use echomq_protocol::call::{Reply, ScriptCall};
@@ -736,6 +736,14 @@ pub fn every_call(reply: &Reply, s: &str, n: u64, i: i64) {
         },
         RemoveJobScheduler { keys: k, id: s },
         GetJobScheduler { keys: k, id: s },
+        AdoptLegacyRepeatable {
+            keys: k,
+            member: s,
+            scheduler_id: s,
+            millis: n,
+            definition: &[],
+            iteration_opts: s
+        },
         MoveStalledJobsToWait {
             keys: k,
             max_stalled_count: n,

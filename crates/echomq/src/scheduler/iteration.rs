@@ -81,7 +81,7 @@ pub(crate) async fn create_next_iteration_at(
 /// Node's `upsertJobScheduler` on the worker path (docs/job-scheduler.md):
 /// re-check limit and end date from the producing job's `repeat`, compute
 /// the next cron time, call updateJobScheduler.
-pub(super) async fn next_iteration(
+pub(crate) async fn next_iteration(
     conn: &Connection,
     keys: &QueueKeys,
     scheduler_id: &str,

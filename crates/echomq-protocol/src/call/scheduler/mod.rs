@@ -2,6 +2,7 @@
 //! updateJobScheduler-12, removeJobScheduler-3, getJobScheduler-1); the
 //! options they carry are in `options.rs`.
 
+mod adopt;
 mod options;
 
 use serde_json::{Map, Value as Json};
@@ -13,6 +14,7 @@ use crate::keys::QueueKeys;
 use crate::packing::pack_map;
 use crate::scripts::ScriptId;
 
+pub use adopt::{AdoptLegacyRepeatable, Adopted};
 pub use options::{
     field, json_u64, opt, parse_millis, IterationOptions, RepeatOptions, SchedulerInfo,
     SchedulerOptions,
