@@ -31,6 +31,34 @@ async fn connect_bull(redis: &RedisServer) -> Connection {
     Connection::connect(config).await.unwrap()
 }
 
+/// `echomq --prefix bull adopt <args>` (the workspace's binary, with none of
+/// the caller's `ECHOMQ_*`/`REDIS_URL`): its exit code and standard output.
+fn echomq_adopt(url: &str, args: &[&str]) -> (i32, String) {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/echomq");
+    assert!(
+        bin.is_file(),
+        "{} missing: `cargo build -p echomq-cli` first",
+        bin.display()
+    );
+    let mut cmd = Command::new(bin);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ECHOMQ_") || k == "REDIS_URL" {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .args(["--url", url, "--prefix", "bull", "adopt"])
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("echomq adopt {args:?}: {stderr}");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// BullMQ 4.18.3 adds repeatable jobs (`integration-tests/interop-4/legacy.js`).
 fn bullmq4_add(url: &str, queue: &str, specs: Json) -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop-4");
@@ -188,10 +216,18 @@ async fn legacy_repeatables_written_by_bullmq_4_are_adopted_and_run_on() {
     );
     assert_eq!(ids.len(), 2);
 
-    // Report: nothing written.
+    // Report: nothing written, by the library and by `echomq adopt`.
     let before = snapshot(&c).await;
     let report = adopt::inspect(&conn, "q").await.unwrap();
     assert_eq!(snapshot(&c).await, before, "inspect wrote something");
+    let (code, out) = echomq_adopt(&redis.url(), &["q", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let shown: Json = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(shown["legacy"].as_array().map(Vec::len), Some(2), "{shown}");
+    assert_eq!(snapshot(&c).await, before, "`echomq adopt` wrote something");
+    let (code, out) = echomq_adopt(&redis.url(), &["nope"]);
+    assert_eq!(code, 2, "a queue that does not exist: {out}");
+    assert_eq!(snapshot(&c).await, before);
     assert_eq!(report.version.as_deref(), Some("bullmq:4.18.3"));
     assert_eq!(report.unknown_keys, 0, "{:?}", report.unknown_sample);
     assert!(report.walk_complete);

@@ -10,6 +10,7 @@ use crate::target::Target;
 mod add;
 mod add_bulk;
 mod add_flow;
+mod adopt;
 mod audit;
 mod cancel;
 mod clean;
@@ -114,6 +115,10 @@ pub(crate) enum Command {
     Ui(ui::Args),
     /// The relay (BullMQ's fleet pub/sub): publish, subscribe, show; see docs/relay.md.
     Relay(relay::Args),
+    /// What a running BullMQ queue holds that matters to a mixed fleet
+    /// (legacy repeatable jobs, the meta version, keys of unknown shape);
+    /// `--apply` turns legacy repeatables into job schedulers (docs/migrating.md).
+    Adopt(adopt::AdoptArgs),
 }
 
 impl Command {
@@ -145,11 +150,12 @@ impl Command {
             Command::Audit(a) => audit::run(a, t).await,
             Command::Demo => demo::run(t).await,
             Command::Schedulers(a) => schedulers::run(a, t).await,
-            // These three have exit codes of their own (a service's, a
-            // server's, the relay's).
+            // These have exit codes of their own (a service's, a server's,
+            // the relay's, adopt's report).
             Command::Work(a) => return work::run(*a, t).await,
             Command::Ui(a) => return ui::run(a, t).await,
             Command::Relay(a) => return relay::run(a, t).await,
+            Command::Adopt(a) => return adopt::run(a, t).await,
         };
         match done {
             Ok(()) => 0,

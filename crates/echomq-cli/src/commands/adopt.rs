@@ -12,10 +12,11 @@ use echomq::{Connection, Error};
 use serde_json::json;
 
 use crate::style::{paint, BAD, BOLD, DIM, GOOD, WARN};
+use crate::target::Target;
 
 /// The arguments of `echomq adopt`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct AdoptArgs {
+pub(crate) struct AdoptArgs {
     /// The queue (under the global `--prefix`: BullMQ's default is `bull`).
     pub queue: String,
     /// Convert each legacy repeatable job into a job scheduler (one atomic
@@ -27,8 +28,30 @@ pub struct AdoptArgs {
     pub json: bool,
 }
 
-/// Runs the command; the answer is the process exit code.
-pub async fn run(args: &AdoptArgs, conn: &Connection, prefix: &str) -> Result<i32, Error> {
+/// Runs the command against the target: its own connection and no `Queue`
+/// (opening one writes the queue's meta hash; adopt writes only with
+/// `--apply`). Answers the process exit code.
+pub(crate) async fn run(args: AdoptArgs, t: &Target) -> i32 {
+    let conn = match Connection::connect(t.config.clone()).await {
+        Ok(conn) => conn,
+        Err(e) => return failed(&e, t),
+    };
+    let code = report(&args, &conn, &t.prefix).await;
+    conn.close().await;
+    match code {
+        Ok(code) => code,
+        Err(e) => failed(&e, t),
+    }
+}
+
+fn failed(e: &Error, t: &Target) -> i32 {
+    let d = echomq_cli::diagnose::diagnose(e, Some(&t.url));
+    crate::style::print_error(&d.message);
+    d.class.exit_code()
+}
+
+/// Prints the report (or applies and prints); the exit code.
+async fn report(args: &AdoptArgs, conn: &Connection, prefix: &str) -> Result<i32, Error> {
     let result = if args.apply {
         adopt::apply(conn, &args.queue).await
     } else {
