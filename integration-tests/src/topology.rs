@@ -128,7 +128,7 @@ pub async fn four_actors(conn: &Connection, queue: &str) -> Lifecycle {
         let mut completed = BTreeSet::new();
         let mut failed = BTreeSet::new();
         for id in &ids {
-            match q.get_state(id).await.expect("get_state") {
+            match q.get_job_state(id).await.expect("get_state") {
                 JobState::Completed => {
                     completed.insert(id.clone());
                 }
@@ -383,7 +383,7 @@ impl Load {
             let mut lost = Vec::new();
             let mut pending = Vec::new();
             for id in &acked {
-                match self.queue.get_state(id).await.expect("get_state") {
+                match self.queue.get_job_state(id).await.expect("get_state") {
                     JobState::Completed => completed += 1,
                     JobState::Failed => failed.push(id.clone()),
                     JobState::Unknown => lost.push(id.clone()),

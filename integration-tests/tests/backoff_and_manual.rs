@@ -115,7 +115,7 @@ async fn without_a_strategy_a_custom_type_fails_for_good() {
     let m = ManualWorker::new(q.clone(), WorkerOptions::default()).unwrap();
     let job = take(&m, "t1").await;
     assert!(job.move_to_failed("boom", false).await.unwrap().is_none());
-    assert_eq!(q.get_state("1").await.unwrap(), JobState::Failed);
+    assert_eq!(q.get_job_state("1").await.unwrap(), JobState::Failed);
 }
 
 async fn take(m: &ManualWorker, token: &str) -> ManualJob {
@@ -169,14 +169,14 @@ async fn manual_processing_takes_finishes_and_delays_with_its_own_token() {
         .await
         .unwrap()
         .is_none());
-    assert_eq!(q.get_state("2").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state("2").await.unwrap(), JobState::Waiting);
 
     // Delay until a time, no attempt counted.
     let c3 = take(&m, "tok-2").await;
     assert_eq!(c3.job().id, "3");
     let until = echomq::clock::now_ms() + 60_000;
     c3.move_to_delayed(until).await.unwrap();
-    assert_eq!(q.get_state("3").await.unwrap(), JobState::Delayed);
+    assert_eq!(q.get_job_state("3").await.unwrap(), JobState::Delayed);
     let score: Option<f64> = c.zscore("emq:man:delayed", "3").await.unwrap();
     assert!(score.is_some());
 
@@ -186,7 +186,7 @@ async fn manual_processing_takes_finishes_and_delays_with_its_own_token() {
     let _: () = c.del(format!("emq:man:{d_id}:lock")).await.unwrap();
     let err = d.move_to_completed(&json!(1), false).await.unwrap_err();
     assert!(matches!(err, Error::Script { .. }), "{err}");
-    assert_eq!(q.get_state(&d_id).await.unwrap(), JobState::Active);
+    assert_eq!(q.get_job_state(&d_id).await.unwrap(), JobState::Active);
 
     let read = bullmq("read-jobs", &url, "man", json!({"ids": ["1", "2", "3"]}));
     assert_eq!(read["1"]["state"], "completed");

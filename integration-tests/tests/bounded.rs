@@ -119,19 +119,27 @@ fn stalled_calls(calls: &[Call]) -> u64 {
 async fn getters_read_large_ranges_in_pages() {
     let (redis, _conn, c, q) = big(20_000, 5_000).await;
     let m = Monitor::start(redis.port(), &c).await;
-    let all = q.get_jobs(&[JobState::Waiting], 0, -1, true).await.unwrap();
+    let all = q
+        .get_jobs(&[JobState::Waiting], 0, -1, echomq::RangeOrder::Ascending)
+        .await
+        .unwrap();
     assert_eq!(all.len(), 20_000);
     assert_eq!(all[0].id, "5001", "oldest first");
     let ids = q
-        .get_ranges(&[JobState::Completed], 0, -1, false)
+        .get_ranges(
+            &[JobState::Completed],
+            0,
+            -1,
+            echomq::RangeOrder::Descending,
+        )
         .await
         .unwrap();
     assert_eq!(ids.len(), 5_000);
     // The oldest waiting job sits at the tail of a 20 000-long wait list.
-    assert_eq!(q.get_state("5001").await.unwrap(), JobState::Waiting);
-    assert_eq!(q.get_state("15000").await.unwrap(), JobState::Waiting);
-    assert_eq!(q.get_state("3").await.unwrap(), JobState::Completed);
-    assert_eq!(q.get_state("nope").await.unwrap(), JobState::Unknown);
+    assert_eq!(q.get_job_state("5001").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state("15000").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state("3").await.unwrap(), JobState::Completed);
+    assert_eq!(q.get_job_state("nope").await.unwrap(), JobState::Unknown);
     let counts = q.counts().await.unwrap();
     assert_eq!((counts.waiting, counts.completed), (20_000, 5_000));
     let calls = m.take(&c).await;
@@ -155,18 +163,14 @@ async fn clean_and_drain_work_a_chunk_per_call() {
     let m = Monitor::start(redis.port(), &c).await;
     let mut steps = 0;
     let cleaned = q
-        .clean_chunked(
-            Duration::ZERO,
-            JobState::Completed,
-            0,
-            DEFAULT_CHUNK,
-            |_| steps += 1,
-        )
+        .chunked(DEFAULT_CHUNK)
+        .on_progress(|_| steps += 1)
+        .clean(Duration::ZERO, JobState::Completed, 0)
         .await
         .unwrap();
     assert_eq!(cleaned, 12_000);
     assert!(steps >= 12, "{steps} calls");
-    let drained = q.drain_chunked(false, DEFAULT_CHUNK, |_| {}).await.unwrap();
+    let drained = q.chunked(DEFAULT_CHUNK).drain(false).await.unwrap();
     assert_eq!(drained, 12_000);
     let calls = m.take(&c).await;
     let chunk = DEFAULT_CHUNK as usize;
@@ -212,14 +216,15 @@ async fn retry_promote_and_obliterate_move_a_chunk_per_call() {
     }
     let m = Monitor::start(redis.port(), &c).await;
     assert_eq!(
-        q.retry_jobs_with(echomq::protocol::FinishTarget::Failed, 1000, None, |_| {})
+        q.chunked(1000)
+            .retry_jobs(echomq::protocol::FinishTarget::Failed, None)
             .await
             .unwrap(),
         10_000
     );
-    assert_eq!(q.promote_all_with(1000, |_| {}).await.unwrap(), 10_000);
+    assert_eq!(q.chunked(1000).promote_all().await.unwrap(), 10_000);
     assert_eq!(q.counts().await.unwrap().waiting, 20_000);
-    q.obliterate_with(true, 1000, |_| {}).await.unwrap();
+    q.chunked(1000).obliterate(true).await.unwrap();
     let calls = m.take(&c).await;
     assert_bounded("retry/promote/obliterate", &calls, 1000 * 10 + 50, 1000);
     let keys: Vec<String> = state::cmd(&c, "KEYS", vec!["emq:q:*".into()]).await;
@@ -300,9 +305,9 @@ async fn a_parent_with_10000_children_is_read_in_pages() {
         .await
         .unwrap();
     let m = Monitor::start(redis.port(), &c).await;
-    let values = q.get_children_values("P").await.unwrap();
+    let values = q.flows().get_children_values("P").await.unwrap();
     assert_eq!(values.len(), 4000);
-    let deep = q.get_dependencies("P", 5900, 100).await.unwrap();
+    let deep = q.flows().get_dependencies("P", 5900, 100).await.unwrap();
     assert_eq!(deep.unprocessed.len(), 100, "a page deep in the set");
     assert_eq!(deep.counts.unprocessed, 6000);
     let calls = m.take(&c).await;
@@ -403,7 +408,7 @@ async fn the_stalled_check_follows_the_active_jobs_not_the_backlog() {
 async fn the_metrics_export_reads_counts_not_jobs() {
     let (redis, _conn, c, q) = big(30_000, 20_000).await;
     let m = Monitor::start(redis.port(), &c).await;
-    let text = q.export_prometheus_metrics(&[]).await.unwrap();
+    let text = q.telemetry().export_prometheus_metrics(&[]).await.unwrap();
     assert!(
         text.contains("bullmq_job_count{queue=\"q\", state=\"waiting\"} 30000"),
         "{text}"
@@ -444,7 +449,7 @@ async fn a_queue_of_10000_groups_is_fed_a_batch_per_call() {
     }
     let adds = m.take(&c).await;
     assert_eq!(assert_bounded("group adds", &adds, 40, 1000), 2 * GROUPS);
-    let page = q.groups(5_000, 100).await.unwrap();
+    let page = q.groups().page(5_000, 100).await.unwrap();
     assert_eq!(page.groups.len(), 100);
     let calls = m.take(&c).await;
     assert_bounded("groups page", &calls, 100 * 12 + 20, 100);

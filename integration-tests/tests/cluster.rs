@@ -49,7 +49,7 @@ async fn wait_states(q: &Queue, ids: &[String], want: JobState, limit: Duration)
     loop {
         let mut pending = Vec::new();
         for id in ids {
-            if q.get_state(id).await.unwrap() != want {
+            if q.get_job_state(id).await.unwrap() != want {
                 pending.push(id.clone());
             }
         }

@@ -61,16 +61,23 @@ async fn simple_mode_keeps_the_owner_until_the_key_is_freed() {
     let ttl: i64 = c.pttl("emq:dd:de:D").await.unwrap();
     assert_eq!(ttl, -1);
     assert_eq!(
-        q.get_deduplication_job_id("D").await.unwrap().as_deref(),
+        q.dedup()
+            .get_deduplication_job_id("D")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("1")
     );
-    assert_eq!(q.get_deduplication_job_id("nope").await.unwrap(), None);
+    assert_eq!(
+        q.dedup().get_deduplication_job_id("nope").await.unwrap(),
+        None
+    );
 
     // Freed by its owner only: job 1 owns D, so it may free it.
-    assert!(q.remove_job_deduplication_key("1").await.unwrap());
-    assert!(!q.remove_job_deduplication_key("1").await.unwrap());
+    assert!(q.dedup().remove_job_deduplication_key("1").await.unwrap());
+    assert!(!q.dedup().remove_job_deduplication_key("1").await.unwrap());
     assert!(matches!(
-        q.remove_job_deduplication_key("404").await,
+        q.dedup().remove_job_deduplication_key("404").await,
         Err(Error::JobNotFound(_))
     ));
     let third = q
@@ -81,14 +88,18 @@ async fn simple_mode_keeps_the_owner_until_the_key_is_freed() {
 
     // Job 1 no longer owns D (job 3 does): the owner-checked removal refuses,
     // the queue-wide one deletes whoever owns it.
-    assert!(!q.remove_job_deduplication_key("1").await.unwrap());
+    assert!(!q.dedup().remove_job_deduplication_key("1").await.unwrap());
     assert_eq!(
-        q.get_deduplication_job_id("D").await.unwrap().as_deref(),
+        q.dedup()
+            .get_deduplication_job_id("D")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("3")
     );
-    assert!(q.remove_deduplication_key("D").await.unwrap());
-    assert!(!q.remove_deduplication_key("D").await.unwrap());
-    assert_eq!(q.get_deduplication_job_id("D").await.unwrap(), None);
+    assert!(q.dedup().remove_deduplication_key("D").await.unwrap());
+    assert!(!q.dedup().remove_deduplication_key("D").await.unwrap());
+    assert_eq!(q.dedup().get_deduplication_job_id("D").await.unwrap(), None);
 }
 
 /// Redis's time (ms) of the first `event` of job `id` in queue `queue`'s
@@ -240,9 +251,13 @@ async fn replace_mode_swaps_a_delayed_owner_for_the_newest_add() {
         q.get_job("1").await.unwrap().is_none(),
         "the delayed owner is gone"
     );
-    assert_eq!(q.get_state("2").await.unwrap(), JobState::Delayed);
+    assert_eq!(q.get_job_state("2").await.unwrap(), JobState::Delayed);
     assert_eq!(
-        q.get_deduplication_job_id("R").await.unwrap().as_deref(),
+        q.dedup()
+            .get_deduplication_job_id("R")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("2")
     );
     assert_eq!(

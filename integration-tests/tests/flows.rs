@@ -53,13 +53,13 @@ async fn get_flow_reads_the_tree_as_node_does() {
     let conn = redis.connect().await;
     FlowProducer::new(&conn).add(tree()).await.unwrap();
     let q = Queue::new(&conn, "q").await.unwrap();
-    let flow = q.get_flow("root", 10, 20).await.unwrap().unwrap();
+    let flow = q.flows().get_flow("root", 10, 20).await.unwrap().unwrap();
     assert_eq!(flow.state, JobState::WaitingChildren);
     let mut node = node_flows("get-flow", &redis.url(), "q", json!({"id": "root"}));
     sort_node(&mut node);
     assert_eq!(shape(&flow), node);
     // Depth 2: the children without theirs.
-    let shallow = q.get_flow("root", 2, 20).await.unwrap().unwrap();
+    let shallow = q.flows().get_flow("root", 2, 20).await.unwrap().unwrap();
     assert_eq!(shallow.children.len(), 2);
     assert!(shallow.children.iter().all(|c| c.children.is_empty()));
     let mut node = node_flows(
@@ -70,7 +70,7 @@ async fn get_flow_reads_the_tree_as_node_does() {
     );
     sort_node(&mut node);
     assert_eq!(shape(&shallow), node);
-    assert!(q.get_flow("nope", 3, 10).await.unwrap().is_none());
+    assert!(q.flows().get_flow("nope", 3, 10).await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +84,7 @@ async fn dependencies_are_paged_and_counted() {
     FlowProducer::new(&conn).add(root).await.unwrap();
     let q = Queue::new(&conn, "q").await.unwrap();
     assert_eq!(
-        q.get_dependencies_count("root").await.unwrap(),
+        q.flows().get_dependencies_count("root").await.unwrap(),
         DependencyCounts {
             unprocessed: 25,
             ..Default::default()
@@ -92,7 +92,11 @@ async fn dependencies_are_paged_and_counted() {
     );
     let mut all = Vec::new();
     for page in 0..3 {
-        let d = q.get_dependencies("root", page * 10, 10).await.unwrap();
+        let d = q
+            .flows()
+            .get_dependencies("root", page * 10, 10)
+            .await
+            .unwrap();
         assert_eq!(d.counts.unprocessed, 25);
         all.extend(d.unprocessed);
     }
@@ -117,18 +121,21 @@ async fn detaching_and_removing_children() {
     let q2 = Queue::new(&conn, "q2").await.unwrap();
 
     // Detach both children: the parent, left without pending children, moves to wait.
-    assert!(q.remove_child_dependency("c1").await.unwrap());
+    assert!(q.flows().remove_child_dependency("c1").await.unwrap());
     assert!(
-        !q.remove_child_dependency("c1").await.unwrap(),
+        !q.flows().remove_child_dependency("c1").await.unwrap(),
         "already detached"
     );
-    assert_eq!(q.get_state("p").await.unwrap(), JobState::WaitingChildren);
-    assert!(q2.remove_child_dependency("c2").await.unwrap());
-    assert_eq!(q.get_state("p").await.unwrap(), JobState::Waiting);
+    assert_eq!(
+        q.get_job_state("p").await.unwrap(),
+        JobState::WaitingChildren
+    );
+    assert!(q2.flows().remove_child_dependency("c2").await.unwrap());
+    assert_eq!(q.get_job_state("p").await.unwrap(), JobState::Waiting);
     let c1 = q.get_job("c1").await.unwrap().unwrap();
     assert!(c1.parent_key.is_none() && c1.parent.is_none());
     assert!(matches!(
-        q.remove_child_dependency("ghost").await,
+        q.flows().remove_child_dependency("ghost").await,
         Err(echomq::Error::JobNotFound(_))
     ));
 
@@ -140,7 +147,7 @@ async fn detaching_and_removing_children() {
     )
     .await
     .unwrap();
-    q.remove_unprocessed_children("p2").await.unwrap();
+    q.flows().remove_unprocessed_children("p2").await.unwrap();
     for (queue, id) in [(&q2, "m"), (&q, "g"), (&q, "d")] {
         assert!(!queue.job_exists(id).await.unwrap(), "{id} removed");
     }
@@ -188,7 +195,7 @@ async fn a_bulk_with_a_missing_parent_writes_the_other_flows() {
         .unwrap();
     assert_eq!(t.id.len(), 36);
     assert_eq!(
-        q.get_state(&t.children[0].id).await.unwrap(),
+        q.get_job_state(&t.children[0].id).await.unwrap(),
         JobState::Waiting
     );
 }
@@ -216,16 +223,17 @@ async fn queue_add_with_a_parent_adds_a_dependency() {
             &json!(2),
             JobOptions::new()
                 .parent(parent.clone())
-                .fail_parent_on_failure(true),
+                .on_failure(echomq::flow_producer::OnChildFailure::FailParent),
         )
         .await
         .unwrap();
     assert!(q
+        .flows()
         .is_pending_child("p", &format!("emq:q2:{id}"))
         .await
         .unwrap());
     assert_eq!(
-        q.get_dependencies_count("p").await.unwrap(),
+        q.flows().get_dependencies_count("p").await.unwrap(),
         DependencyCounts {
             unprocessed: 2,
             ..Default::default()
@@ -235,8 +243,14 @@ async fn queue_add_with_a_parent_adds_a_dependency() {
     assert_eq!(stored.parent_key.as_deref(), Some("emq:q:p"));
     let opts = &stored.opts;
     assert_eq!(opts.parent.as_ref(), Some(&parent));
-    assert!(opts.fail_parent_on_failure && !opts.remove_dependency_on_failure);
-    assert_eq!(q.get_state("p").await.unwrap(), JobState::WaitingChildren);
+    assert_eq!(
+        opts.on_failure,
+        Some(echomq::flow_producer::OnChildFailure::FailParent)
+    );
+    assert_eq!(
+        q.get_job_state("p").await.unwrap(),
+        JobState::WaitingChildren
+    );
 
     let err = q2
         .add(

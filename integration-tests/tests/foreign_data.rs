@@ -280,7 +280,7 @@ async fn corrupt_hashes_fail_with_a_reason_and_the_queue_flows_on() {
     .await;
 
     for (id, verdict) in &expected {
-        let state = q.get_state(id).await.unwrap();
+        let state = q.get_job_state(id).await.unwrap();
         let reason: Option<String> = c.hget(keys.job(id), "failedReason").await.unwrap();
         match verdict {
             Ok(()) => assert_eq!(state, JobState::Completed, "{id}: {reason:?}"),
@@ -308,7 +308,7 @@ async fn corrupt_hashes_fail_with_a_reason_and_the_queue_flows_on() {
     wait_until(
         "the job added last completed",
         Duration::from_secs(20),
-        async || q.get_state(&last).await.unwrap() == JobState::Completed,
+        async || q.get_job_state(&last).await.unwrap() == JobState::Completed,
     )
     .await;
     let status: WorkerStatus = call_t!(worker, WorkerMsg::GetStatus, 2000).unwrap();

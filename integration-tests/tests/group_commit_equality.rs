@@ -305,8 +305,12 @@ async fn setup(conn: &Connection, c: &Client, s: &Scenario) -> Vec<(String, Stri
             let mut o = JobOptions::new().job_id(format!("c{i}")).timestamp(T0);
             o = match rule {
                 ChildRule::Plain => o,
-                ChildRule::FailParent => o.fail_parent_on_failure(true),
-                ChildRule::IgnoreDependency => o.ignore_dependency_on_failure(true),
+                ChildRule::FailParent => {
+                    o.on_failure(echomq::flow_producer::OnChildFailure::FailParent)
+                }
+                ChildRule::IgnoreDependency => {
+                    o.on_failure(echomq::flow_producer::OnChildFailure::IgnoreDependency)
+                }
             };
             parent = parent.child(FlowJob::new("child", QUEUE, json!({ "c": i })).options(o));
         }

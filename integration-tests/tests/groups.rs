@@ -95,7 +95,7 @@ async fn a_small_group_finishes_within_its_fair_share() {
             group_of.insert(id, gid);
         }
     }
-    assert_eq!(queue.group_counts("big").await.unwrap().waiting, 20_000);
+    assert_eq!(queue.groups().counts("big").await.unwrap().waiting, 20_000);
     let llen: u64 = c.llen("emq:fair:wait").await.unwrap();
     assert_eq!(llen, 0, "group jobs wait in their groups, not in wait");
 
@@ -106,7 +106,7 @@ async fn a_small_group_finishes_within_its_fair_share() {
         "the small group's 10 jobs complete",
         Duration::from_secs(60),
         async || {
-            let small = queue.group_counts("small").await.unwrap();
+            let small = queue.groups().counts("small").await.unwrap();
             small.waiting == 0 && small.active == 0
         },
     )
@@ -163,7 +163,7 @@ async fn group_concurrency_holds_under_a_mixed_fleet() {
     let mut group_of: HashMap<String, usize> = HashMap::new();
     for (g, limit) in limits.iter().enumerate() {
         let gid = format!("t{g}");
-        queue.set_group_concurrency(&gid, *limit).await.unwrap();
+        queue.groups().set_concurrency(&gid, *limit).await.unwrap();
         for id in add_group(&queue, &gid, PER_GROUP, json!({"mode": "sleep", "ms": 50})).await {
             group_of.insert(id, g);
         }
@@ -264,7 +264,8 @@ async fn a_group_rate_limit_holds_in_every_window() {
     let c = redis.client().await;
     let queue = Queue::new(&conn, "rated").await.unwrap();
     queue
-        .set_group_rate_limit("r", MAX as u64, Duration::from_millis(WINDOW))
+        .groups()
+        .set_rate_limit("r", MAX as u64, Duration::from_millis(WINDOW))
         .await
         .unwrap();
     let ids = add_group(&queue, "r", N, Json::Null).await;
@@ -321,19 +322,22 @@ async fn pause_and_resume_a_group() {
     let conn = redis.connect().await;
     let queue = Queue::new(&conn, "pausing").await.unwrap();
     // A group may be paused before it exists; a second pause changes nothing.
-    assert!(queue.pause_group("p").await.unwrap());
-    assert!(!queue.pause_group("p").await.unwrap());
-    assert!(!queue.resume_group("q").await.unwrap(), "q was not paused");
+    assert!(queue.groups().pause("p").await.unwrap());
+    assert!(!queue.groups().pause("p").await.unwrap());
+    assert!(
+        !queue.groups().resume("q").await.unwrap(),
+        "q was not paused"
+    );
     add_group(&queue, "p", 5, Json::Null).await;
     add_group(&queue, "q", 5, Json::Null).await;
     let f = feeder(fast(GroupFeederArgs::new(conn.clone(), "pausing"))).await;
     wait_until(
         "q's jobs are released",
         Duration::from_secs(20),
-        async || queue.group_counts("q").await.unwrap().active == 5,
+        async || queue.groups().counts("q").await.unwrap().active == 5,
     )
     .await;
-    let p = queue.group_counts("p").await.unwrap();
+    let p = queue.groups().counts("p").await.unwrap();
     assert!(p.paused);
     assert_eq!(
         (p.waiting, p.active),
@@ -341,18 +345,18 @@ async fn pause_and_resume_a_group() {
         "a paused group releases nothing"
     );
 
-    assert!(queue.resume_group("p").await.unwrap());
-    assert!(!queue.resume_group("p").await.unwrap());
+    assert!(queue.groups().resume("p").await.unwrap());
+    assert!(!queue.groups().resume("p").await.unwrap());
     wait_until(
         "p's jobs are released after resume",
         Duration::from_secs(20),
         async || {
-            let p = queue.group_counts("p").await.unwrap();
+            let p = queue.groups().counts("p").await.unwrap();
             p.waiting == 0 && p.active == 5
         },
     )
     .await;
-    let page = queue.groups(0, 10).await.unwrap();
+    let page = queue.groups().page(0, 10).await.unwrap();
     assert_eq!(page.total, 2);
     assert_eq!(
         page.groups
@@ -370,7 +374,7 @@ async fn an_add_past_max_size_is_refused_and_writes_nothing() {
     let conn = redis.connect().await;
     let c = redis.client().await;
     let queue = Queue::new(&conn, "sized").await.unwrap();
-    queue.set_group_max_size("m", 2).await.unwrap();
+    queue.groups().set_max_size("m", 2).await.unwrap();
     add_group(&queue, "m", 2, Json::Null).await;
     let before = snapshot(&c, "sized", Mask::default()).await;
     let err = queue
@@ -401,15 +405,15 @@ async fn an_add_past_max_size_is_refused_and_writes_nothing() {
         ])
         .await;
     assert!(matches!(r, Err(Error::GroupFull { .. })), "{r:?}");
-    assert_eq!(queue.group_counts("other").await.unwrap().waiting, 1);
-    assert_eq!(queue.group_counts("m").await.unwrap().waiting, 2);
+    assert_eq!(queue.groups().counts("other").await.unwrap().waiting, 1);
+    assert_eq!(queue.groups().counts("m").await.unwrap().waiting, 2);
     // Bad input is refused before Redis.
     assert!(queue.add("g", &json!({}), grouped("a:b")).await.is_err());
     assert!(queue
         .add("g", &json!({}), grouped("ok").lifo(true))
         .await
         .is_err());
-    assert!(queue.set_group_concurrency("ok", 0).await.is_err());
+    assert!(queue.groups().set_concurrency("ok", 0).await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -483,7 +487,7 @@ async fn a_killed_feeder_loses_nothing_and_runs_nothing_twice() {
     let counts = queue.counts().await.unwrap();
     let mut group_pending = 0;
     for g in 0..GROUPS {
-        let info = queue.group_counts(&format!("k{g}")).await.unwrap();
+        let info = queue.groups().counts(&format!("k{g}")).await.unwrap();
         group_pending += info.waiting + info.active;
     }
     eprintln!("killed the feeder at {at_kill} of {N} completed");
@@ -531,13 +535,13 @@ async fn group_jobs_read_back_with_their_group_and_can_be_removed() {
         JobOptions::from_public(json!({"group": {"id": "x"}}).as_object().unwrap()).unwrap();
     assert_eq!(public.group, Some(GroupOptions::new("x")));
     add_group(&queue, "x", 2500, Json::Null).await;
-    assert_eq!(queue.remove_group("x").await.unwrap(), 2501);
+    assert_eq!(queue.groups().remove("x").await.unwrap(), 2501);
     let left = echomq_integration_tests::keys(&c, "emq:rm:gr:*").await;
     assert!(
         left.iter().all(|k| !k.contains(":g:x")),
         "group keys left: {left:?}"
     );
-    assert_eq!(queue.groups(0, 10).await.unwrap().total, 0);
+    assert_eq!(queue.groups().page(0, 10).await.unwrap().total, 0);
     let removed = events(&c, "emq:rm:events")
         .await
         .into_iter()
@@ -585,7 +589,7 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
     let c = redis.client().await;
     let queue = Queue::new(&conn, "wdef").await.unwrap();
     assert_eq!(
-        queue.group_defaults().await.unwrap(),
+        queue.groups().defaults().await.unwrap(),
         GroupDefaults::default()
     );
     let bad = GroupDefaults {
@@ -593,7 +597,7 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
         limit: None,
     };
     assert!(matches!(
-        queue.set_group_defaults(bad).await,
+        queue.groups().set_defaults(bad).await,
         Err(Error::Config(_))
     ));
 
@@ -610,14 +614,14 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
     wait_until(
         "the first worker's defaults",
         Duration::from_secs(10),
-        async || queue.group_defaults().await.unwrap() == first,
+        async || queue.groups().defaults().await.unwrap() == first,
     )
     .await;
     let b = rust_worker_with_group(&queue, 8, second, runs.clone()).await;
     wait_until(
         "the second worker's defaults replace the first's",
         Duration::from_secs(10),
-        async || queue.group_defaults().await.unwrap() == second,
+        async || queue.groups().defaults().await.unwrap() == second,
     )
     .await;
     let stored: std::collections::HashMap<String, String> =
@@ -625,7 +629,7 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
     assert_eq!(stored.len(), 3, "{stored:?}");
 
     // "own" keeps its own concurrency; "a" and "b" take the defaults.
-    queue.set_group_concurrency("own", 1).await.unwrap();
+    queue.groups().set_concurrency("own", 1).await.unwrap();
     let mut group_of: HashMap<String, usize> = HashMap::new();
     let gids = ["own", "a", "b"];
     for (g, gid) in gids.iter().enumerate() {
@@ -706,9 +710,9 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
     assert_consistent(&conn, "wdef").await;
 
     // Cleared, the feeder's own defaults apply again.
-    assert_eq!(queue.clear_group_defaults().await.unwrap(), second);
+    assert_eq!(queue.groups().clear_defaults().await.unwrap(), second);
     assert_eq!(
-        queue.group_defaults().await.unwrap(),
+        queue.groups().defaults().await.unwrap(),
         GroupDefaults::default()
     );
 }
@@ -724,7 +728,7 @@ async fn the_metrics_endpoint_exports_the_busiest_groups_only() {
     for i in 0..15 {
         add_group(&queue, &format!("m{i:02}"), i + 1, Json::Null).await;
     }
-    queue.pause_group("m14").await.unwrap();
+    queue.groups().pause("m14").await.unwrap();
     let server = echomq::telemetry::prometheus::serve("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();

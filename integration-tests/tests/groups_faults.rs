@@ -101,7 +101,7 @@ async fn assert_accounted(
     let counts = queue.counts().await.unwrap();
     let mut group_pending = 0;
     for g in 0..groups {
-        let info = queue.group_counts(&format!("{tag}{g}")).await.unwrap();
+        let info = queue.groups().counts(&format!("{tag}{g}")).await.unwrap();
         assert_eq!(info.active, 0, "group {tag}{g} still holds slots");
         group_pending += info.waiting + info.active;
     }
@@ -349,7 +349,8 @@ async fn groups_on_a_cluster_hold_their_concurrency_and_round_robin() {
     let limits = [1u64, 2, 3];
     for (g, limit) in limits.iter().enumerate() {
         queue
-            .set_group_concurrency(&format!("c{g}"), *limit)
+            .groups()
+            .set_concurrency(&format!("c{g}"), *limit)
             .await
             .unwrap();
     }

@@ -61,11 +61,11 @@ async fn grouped_flow_children_run_under_their_group_and_release_the_parent() {
     let queue = Queue::new(&conn, "gflow").await.unwrap();
     let flows = FlowProducer::new(&conn);
     for gid in ["a", "b"] {
-        queue.set_group_concurrency(gid, 1).await.unwrap();
+        queue.groups().set_concurrency(gid, 1).await.unwrap();
     }
     // A flow insert is not refused by a max size: a refused child would leave
     // half a flow. A plain add past it still is.
-    queue.set_group_max_size("b", 2).await.unwrap();
+    queue.groups().set_max_size("b", 2).await.unwrap();
 
     // A grouped parent is refused before anything is written.
     let before = snapshot(&c, "gflow", Mask::default()).await;
@@ -96,11 +96,11 @@ async fn grouped_flow_children_run_under_their_group_and_release_the_parent() {
         .map(|n| (n.id.clone(), if n.id.starts_with('a') { "a" } else { "b" }))
         .collect();
     assert_eq!(
-        queue.group_counts("a").await.unwrap().waiting,
+        queue.groups().counts("a").await.unwrap().waiting,
         PER_GROUP as u64
     );
     assert_eq!(
-        queue.group_counts("b").await.unwrap().waiting,
+        queue.groups().counts("b").await.unwrap().waiting,
         PER_GROUP as u64
     );
     let deps: u64 = c
@@ -246,7 +246,7 @@ async fn delayed_group_jobs_run_when_due_under_their_budget_across_a_feeder_rest
     let mut group_of: HashMap<String, &str> = HashMap::new();
     let mut delayed_ids = Vec::new();
     for (gid, limit) in limits {
-        queue.set_group_concurrency(gid, limit).await.unwrap();
+        queue.groups().set_concurrency(gid, limit).await.unwrap();
         for i in 0..8u64 {
             let mut o = grouped(gid);
             // Half of them delayed, the latest last-added first: due 2.9 to
@@ -265,10 +265,10 @@ async fn delayed_group_jobs_run_when_due_under_their_budget_across_a_feeder_rest
             group_of.insert(id, gid);
         }
     }
-    let info = queue.group_counts("d").await.unwrap();
+    let info = queue.groups().counts("d").await.unwrap();
     assert_eq!((info.waiting, info.delayed), (4, 4));
     assert_eq!(
-        queue.get_state(&delayed_ids[0]).await.unwrap(),
+        queue.get_job_state(&delayed_ids[0]).await.unwrap(),
         echomq::JobState::Unknown,
         "a delayed group job is in none of BullMQ's structures"
     );
@@ -289,8 +289,8 @@ async fn delayed_group_jobs_run_when_due_under_their_budget_across_a_feeder_rest
     .await;
     f.kill();
     let left: u64 = c.zcard("emq:gdelay:gr:delayed").await.unwrap();
-    let d = queue.group_counts("d").await.unwrap().delayed;
-    let e = queue.group_counts("e").await.unwrap().delayed;
+    let d = queue.groups().counts("d").await.unwrap().delayed;
+    let e = queue.groups().counts("e").await.unwrap().delayed;
     assert!(
         left > 0 && d + e > 0,
         "the feeder was killed with no delayed job left"
@@ -427,7 +427,7 @@ async fn a_deduplicated_group_add_writes_nothing_and_the_finish_frees_the_id() {
         assert_eq!(event, "deduplicated", "{new:?}");
         assert_eq!(fields[0], ("jobId".to_owned(), owner.clone()), "{new:?}");
     }
-    assert_eq!(queue.group_counts("b").await.unwrap().waiting, 0);
+    assert_eq!(queue.groups().counts("b").await.unwrap().waiting, 0);
     // A ttl is kept as BullMQ keeps it.
     let ttl_owner = queue
         .add(
@@ -537,7 +537,7 @@ async fn the_busiest_groups_are_the_true_top_across_more_than_a_page() {
     expected[0].1 += 1;
     expected.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
 
-    let top = queue.busiest_groups(10).await.unwrap();
+    let top = queue.groups().busiest(10).await.unwrap();
     assert_eq!(top.total, 250);
     let got: Vec<(String, u64)> = top
         .groups
@@ -545,7 +545,7 @@ async fn the_busiest_groups_are_the_true_top_across_more_than_a_page() {
         .map(|g| (g.id.clone(), g.waiting + g.delayed + g.active))
         .collect();
     assert_eq!(got, expected[..10].to_vec());
-    let first_page = queue.groups(0, 200).await.unwrap();
+    let first_page = queue.groups().page(0, 200).await.unwrap();
     assert!(
         first_page.groups.iter().all(|g| !g.id.starts_with("zz")),
         "the big groups are past the first page: the test proves nothing otherwise"
@@ -575,7 +575,7 @@ async fn the_busiest_groups_are_the_true_top_across_more_than_a_page() {
     let busy: Vec<(String, f64)> =
         echomq_integration_tests::state::zset(&c, "emq:gbusy:gr:busy").await;
     assert_eq!(busy, vec![("a000".to_owned(), 1.0)]);
-    assert_eq!(queue.remove_group("a000").await.unwrap(), 1);
+    assert_eq!(queue.groups().remove("a000").await.unwrap(), 1);
     let busy: u64 = c.zcard("emq:gbusy:gr:busy").await.unwrap();
     assert_eq!(busy, 0, "a removed group leaves gr:busy");
     assert_consistent(&conn, "gbusy").await;

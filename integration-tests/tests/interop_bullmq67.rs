@@ -538,7 +538,7 @@ async fn a_retried_job_with_a_priority_goes_back_to_prioritized() {
     let wait: Vec<String> = twin.rc.lrange("emq:q:wait", 0, -1).await.unwrap();
     assert_eq!(wait, ["2"]);
     assert_eq!(
-        twin.q.get_state("1").await.unwrap(),
+        twin.q.get_job_state("1").await.unwrap(),
         echomq::JobState::Prioritized
     );
 }
@@ -590,11 +590,13 @@ async fn retrying_finished_children_makes_them_pending_for_their_parents() {
         ["retry-jobs", 10, "failed", later]
     ]));
     twin.q
-        .retry_jobs(FinishTarget::Completed, 10, Some(later))
+        .chunked(10)
+        .retry_jobs(FinishTarget::Completed, Some(later))
         .await
         .unwrap();
     twin.q
-        .retry_jobs(FinishTarget::Failed, 10, Some(later))
+        .chunked(10)
+        .retry_jobs(FinishTarget::Failed, Some(later))
         .await
         .unwrap();
     twin.same("both children retried").await;
@@ -823,7 +825,7 @@ async fn max_started_attempts_fails_the_job_with_its_error_at_the_limit() {
     assert_eq!(job.failed_reason.as_deref(), Some("broken"));
     assert_eq!((job.attempts_made, job.attempts_started), (1, 1));
     assert_eq!(
-        twin.q.get_state("1").await.unwrap(),
+        twin.q.get_job_state("1").await.unwrap(),
         echomq::JobState::Failed
     );
 }

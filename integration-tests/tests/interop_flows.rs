@@ -348,7 +348,7 @@ async fn node_flow_runs_on_rust_workers(js: NodeBullmq) {
     let workers = rust_workers(&conn, &["q", "q2"], &seen).await;
     let q = Queue::new(&conn, "q").await.unwrap();
     echomq_integration_tests::wait_until("root completed", Duration::from_secs(20), async || {
-        q.get_state("n-root").await.unwrap() == echomq::JobState::Completed
+        q.get_job_state("n-root").await.unwrap() == echomq::JobState::Completed
     })
     .await;
     close_workers(workers).await;
@@ -360,7 +360,7 @@ async fn node_flow_runs_on_rust_workers(js: NodeBullmq) {
         .collect();
     assert_runs(&runs, "n", &expect);
     assert_eq!(
-        q.get_children_values("n-root").await.unwrap(),
+        q.flows().get_children_values("n-root").await.unwrap(),
         serde_json::from_value(expect[0].1.clone()).unwrap()
     );
 }
@@ -391,7 +391,7 @@ async fn rust_flow_runs_on_node_workers(js: NodeBullmq) {
     assert_runs(&runs, "r", &expect);
     let q = Queue::new(&conn, "q").await.unwrap();
     assert_eq!(
-        q.get_state("r-root").await.unwrap(),
+        q.get_job_state("r-root").await.unwrap(),
         echomq::JobState::Completed
     );
 }
@@ -410,7 +410,7 @@ async fn rust_parent_waits_for_a_child_run_by_node(js: NodeBullmq) {
     let seen: Seen = Default::default();
     let workers = rust_workers(&conn, &["q"], &seen).await;
     echomq_integration_tests::wait_until("parent parked", Duration::from_secs(10), async || {
-        q.get_state("p").await.unwrap() == echomq::JobState::WaitingChildren
+        q.get_job_state("p").await.unwrap() == echomq::JobState::WaitingChildren
     })
     .await;
     let url = redis.url();
@@ -425,7 +425,7 @@ async fn rust_parent_waits_for_a_child_run_by_node(js: NodeBullmq) {
         "the child ran once: {node}"
     );
     echomq_integration_tests::wait_until("parent completed", Duration::from_secs(10), async || {
-        q.get_state("p").await.unwrap() == echomq::JobState::Completed
+        q.get_job_state("p").await.unwrap() == echomq::JobState::Completed
     })
     .await;
     close_workers(workers).await;
@@ -464,7 +464,10 @@ async fn node_parent_waits_for_a_child_run_by_rust(js: NodeBullmq) {
     .await
     .unwrap();
     close_workers(workers).await;
-    assert_eq!(q.get_state("p").await.unwrap(), echomq::JobState::Completed);
+    assert_eq!(
+        q.get_job_state("p").await.unwrap(),
+        echomq::JobState::Completed
+    );
     let kid_runs: Vec<Run> = seen.lock().unwrap().clone();
     assert_eq!(kid_runs.len(), 1, "the child ran once");
     let kid = format!("emq:q2:{}", kid_runs[0].id);
@@ -540,10 +543,13 @@ async fn failure_options_with_children_split_between_rust_and_node(js: NodeBullm
                 for (bad_q, good_q) in [("q", "q2"), ("q2", "q")] {
                     let tag = format!("{opt}-{bad_q}");
                     let good = side(good_q)
-                        .get_state(&format!("{tag}-good"))
+                        .get_job_state(&format!("{tag}-good"))
                         .await
                         .unwrap();
-                    let bad = side(bad_q).get_state(&format!("{tag}-bad")).await.unwrap();
+                    let bad = side(bad_q)
+                        .get_job_state(&format!("{tag}-bad"))
+                        .await
+                        .unwrap();
                     if good != echomq::JobState::Completed || bad != echomq::JobState::Delayed {
                         return false;
                     }
@@ -568,7 +574,7 @@ async fn failure_options_with_children_split_between_rust_and_node(js: NodeBullm
         .collect();
     echomq_integration_tests::wait_until("parents finished", Duration::from_secs(20), async || {
         for p in &parents {
-            let s = q.get_state(p).await.unwrap();
+            let s = q.get_job_state(p).await.unwrap();
             if s != echomq::JobState::Completed && s != echomq::JobState::Failed {
                 return false;
             }
@@ -597,10 +603,14 @@ async fn failure_options_with_children_split_between_rust_and_node(js: NodeBullm
                 "{tag}: bad ran its two attempts"
             );
             let parent = format!("{tag}-p");
-            let state = q.get_state(&parent).await.unwrap();
-            let ignored = q.get_ignored_children_failures(&parent).await.unwrap();
-            let values = q.get_children_values(&parent).await.unwrap();
-            let counts = q.get_dependencies_count(&parent).await.unwrap();
+            let state = q.get_job_state(&parent).await.unwrap();
+            let ignored = q
+                .flows()
+                .get_ignored_children_failures(&parent)
+                .await
+                .unwrap();
+            let values = q.flows().get_children_values(&parent).await.unwrap();
+            let counts = q.flows().get_dependencies_count(&parent).await.unwrap();
             match opt {
                 "failParentOnFailure" => {
                     assert_eq!(state, echomq::JobState::Failed, "{tag}");
@@ -693,7 +703,7 @@ async fn removing_in_a_flow_leaves_the_same_keyspace(js: NodeBullmq) {
     assert_same(js, &node_state, &rust_state).await;
 }
 
-/// `Queue::add_child` stores what Node's `queue.add` with `opts.parent`
+/// `Queue::add` with `parent` and `on_failure` (once `add_child`) stores what Node's `queue.add` with `opts.parent`
 /// stores (child hash, parent descriptor with the failure flag, the
 /// parent's dependencies, events).
 async fn add_child_matches_node_queue_add_with_parent(js: NodeBullmq) {
@@ -725,15 +735,17 @@ async fn add_child_matches_node_queue_add_with_parent(js: NodeBullmq) {
         .unwrap();
     let q2 = Queue::new(&conn, "q2").await.unwrap();
     let id = q2
-        .add_child(
+        .add(
             "c2",
             &json!({"x": 1}),
-            JobOptions::new().job_id("c2").timestamp(t),
-            echomq::flow_producer::ParentRef {
-                id: "p".into(),
-                queue: "emq:q".into(),
-            },
-            Some(echomq::flow_producer::OnChildFailure::FailParent),
+            JobOptions::new()
+                .job_id("c2")
+                .timestamp(t)
+                .parent(echomq::flow_producer::ParentRef {
+                    id: "p".into(),
+                    queue: "emq:q".into(),
+                })
+                .on_failure(echomq::flow_producer::OnChildFailure::FailParent),
         )
         .await
         .unwrap();
@@ -783,7 +795,7 @@ async fn queue_add_with_parent_matches_node(js: NodeBullmq) {
                     id: "p".into(),
                     queue: "emq:q".into(),
                 })
-                .remove_dependency_on_failure(true),
+                .on_failure(echomq::flow_producer::OnChildFailure::RemoveDependency),
         )
         .await
         .unwrap();

@@ -219,12 +219,26 @@ async fn ranges_jobs_counts_and_states_agree_on_both_sides() {
         let ns: Vec<&str> = combo.iter().map(|&i| states[i].1).collect();
         for (start, end) in [(0, -1), (0, 1), (1, 3), (2, 100)] {
             for asc in [false, true] {
-                rust_answers.push(queue.get_ranges(&rs, start, end, asc).await.unwrap());
+                rust_answers.push(
+                    queue
+                        .get_ranges(
+                            &rs,
+                            start,
+                            end,
+                            if asc {
+                                echomq::RangeOrder::Ascending
+                            } else {
+                                echomq::RangeOrder::Descending
+                            },
+                        )
+                        .await
+                        .unwrap(),
+                );
                 queries.push(json!({"types": ns, "start": start, "end": end, "asc": asc}));
             }
         }
         let rust: Vec<String> = queue
-            .get_jobs(&rs, 0, -1, true)
+            .get_jobs(&rs, 0, -1, echomq::RangeOrder::Ascending)
             .await
             .unwrap()
             .into_iter()
@@ -246,19 +260,19 @@ async fn ranges_jobs_counts_and_states_agree_on_both_sides() {
 
     // getState agrees for every job (item 47).
     let all = queue
-        .get_ranges(&states.map(|s| s.0), 0, -1, true)
+        .get_ranges(&states.map(|s| s.0), 0, -1, echomq::RangeOrder::Ascending)
         .await
         .unwrap();
     assert_eq!(all.len(), 24);
     let node = bullmq("read-jobs", &url, "rg", json!({ "ids": all }));
     for id in &all {
-        let rust = queue.get_state(id).await.unwrap();
+        let rust = queue.get_job_state(id).await.unwrap();
         let name = states.iter().find(|s| s.0 == rust).unwrap().1;
         assert_eq!(node[id]["state"], json!(name), "state of {id}");
     }
     // A job a live Node worker holds is refused removal (item 71).
     let active = queue
-        .get_ranges(&[JobState::Active], 0, -1, true)
+        .get_ranges(&[JobState::Active], 0, -1, echomq::RangeOrder::Ascending)
         .await
         .unwrap();
     assert_eq!(

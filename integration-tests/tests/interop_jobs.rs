@@ -433,7 +433,7 @@ async fn echomq_produces_the_mix_and_a_node_worker_processes_it() {
     assert!(queue.get_job("9").await.unwrap().is_none());
     for (id, state, rv, reason, atm, traces) in expected() {
         let j = queue.get_job(&id).await.unwrap().expect(&id);
-        let st = queue.get_state(&id).await.unwrap();
+        let st = queue.get_job_state(&id).await.unwrap();
         let want = if state == "completed" {
             JobState::Completed
         } else {

@@ -52,7 +52,11 @@ async fn deduplication_is_one_protocol_for_both_clients() {
     let r = node(&url, json!([["add", "a", {"v": 1}, {"deduplication": de}]]));
     assert_eq!(r, vec![json!("1")]);
     assert_eq!(
-        q.get_deduplication_job_id("N").await.unwrap().as_deref(),
+        q.dedup()
+            .get_deduplication_job_id("N")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("1")
     );
     let dropped = q
@@ -127,7 +131,7 @@ async fn deduplication_is_one_protocol_for_both_clients() {
         json!([["job-remove-dedup-key", "3"], ["dedup-job-id", "R"]]),
     );
     assert_eq!(r, vec![json!(true), Json::Null]);
-    assert!(q.remove_job_deduplication_key("1").await.unwrap());
+    assert!(q.dedup().remove_job_deduplication_key("1").await.unwrap());
     assert_eq!(node(&url, json!([["dedup-job-id", "N"]])), vec![Json::Null]);
 
     // …and through the queue-wide delete.
@@ -146,7 +150,7 @@ async fn deduplication_is_one_protocol_for_both_clients() {
         &url,
         json!([["add", "c", {}, {"deduplication": {"id": "Y"}}]]),
     );
-    assert!(q.remove_deduplication_key("Y").await.unwrap());
+    assert!(q.dedup().remove_deduplication_key("Y").await.unwrap());
     assert_eq!(node(&url, json!([["dedup-job-id", "Y"]])), vec![Json::Null]);
 }
 
@@ -203,13 +207,14 @@ async fn global_limits_written_by_one_client_are_read_by_the_other() {
     let c = redis.client().await;
     let q = Queue::new(&conn, Q).await.unwrap();
 
-    q.set_global_concurrency(3).await.unwrap();
-    q.set_global_rate_limit(RateLimit {
-        max: 7,
-        duration: Duration::from_millis(900),
-    })
-    .await
-    .unwrap();
+    q.limits().set_global_concurrency(3).await.unwrap();
+    q.limits()
+        .set_global_rate_limit(RateLimit {
+            max: 7,
+            duration: Duration::from_millis(900),
+        })
+        .await
+        .unwrap();
     let r = node(
         &url,
         json!([
@@ -227,7 +232,7 @@ async fn global_limits_written_by_one_client_are_read_by_the_other() {
         .await
         .unwrap();
     assert_eq!(node(&url, json!([["is-maxed"]])), vec![json!(true)]);
-    assert!(q.is_maxed().await.unwrap());
+    assert!(q.limits().is_maxed().await.unwrap());
 
     node(
         &url,
@@ -236,28 +241,31 @@ async fn global_limits_written_by_one_client_are_read_by_the_other() {
             ["set-global-rate-limit", 4, 2500]
         ]),
     );
-    assert_eq!(q.get_global_concurrency().await.unwrap(), Some(5));
+    assert_eq!(q.limits().get_global_concurrency().await.unwrap(), Some(5));
     assert_eq!(
-        q.get_global_rate_limit().await.unwrap(),
+        q.limits().get_global_rate_limit().await.unwrap(),
         Some(RateLimit {
             max: 4,
             duration: Duration::from_millis(2500)
         })
     );
-    assert!(!q.is_maxed().await.unwrap());
+    assert!(!q.limits().is_maxed().await.unwrap());
     node(
         &url,
         json!([["remove-global-concurrency"], ["remove-global-rate-limit"]]),
     );
-    assert_eq!(q.get_global_concurrency().await.unwrap(), None);
-    assert_eq!(q.get_global_rate_limit().await.unwrap(), None);
+    assert_eq!(q.limits().get_global_concurrency().await.unwrap(), None);
+    assert_eq!(q.limits().get_global_rate_limit().await.unwrap(), None);
 
     // rateLimit / getRateLimitTtl across clients.
     node(&url, json!([["rate-limit", 2000]]));
-    let ttl = q.rate_limit_ttl(Some(1)).await.unwrap();
+    let ttl = q.limits().rate_limit_ttl(Some(1)).await.unwrap();
     assert!(ttl > Duration::from_millis(1500), "{ttl:?}");
     let _: () = c.del("emq:par:limiter").await.unwrap();
-    q.rate_limit(Duration::from_millis(2000)).await.unwrap();
+    q.limits()
+        .rate_limit(Duration::from_millis(2000))
+        .await
+        .unwrap();
     let r = node(&url, json!([["rate-limit-ttl", 1], ["rate-limit-ttl"]]));
     // Bounded by the window and by the PTTL read once Node has answered: how
     // long Node takes to start does not matter.
@@ -415,7 +423,7 @@ async fn rust_and_node_workers_share_the_global_concurrency() {
         let q = Queue::new(&conn, Q).await.unwrap();
         // Set by one client, honoured by both.
         if rust_is_wide {
-            q.set_global_concurrency(2).await.unwrap();
+            q.limits().set_global_concurrency(2).await.unwrap();
         } else {
             node(&url, json!([["set-global-concurrency", 2]]));
         }
@@ -518,7 +526,19 @@ async fn getters_answer_as_node_does() {
     // Logs, both orders, with the total.
     for (start, end, asc) in [(0, -1, true), (1, 3, true), (1, 3, false), (0, 0, false)] {
         let n = node(&url, json!([["job-logs", "1", start, end, asc]]));
-        let r = q.get_job_logs("1", start, end, asc).await.unwrap();
+        let r = q
+            .get_job_logs(
+                "1",
+                start,
+                end,
+                if asc {
+                    echomq::RangeOrder::Ascending
+                } else {
+                    echomq::RangeOrder::Descending
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(
             n[0],
             json!({"logs": r.logs, "count": r.count}),
@@ -597,7 +617,16 @@ async fn getters_answer_as_node_does() {
         );
         let states: Vec<JobState> = types.iter().map(|t| state_of(t)).collect();
         let r: Vec<Json> = q
-            .get_jobs(&states, start, end, asc)
+            .get_jobs(
+                &states,
+                start,
+                end,
+                if asc {
+                    echomq::RangeOrder::Ascending
+                } else {
+                    echomq::RangeOrder::Descending
+                },
+            )
             .await
             .unwrap()
             .into_iter()
@@ -692,6 +721,7 @@ async fn a_rate_limit_set_by_either_client_holds_both() {
             if job.data()["rl"].as_bool() == Some(true) && l.lock().unwrap().is_none() {
                 let before = timeline::now_ms(&rc).await;
                 job.queue()
+                    .limits()
                     .rate_limit(Duration::from_millis(LIMIT_MS))
                     .await
                     .map_err(|e| ProcessError::failed(e.to_string()))?;
@@ -841,7 +871,7 @@ fn unlimited_fleet() -> Fleet {
     }
 }
 
-/// A global rate limit set by Rust (`Queue::set_global_rate_limit`) holds a
+/// A global rate limit set by Rust (`Limits::set_global_rate_limit`) holds a
 /// mixed fleet of Rust and Node workers without a limiter of their own.
 #[tokio::test]
 async fn a_global_rate_limit_set_by_rust_holds_rust_and_node_workers() {
@@ -854,7 +884,7 @@ async fn a_global_rate_limit_set_by_rust_holds_rust_and_node_workers() {
         max: 2,
         duration: Duration::from_millis(500),
     };
-    q.set_global_rate_limit(limit).await.unwrap();
+    q.limits().set_global_rate_limit(limit).await.unwrap();
     assert_eq!(
         node(&url, json!([["get-global-rate-limit"]])),
         vec![json!({"max": 2, "duration": 500})],
@@ -895,7 +925,7 @@ async fn a_manual_parent_waits_for_a_child_run_by_node() {
     let ManualParking::StillHeld(p) = p.move_to_waiting_children(None).await.unwrap() else {
         panic!("a parent without children was parked")
     };
-    assert_eq!(q.get_state("p").await.unwrap(), JobState::Active);
+    assert_eq!(q.get_job_state("p").await.unwrap(), JobState::Active);
     let lock: String = c.get("emq:par:p:lock").await.unwrap();
     assert_eq!(lock, "tok-p");
 
@@ -912,7 +942,10 @@ async fn a_manual_parent_waits_for_a_child_run_by_node() {
     let kid_key = format!("emq:kid:{}", kid.id);
     let parked = p.move_to_waiting_children(None).await.unwrap();
     assert!(matches!(parked, ManualParking::Parked), "{parked:?}");
-    assert_eq!(q.get_state("p").await.unwrap(), JobState::WaitingChildren);
+    assert_eq!(
+        q.get_job_state("p").await.unwrap(),
+        JobState::WaitingChildren
+    );
     let lock: Option<String> = c.get("emq:par:p:lock").await.unwrap();
     assert_eq!(lock, None, "parking released the lock");
     let active: Vec<String> = c.lrange("emq:par:active", 0, -1).await.unwrap();
@@ -930,7 +963,7 @@ async fn a_manual_parent_waits_for_a_child_run_by_node() {
         run.done && run.ids() == [kid.id.clone()],
         "the child ran once: {run:?}"
     );
-    assert_eq!(q.get_state("p").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state("p").await.unwrap(), JobState::Waiting);
     let processed: Vec<String> = c.hkeys("emq:par:p:processed").await.unwrap();
     assert_eq!(processed, vec![kid_key]);
 
@@ -967,7 +1000,10 @@ async fn a_job_put_back_after_a_manual_rate_limit_is_next_and_answers_the_pttl()
             let m = ManualWorker::new(q.clone(), WorkerOptions::default()).unwrap();
             let x = take_by_hand(&m, "tok-x").await;
             let id = x.job().id.clone();
-            q.rate_limit(Duration::from_millis(LIMIT_MS)).await.unwrap();
+            q.limits()
+                .rate_limit(Duration::from_millis(LIMIT_MS))
+                .await
+                .unwrap();
             let window = x.move_to_wait().await.unwrap();
             (id, window.as_millis() as u64)
         } else {

@@ -172,7 +172,7 @@ async fn assert_read_by_rust(queue: &Queue) {
         } else {
             JobState::Failed
         };
-        assert_eq!(queue.get_state(&id).await.unwrap(), want_state, "{id}");
+        assert_eq!(queue.get_job_state(&id).await.unwrap(), want_state, "{id}");
         assert_eq!(job.attempts_made, atm, "{id}");
         assert_eq!(job.failed_reason, reason, "{id}");
         if state == "completed" {

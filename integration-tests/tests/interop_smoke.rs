@@ -19,12 +19,12 @@ async fn node_added_jobs_read_back_in_rust() {
     assert_eq!(plain.name, "plain");
     assert_eq!(plain.data, json!({"n": 1}));
     assert_eq!(plain.opts.attempts, Some(0));
-    assert_eq!(q.get_state("1").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state("1").await.unwrap(), JobState::Waiting);
 
     let delayed = q.get_job("2").await.unwrap().unwrap();
     assert_eq!(delayed.delay, 60000);
-    assert_eq!(q.get_state("2").await.unwrap(), JobState::Delayed);
-    assert_eq!(q.get_state("3").await.unwrap(), JobState::Prioritized);
+    assert_eq!(q.get_job_state("2").await.unwrap(), JobState::Delayed);
+    assert_eq!(q.get_job_state("3").await.unwrap(), JobState::Prioritized);
     assert_eq!(q.get_job("3").await.unwrap().unwrap().priority, 5);
     assert!(q.get_job("4").await.unwrap().unwrap().opts.lifo);
 

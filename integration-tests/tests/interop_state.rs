@@ -135,12 +135,14 @@ async fn run_rust(q: &Queue, ops: &[Json]) -> Vec<Json> {
                     "completed" => FinishTarget::Completed,
                     _ => FinishTarget::Failed,
                 };
-                q.retry_jobs(state, a[1].as_u64().unwrap(), a[3].as_u64())
+                q.chunked(a[1].as_u64().unwrap())
+                    .retry_jobs(state, a[3].as_u64())
                     .await
                     .map(|_| Json::Null)
             }
             "promote-jobs" => q
-                .promote_all(a[1].as_u64().unwrap())
+                .chunked(a[1].as_u64().unwrap())
+                .promote_all()
                 .await
                 .map(|_| Json::Null),
             "work" => {

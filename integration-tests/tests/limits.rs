@@ -31,10 +31,10 @@ async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
     let c = redis.client().await;
     let q = Queue::new(&conn, "gl").await.unwrap();
 
-    assert_eq!(q.get_global_concurrency().await.unwrap(), None);
-    assert_eq!(q.get_global_rate_limit().await.unwrap(), None);
+    assert_eq!(q.limits().get_global_concurrency().await.unwrap(), None);
+    assert_eq!(q.limits().get_global_rate_limit().await.unwrap(), None);
     assert!(matches!(
-        q.set_global_concurrency(0).await,
+        q.limits().set_global_concurrency(0).await,
         Err(Error::Config(_))
     ));
     let bad = [
@@ -49,7 +49,7 @@ async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
     ];
     for limit in bad {
         assert!(matches!(
-            q.set_global_rate_limit(limit).await,
+            q.limits().set_global_rate_limit(limit).await,
             Err(Error::Config(_))
         ));
     }
@@ -59,12 +59,12 @@ async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
         .unwrap();
     assert_eq!(fields, vec![None, None, None], "a refusal writes nothing");
 
-    q.set_global_concurrency(3).await.unwrap();
+    q.limits().set_global_concurrency(3).await.unwrap();
     let limit = RateLimit {
         max: 10,
         duration: Duration::from_millis(2000),
     };
-    q.set_global_rate_limit(limit).await.unwrap();
+    q.limits().set_global_rate_limit(limit).await.unwrap();
     let fields: Vec<Option<String>> = c
         .hmget("emq:gl:meta", vec!["concurrency", "max", "duration"])
         .await
@@ -73,19 +73,22 @@ async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
         fields,
         vec![Some("3".into()), Some("10".into()), Some("2000".into())]
     );
-    assert_eq!(q.get_global_concurrency().await.unwrap(), Some(3));
-    assert_eq!(q.get_global_rate_limit().await.unwrap(), Some(limit));
+    assert_eq!(q.limits().get_global_concurrency().await.unwrap(), Some(3));
+    assert_eq!(
+        q.limits().get_global_rate_limit().await.unwrap(),
+        Some(limit)
+    );
 
     // isMaxed: active holds at least the global concurrency.
-    assert!(!q.is_maxed().await.unwrap());
+    assert!(!q.limits().is_maxed().await.unwrap());
     let _: () = c.lpush("emq:gl:active", vec!["a", "b", "c"]).await.unwrap();
-    assert!(q.is_maxed().await.unwrap());
-    q.remove_global_concurrency().await.unwrap();
-    assert!(!q.is_maxed().await.unwrap());
-    assert_eq!(q.get_global_concurrency().await.unwrap(), None);
+    assert!(q.limits().is_maxed().await.unwrap());
+    q.limits().remove_global_concurrency().await.unwrap();
+    assert!(!q.limits().is_maxed().await.unwrap());
+    assert_eq!(q.limits().get_global_concurrency().await.unwrap(), None);
 
-    q.remove_global_rate_limit().await.unwrap();
-    assert_eq!(q.get_global_rate_limit().await.unwrap(), None);
+    q.limits().remove_global_rate_limit().await.unwrap();
+    assert_eq!(q.limits().get_global_rate_limit().await.unwrap(), None);
     let left: Vec<String> = c.hkeys("emq:gl:meta").await.unwrap();
     assert!(
         !left.iter().any(|k| k == "max" || k == "duration"),
@@ -100,16 +103,22 @@ async fn rate_limit_ttl_follows_the_limiter_key() {
     let c = redis.client().await;
     let q = Queue::new(&conn, "rl").await.unwrap();
 
-    assert_eq!(q.rate_limit_ttl(None).await.unwrap(), Duration::ZERO);
+    assert_eq!(
+        q.limits().rate_limit_ttl(None).await.unwrap(),
+        Duration::ZERO
+    );
     assert!(matches!(
-        q.rate_limit(Duration::ZERO).await,
+        q.limits().rate_limit(Duration::ZERO).await,
         Err(Error::Config(_))
     ));
-    q.rate_limit(Duration::from_millis(1500)).await.unwrap();
+    q.limits()
+        .rate_limit(Duration::from_millis(1500))
+        .await
+        .unwrap();
     let v: String = c.get("emq:rl:limiter").await.unwrap();
     assert_eq!(v, "9007199254740991", "Node's counter value");
     for max in [None, Some(5)] {
-        let ttl = q.rate_limit_ttl(max).await.unwrap();
+        let ttl = q.limits().rate_limit_ttl(max).await.unwrap();
         assert!(
             ttl > Duration::from_millis(1000) && ttl <= Duration::from_millis(1500),
             "{max:?}: {ttl:?}"
@@ -126,16 +135,23 @@ async fn rate_limit_ttl_follows_the_limiter_key() {
         )
         .await
         .unwrap();
-    assert_eq!(q.rate_limit_ttl(Some(2)).await.unwrap(), Duration::ZERO);
-    q.set_global_rate_limit(RateLimit {
-        max: 1,
-        duration: Duration::from_secs(1),
-    })
-    .await
-    .unwrap();
-    assert!(q.rate_limit_ttl(None).await.unwrap() > Duration::ZERO);
-    assert!(q.remove_rate_limit_key().await.unwrap());
-    assert_eq!(q.rate_limit_ttl(None).await.unwrap(), Duration::ZERO);
+    assert_eq!(
+        q.limits().rate_limit_ttl(Some(2)).await.unwrap(),
+        Duration::ZERO
+    );
+    q.limits()
+        .set_global_rate_limit(RateLimit {
+            max: 1,
+            duration: Duration::from_secs(1),
+        })
+        .await
+        .unwrap();
+    assert!(q.limits().rate_limit_ttl(None).await.unwrap() > Duration::ZERO);
+    assert!(q.limits().remove_rate_limit_key().await.unwrap());
+    assert_eq!(
+        q.limits().rate_limit_ttl(None).await.unwrap(),
+        Duration::ZERO
+    );
 }
 
 #[tokio::test]
@@ -144,7 +160,7 @@ async fn rust_workers_honour_the_global_concurrency() {
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, "gc").await.unwrap();
-    q.set_global_concurrency(2).await.unwrap();
+    q.limits().set_global_concurrency(2).await.unwrap();
     add_n(&q, 10).await;
     let ran: Ran = Default::default();
     let opts = || {
@@ -180,7 +196,7 @@ async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
             .concurrency(5)
             .drain_delay(Duration::from_millis(200));
         if global {
-            q.set_global_rate_limit(limit).await.unwrap();
+            q.limits().set_global_rate_limit(limit).await.unwrap();
         } else {
             opts = opts.limiter(limit);
         }

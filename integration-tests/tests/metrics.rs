@@ -1,5 +1,5 @@
 //! Queue metrics both ways: a Node worker with `metrics.maxDataPoints`
-//! records, `Queue::get_metrics` reads the same series Node's `getMetrics`
+//! records, `Telemetry::get_metrics` reads the same series Node's `getMetrics`
 //! reads; and a Rust worker with `max_metrics_size` records what Node reads.
 
 use std::time::Duration;
@@ -87,8 +87,16 @@ async fn node_records_rust_reads_and_the_reverse() {
         "q",
         json!({"queues": ["q"], "metrics": 5}),
     );
-    let completed = q.get_metrics(MetricsKind::Completed, 0, -1).await.unwrap();
-    let failed = q.get_metrics(MetricsKind::Failed, 0, -1).await.unwrap();
+    let completed = q
+        .telemetry()
+        .get_metrics(MetricsKind::Completed, 0, -1)
+        .await
+        .unwrap();
+    let failed = q
+        .telemetry()
+        .get_metrics(MetricsKind::Failed, 0, -1)
+        .await
+        .unwrap();
     assert_eq!(completed.count, 3);
     assert_eq!(failed.count, 2);
     assert!(completed.prev_ts.is_some() && completed.data.is_empty());
@@ -110,7 +118,11 @@ async fn node_records_rust_reads_and_the_reverse() {
         "q",
         json!({"queues": ["q"], "metrics": 5}),
     );
-    let completed = q.get_metrics(MetricsKind::Completed, 0, -1).await.unwrap();
+    let completed = q
+        .telemetry()
+        .get_metrics(MetricsKind::Completed, 0, -1)
+        .await
+        .unwrap();
     assert_eq!(completed.data, [0, 0, 3]);
     assert_eq!(completed.total_points, 3);
     assert_eq!(
@@ -123,8 +135,16 @@ async fn node_records_rust_reads_and_the_reverse() {
     age_metrics(&client, "failed", 1).await;
     add_jobs(&q, 2, 1).await;
     rust_work(&q, 4).await;
-    let completed = q.get_metrics(MetricsKind::Completed, 0, -1).await.unwrap();
-    let failed = q.get_metrics(MetricsKind::Failed, 0, -1).await.unwrap();
+    let completed = q
+        .telemetry()
+        .get_metrics(MetricsKind::Completed, 0, -1)
+        .await
+        .unwrap();
+    let failed = q
+        .telemetry()
+        .get_metrics(MetricsKind::Failed, 0, -1)
+        .await
+        .unwrap();
     assert_eq!(completed.count, 6);
     assert_eq!(completed.data, [0, 1, 0, 0], "trimmed to 4");
     assert_eq!(failed.count, 3);
@@ -135,7 +155,11 @@ async fn node_records_rust_reads_and_the_reverse() {
             as_node(ours)
         );
     }
-    let slice = q.get_metrics(MetricsKind::Completed, 1, 2).await.unwrap();
+    let slice = q
+        .telemetry()
+        .get_metrics(MetricsKind::Completed, 1, 2)
+        .await
+        .unwrap();
     assert_eq!(slice.data, [1, 0]);
     assert_eq!(
         node_flows(

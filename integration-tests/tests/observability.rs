@@ -256,7 +256,11 @@ async fn exported_queue_state_is_bullmq_nodes_text() {
         .unwrap();
 
     let globals = [("env", "test"), ("team", "a\"b")];
-    let rust = q.export_prometheus_metrics(&globals).await.unwrap();
+    let rust = q
+        .telemetry()
+        .export_prometheus_metrics(&globals)
+        .await
+        .unwrap();
     let node = node_otel(
         "export-prometheus",
         &redis.url(),

@@ -62,7 +62,7 @@ async fn standard_add_writes_hash_wait_marker_and_events() {
 
     let job = q.get_job("1").await.unwrap().unwrap();
     assert_eq!(job.name, "welcome");
-    assert_eq!(q.get_state("1").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state("1").await.unwrap(), JobState::Waiting);
 }
 
 #[tokio::test]
@@ -128,7 +128,7 @@ async fn delayed_add_uses_the_sequenced_score_and_delay_marker() {
     );
     let h: std::collections::HashMap<String, String> = c.hgetall("emq:d:1").await.unwrap();
     assert_eq!(h["delay"], "500");
-    assert_eq!(q.get_state("1").await.unwrap(), JobState::Delayed);
+    assert_eq!(q.get_job_state("1").await.unwrap(), JobState::Delayed);
 }
 
 #[tokio::test]
@@ -160,7 +160,7 @@ async fn prioritized_add_uses_priority_score() {
         ]
     );
     assert_eq!(c.get::<String, _>("emq:p:pc").await.unwrap(), "3");
-    assert_eq!(q.get_state("2").await.unwrap(), JobState::Prioritized);
+    assert_eq!(q.get_job_state("2").await.unwrap(), JobState::Prioritized);
     assert_eq!(
         event_names(&c, "emq:p:events").await,
         vec!["added", "waiting", "added", "waiting", "added", "waiting"]

@@ -156,7 +156,7 @@ async fn get_state_reports_every_state() {
         ("nope", JobState::Unknown),
     ];
     for (id, state) in cases {
-        assert_eq!(q.get_state(id).await.unwrap(), state, "job {id}");
+        assert_eq!(q.get_job_state(id).await.unwrap(), state, "job {id}");
     }
 }
 
@@ -665,7 +665,7 @@ async fn promote_moves_a_delayed_job_to_wait_or_prioritized() {
     assert_eq!(list(&c, "emq:pr:wait").await, vec!["2", "1"]);
     assert!(!exists(&c, "emq:pr:delayed").await);
     assert_eq!(hash(&c, "emq:pr:2").await["delay"], "0");
-    assert_eq!(q.get_state("2").await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state("2").await.unwrap(), JobState::Waiting);
     assert_eq!(
         zset(&c, "emq:pr:marker").await,
         vec![
@@ -712,11 +712,11 @@ async fn promote_moves_a_delayed_job_to_wait_or_prioritized() {
         )
         .await; // 4, 5, 6
     }
-    assert_eq!(q.promote_all(2).await.unwrap(), 3);
+    assert_eq!(q.chunked(2).promote_all().await.unwrap(), 3);
     assert_eq!(list(&c, "emq:pr:wait").await, vec!["6", "5", "4", "2", "1"]);
     assert!(!exists(&c, "emq:pr:delayed").await);
     assert_eq!(hash(&c, "emq:pr:4").await["delay"], "5000");
-    assert_eq!(q.promote_all(10).await.unwrap(), 0);
+    assert_eq!(q.chunked(10).promote_all().await.unwrap(), 0);
 }
 
 // ---------------------------------------------------------------- reprocessJob (retry_job)
@@ -795,7 +795,13 @@ async fn retry_job_requeues_completed_and_failed_jobs() {
     finish(&conn, &k, "2", false, "x", T0 + 5).await;
     assert_eq!(take(&conn, &k, T0).await.as_deref(), Some("3"));
     finish(&conn, &k, "3", false, "y", T0 + 6).await;
-    assert_eq!(q.retry_failed(10).await.unwrap(), 2);
+    assert_eq!(
+        q.chunked(10)
+            .retry_jobs(FinishTarget::Failed, None)
+            .await
+            .unwrap(),
+        2
+    );
     assert_eq!(list(&c, "emq:rt:wait").await, vec!["3", "2", "1"]);
 }
 
@@ -945,57 +951,98 @@ async fn get_ranges_orders_lists_and_sorted_sets() {
 
     let w = [JobState::Waiting];
     assert_eq!(
-        q.get_ranges(&w, 0, -1, false).await.unwrap(),
+        q.get_ranges(&w, 0, -1, echomq::RangeOrder::Descending)
+            .await
+            .unwrap(),
         vec!["5", "4", "3"]
     );
     assert_eq!(
-        q.get_ranges(&w, 0, -1, true).await.unwrap(),
+        q.get_ranges(&w, 0, -1, echomq::RangeOrder::Ascending)
+            .await
+            .unwrap(),
         vec!["3", "4", "5"]
     );
-    assert_eq!(q.get_ranges(&w, 0, 1, true).await.unwrap(), vec!["3", "4"]);
-    assert_eq!(q.get_ranges(&w, 0, 1, false).await.unwrap(), vec!["5", "4"]);
-    assert_eq!(q.get_ranges(&w, 1, 1, true).await.unwrap(), vec!["4"]);
+    assert_eq!(
+        q.get_ranges(&w, 0, 1, echomq::RangeOrder::Ascending)
+            .await
+            .unwrap(),
+        vec!["3", "4"]
+    );
+    assert_eq!(
+        q.get_ranges(&w, 0, 1, echomq::RangeOrder::Descending)
+            .await
+            .unwrap(),
+        vec!["5", "4"]
+    );
+    assert_eq!(
+        q.get_ranges(&w, 1, 1, echomq::RangeOrder::Ascending)
+            .await
+            .unwrap(),
+        vec!["4"]
+    );
 
     let done = [JobState::Completed];
     assert_eq!(
-        q.get_ranges(&done, 0, -1, true).await.unwrap(),
+        q.get_ranges(&done, 0, -1, echomq::RangeOrder::Ascending)
+            .await
+            .unwrap(),
         vec!["1", "2"]
     );
     assert_eq!(
-        q.get_ranges(&done, 0, -1, false).await.unwrap(),
-        vec!["2", "1"]
-    );
-    assert_eq!(q.get_ranges(&done, 0, 0, false).await.unwrap(), vec!["2"]);
-    assert_eq!(
-        q.get_ranges(&[JobState::Waiting, JobState::Completed], 0, -1, true)
+        q.get_ranges(&done, 0, -1, echomq::RangeOrder::Descending)
             .await
             .unwrap(),
+        vec!["2", "1"]
+    );
+    assert_eq!(
+        q.get_ranges(&done, 0, 0, echomq::RangeOrder::Descending)
+            .await
+            .unwrap(),
+        vec!["2"]
+    );
+    assert_eq!(
+        q.get_ranges(
+            &[JobState::Waiting, JobState::Completed],
+            0,
+            -1,
+            echomq::RangeOrder::Ascending
+        )
+        .await
+        .unwrap(),
         vec!["3", "4", "5", "1", "2"]
     );
     // The same state twice yields each id once.
     assert_eq!(
-        q.get_ranges(&[JobState::Completed, JobState::Completed], 0, -1, true)
-            .await
-            .unwrap(),
+        q.get_ranges(
+            &[JobState::Completed, JobState::Completed],
+            0,
+            -1,
+            echomq::RangeOrder::Ascending
+        )
+        .await
+        .unwrap(),
         vec!["1", "2"]
     );
 
     assert_eq!(take(&conn, &k, T0).await.as_deref(), Some("3"));
     assert_eq!(take(&conn, &k, T0).await.as_deref(), Some("4"));
     assert_eq!(
-        q.get_ranges(&[JobState::Active], 0, -1, false)
+        q.get_ranges(&[JobState::Active], 0, -1, echomq::RangeOrder::Descending)
             .await
             .unwrap(),
         vec!["4", "3"]
     );
     assert_eq!(
-        q.get_ranges(&[JobState::Active], 0, -1, true)
+        q.get_ranges(&[JobState::Active], 0, -1, echomq::RangeOrder::Ascending)
             .await
             .unwrap(),
         vec!["3", "4"]
     );
 
-    let jobs = q.get_jobs(&done, 0, -1, false).await.unwrap();
+    let jobs = q
+        .get_jobs(&done, 0, -1, echomq::RangeOrder::Descending)
+        .await
+        .unwrap();
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(ids, vec!["2", "1"]);
     assert_eq!(jobs[0].name, "b");
@@ -1003,7 +1050,13 @@ async fn get_ranges_orders_lists_and_sorted_sets() {
     assert_eq!(jobs[0].return_value, Some(json!(2)));
     // An id whose hash is gone is skipped.
     let _: () = c.del("emq:gr:1").await.unwrap();
-    assert_eq!(q.get_jobs(&done, 0, -1, true).await.unwrap().len(), 1);
+    assert_eq!(
+        q.get_jobs(&done, 0, -1, echomq::RangeOrder::Ascending)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 // ---------------------------------------------------------------- changeDelay
@@ -1082,7 +1135,7 @@ async fn change_priority_moves_jobs_between_wait_and_prioritized() {
         zset(&c, "emq:cp:marker").await,
         vec![("0".to_string(), 0.0)]
     );
-    assert_eq!(q.get_state("2").await.unwrap(), JobState::Prioritized);
+    assert_eq!(q.get_job_state("2").await.unwrap(), JobState::Prioritized);
 
     // Back to priority 0: LPUSH (fifo) into wait.
     q.change_priority("2", 0, false).await.unwrap();
@@ -1175,8 +1228,20 @@ async fn update_progress_data_and_logs() {
     assert_eq!(q.add_log("1", "c", Some(2)).await.unwrap(), 2);
     assert_eq!(list(&c, "emq:up:1:logs").await, vec!["b", "c"]);
     assert_eq!(q.add_log("1", "d", Some(5)).await.unwrap(), 3);
-    assert_eq!(q.get_logs("1", 0, -1).await.unwrap(), vec!["b", "c", "d"]);
-    assert_eq!(q.get_logs("1", -1, -1).await.unwrap(), vec!["d"]);
+    assert_eq!(
+        q.get_job_logs("1", 0, -1, echomq::RangeOrder::Ascending)
+            .await
+            .unwrap()
+            .logs,
+        vec!["b", "c", "d"]
+    );
+    assert_eq!(
+        q.get_job_logs("1", -1, -1, echomq::RangeOrder::Ascending)
+            .await
+            .unwrap()
+            .logs,
+        vec!["d"]
+    );
     assert_eq!(key_type(&c, "emq:up:1:logs").await, "list");
     assert_eq!(
         events(&c, "emq:up:events").await.len(),
@@ -1298,7 +1363,7 @@ async fn retry_job_of_a_prioritized_job_goes_to_prioritized() {
     assert_eq!(prioritized.len(), 1);
     assert_eq!(prioritized[0].0, "1");
     assert_eq!(prioritized[0].1 as u64 >> 32, 5, "in its priority band");
-    assert_eq!(q.get_state("1").await.unwrap(), JobState::Prioritized);
+    assert_eq!(q.get_job_state("1").await.unwrap(), JobState::Prioritized);
 }
 
 #[tokio::test]
@@ -1316,12 +1381,24 @@ async fn bulk_retry_and_promote_with_count_zero_move_nothing() {
     .await; // 2
     assert_eq!(take(&conn, &k, T0).await.as_deref(), Some("1"));
     finish(&conn, &k, "1", false, "x", T0 + 1).await;
-    assert_eq!(q.retry_failed(0).await.unwrap(), 0);
-    assert_eq!(q.promote_all(0).await.unwrap(), 0);
+    assert_eq!(
+        q.chunked(0)
+            .retry_jobs(FinishTarget::Failed, None)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(q.chunked(0).promote_all().await.unwrap(), 0);
     assert_eq!(zset(&c, "emq:bz:failed").await.len(), 1);
     assert_eq!(zset(&c, "emq:bz:delayed").await.len(), 1);
     assert!(!exists(&c, "emq:bz:wait").await);
-    assert_eq!(q.retry_failed(1).await.unwrap(), 1);
-    assert_eq!(q.promote_all(1).await.unwrap(), 1);
+    assert_eq!(
+        q.chunked(1)
+            .retry_jobs(FinishTarget::Failed, None)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(q.chunked(1).promote_all().await.unwrap(), 1);
     assert_eq!(list(&c, "emq:bz:wait").await, vec!["2", "1"]);
 }

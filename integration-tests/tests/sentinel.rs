@@ -145,7 +145,7 @@ async fn wait_completed(q: &Queue, ids: &[String]) {
     loop {
         let mut pending = Vec::new();
         for id in ids {
-            if q.get_state(id).await.unwrap() != JobState::Completed {
+            if q.get_job_state(id).await.unwrap() != JobState::Completed {
                 pending.push(id.clone());
             }
         }

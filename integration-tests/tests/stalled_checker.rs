@@ -194,7 +194,10 @@ async fn a_renewed_lock_is_never_recovered() {
     let stats = call_t!(actor, StalledCheckerMsg::GetStats, 1000).unwrap();
     assert!(stats.sweeps >= 10, "sweeps ran: {}", stats.sweeps);
     assert_eq!(stats.recovered, 0);
-    assert_eq!(q.get_state(&id).await.unwrap(), echomq::JobState::Active);
+    assert_eq!(
+        q.get_job_state(&id).await.unwrap(),
+        echomq::JobState::Active
+    );
     assert!(!c
         .hexists::<bool, _, _>(q.keys().job(&id), "stc")
         .await
@@ -528,11 +531,11 @@ async fn a_child_stalled_too_often_fails_and_its_rule_fails_the_parent() {
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while q.get_state("c").await.unwrap() != JobState::Failed {
+    while q.get_job_state("c").await.unwrap() != JobState::Failed {
         assert!(
             tokio::time::Instant::now() < deadline,
             "child not failed: {:?}",
-            q.get_state("c").await.unwrap()
+            q.get_job_state("c").await.unwrap()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -544,7 +547,7 @@ async fn a_child_stalled_too_often_fails_and_its_rule_fails_the_parent() {
     );
     // fpof: the parent is failed through a deferred failure its next worker
     // applies, and the child is recorded as unsuccessful.
-    assert_eq!(parents.get_state("p").await.unwrap(), JobState::Waiting);
+    assert_eq!(parents.get_job_state("p").await.unwrap(), JobState::Waiting);
     let parent = parents.get_job("p").await.unwrap().unwrap();
     assert!(
         parent

@@ -117,7 +117,7 @@ async fn a_job_past_its_timeout_fails_with_a_timeout_reason_and_is_retried() {
     args.options = WorkerOptions::default().cancel_grace(Duration::from_millis(100));
     let host = start(args).await;
     wait_until("failed for good", Duration::from_secs(20), async || {
-        q.get_state(&id).await.unwrap() == JobState::Failed
+        q.get_job_state(&id).await.unwrap() == JobState::Failed
     })
     .await;
     let stream = stream_with_ids(&c, "emq:to:events").await;
@@ -179,8 +179,8 @@ async fn a_stubborn_processor_frees_its_slot_after_the_grace_period() {
         "both failed by their timeout",
         Duration::from_secs(10),
         async || {
-            q.get_state(&first).await.unwrap() == JobState::Failed
-                && q.get_state(&second).await.unwrap() == JobState::Failed
+            q.get_job_state(&first).await.unwrap() == JobState::Failed
+                && q.get_job_state(&second).await.unwrap() == JobState::Failed
         },
     )
     .await;
@@ -242,7 +242,7 @@ async fn a_cancel_from_another_connection_stops_the_running_job() {
             .await
             .unwrap();
         wait_until("the job running", Duration::from_secs(10), async || {
-            q.get_state(&id).await.unwrap() == JobState::Active
+            q.get_job_state(&id).await.unwrap() == JobState::Active
         })
         .await;
         let before = cancelled.load(Ordering::SeqCst);
@@ -270,13 +270,13 @@ async fn a_cancel_from_another_connection_stops_the_running_job() {
         assert!(latency < Duration::from_secs(5), "{latency:?}");
         match mode {
             CancelMode::Fail => {
-                assert_eq!(q.get_state(&id).await.unwrap(), JobState::Failed);
+                assert_eq!(q.get_job_state(&id).await.unwrap(), JobState::Failed);
                 let job = q.get_job(&id).await.unwrap().unwrap();
                 assert_eq!(job.failed_reason.as_deref(), Some("stopped by an operator"));
             }
             CancelMode::Retry => {
                 wait_until("the retry completed", Duration::from_secs(10), async || {
-                    q.get_state(&id).await.unwrap() == JobState::Completed
+                    q.get_job_state(&id).await.unwrap() == JobState::Completed
                 })
                 .await;
                 let job = q.get_job(&id).await.unwrap().unwrap();
@@ -321,7 +321,7 @@ async fn a_cancel_of_a_waiting_or_delayed_job_removes_it() {
             q.cancel(id, "not wanted", CancelMode::Fail).await.unwrap(),
             CancelOutcome::Removed
         );
-        assert_eq!(q.get_state(id).await.unwrap(), JobState::Unknown);
+        assert_eq!(q.get_job_state(id).await.unwrap(), JobState::Unknown);
     }
     let left: u64 = c
         .exists(vec!["emq:cw:wait", "emq:cw:delayed", "emq:cw:prioritized"])
@@ -357,7 +357,7 @@ async fn a_cancel_takes_effect_while_the_holder_is_partitioned_away() {
     let host = start(args).await;
     let id = dq.add("long", &json!({}), JobOptions::new()).await.unwrap();
     wait_until("the job running", Duration::from_secs(10), async || {
-        dq.get_state(&id).await.unwrap() == JobState::Active
+        dq.get_job_state(&id).await.unwrap() == JobState::Active
     })
     .await;
     proxy.set_mode(FaultMode::Blackhole);
@@ -367,7 +367,7 @@ async fn a_cancel_takes_effect_while_the_holder_is_partitioned_away() {
             .unwrap(),
         CancelOutcome::Stopped { retrying: false }
     );
-    assert_eq!(dq.get_state(&id).await.unwrap(), JobState::Failed);
+    assert_eq!(dq.get_job_state(&id).await.unwrap(), JobState::Failed);
     assert_eq!(
         cancelled.load(Ordering::SeqCst),
         0,
@@ -381,7 +381,7 @@ async fn a_cancel_takes_effect_while_the_holder_is_partitioned_away() {
         async || c2.load(Ordering::SeqCst) == 1,
     )
     .await;
-    assert_eq!(dq.get_state(&id).await.unwrap(), JobState::Failed);
+    assert_eq!(dq.get_job_state(&id).await.unwrap(), JobState::Failed);
     let job = dq.get_job(&id).await.unwrap().unwrap();
     assert_eq!(job.failed_reason.as_deref(), Some("cancelled while away"));
     let stream = events(&c, "emq:cp:events").await;
@@ -423,7 +423,7 @@ async fn a_cancel_of_a_job_held_by_bullmq_node_refuses_its_finish() {
     });
     eprintln!("Node reported: {refused}");
     node.finish();
-    assert_eq!(q.get_state(&id).await.unwrap(), JobState::Failed);
+    assert_eq!(q.get_job_state(&id).await.unwrap(), JobState::Failed);
     let job = q.get_job(&id).await.unwrap().unwrap();
     assert_eq!(job.failed_reason.as_deref(), Some("cancelled under Node"));
     assert!(job.return_value.is_none());

@@ -96,7 +96,7 @@ async fn mutual_tls_needs_the_client_certificate() {
         .add("j", &json!({ "x": 1 }), JobOptions::new())
         .await
         .unwrap();
-    assert_eq!(q.get_state(&id).await.unwrap(), JobState::Waiting);
+    assert_eq!(q.get_job_state(&id).await.unwrap(), JobState::Waiting);
     conn.close().await;
 }
 
@@ -191,7 +191,7 @@ async fn bullmq_node_and_echomq_share_a_queue_over_tls() {
     topology::four_actors(&conn, "tls-mixed").await;
     let q = Queue::new(&conn, "tls-mixed").await.unwrap();
     for id in node_ids.as_array().unwrap() {
-        let state = q.get_state(id.as_str().unwrap()).await.unwrap();
+        let state = q.get_job_state(id.as_str().unwrap()).await.unwrap();
         assert_eq!(state, JobState::Completed, "Node's job {id} done by EchoMQ");
     }
     // EchoMQ adds over TLS; Node's worker (over TLS) processes it.
@@ -210,7 +210,7 @@ async fn bullmq_node_and_echomq_share_a_queue_over_tls() {
         run.done && run.ids() == [id.clone()],
         "Node processed {id} (and nothing else): {run:?}"
     );
-    assert_eq!(q.get_state(&id).await.unwrap(), JobState::Completed);
+    assert_eq!(q.get_job_state(&id).await.unwrap(), JobState::Completed);
     conn.close().await;
 }
 

@@ -605,7 +605,10 @@ async fn close_waits_for_running_jobs_then_moves_the_rest_back_none_lost() {
     slow.sort();
     assert_eq!(moved, slow);
     for id in &quick {
-        assert_eq!(q.get_state(id).await.unwrap(), echomq::JobState::Completed);
+        assert_eq!(
+            q.get_job_state(id).await.unwrap(),
+            echomq::JobState::Completed
+        );
     }
     // Nothing lost: 2 completed, 12 waiting (the 10 never taken + the 2 moved
     // back, which run next), nothing active, no lock left.
@@ -771,7 +774,7 @@ async fn a_job_taken_after_the_worker_stopped_goes_back_to_wait() {
                 .iter()
                 .any(|s| s.name == "waiting" && s.job_id == id && s.prev == "active");
             let run = !ran.lock().unwrap().is_empty();
-            run || (back && q.get_state(&id).await.unwrap() == echomq::JobState::Waiting)
+            run || (back && q.get_job_state(&id).await.unwrap() == echomq::JobState::Waiting)
         },
     )
     .await;

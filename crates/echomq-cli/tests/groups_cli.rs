@@ -152,9 +152,9 @@ async fn groups_from_the_command_line() {
     ok(&url, &["groups", "q", "set-rate-limit", "globex", "5/1000"]);
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "q").await.unwrap();
-    let acme = q.group_counts("acme").await.unwrap();
+    let acme = q.groups().counts("acme").await.unwrap();
     assert_eq!(acme.concurrency, Some(2));
-    let globex = q.group_counts("globex").await.unwrap();
+    let globex = q.groups().counts("globex").await.unwrap();
     assert_eq!(globex.rate_limit, Some((5, 1000)));
     let list = ok(&url, &["groups", "q"]);
     assert_eq!(row(&list, "acme")[4], "2", "{list}");
@@ -166,7 +166,7 @@ async fn groups_from_the_command_line() {
     // Pause and resume say whether something changed.
     assert!(ok(&url, &["groups", "q", "pause", "globex"]).contains("paused"));
     assert!(ok(&url, &["groups", "q", "pause", "globex"]).contains("already"));
-    assert!(q.group_counts("globex").await.unwrap().paused);
+    assert!(q.groups().counts("globex").await.unwrap().paused);
     assert!(row(&ok(&url, &["groups", "q"]), "globex").contains(&"paused".to_owned()));
     // A paused group's jobs are not released: `work` runs acme's only.
     ok(
@@ -183,7 +183,7 @@ async fn groups_from_the_command_line() {
             "50/1000",
         ],
     );
-    let defaults = q.group_defaults().await.unwrap();
+    let defaults = q.groups().defaults().await.unwrap();
     assert_eq!(
         defaults,
         GroupDefaults {
@@ -194,12 +194,12 @@ async fn groups_from_the_command_line() {
     );
     assert!(ok(&url, &["groups", "q"])
         .contains("defaults (groups without their own): conc 3, rate 50/1000 ms"));
-    assert_eq!(q.group_counts("acme").await.unwrap().waiting, 0);
-    assert_eq!(q.group_counts("globex").await.unwrap().waiting, 2);
+    assert_eq!(q.groups().counts("acme").await.unwrap().waiting, 0);
+    assert_eq!(q.groups().counts("globex").await.unwrap().waiting, 2);
     assert!(ok(&url, &["groups", "q", "resume", "globex"]).contains("resumed"));
     assert!(ok(&url, &["groups", "q", "resume", "globex"]).contains("was not paused"));
     ok(&url, &["work", "q", "--quiet", "--max-jobs", "2"]);
     assert_eq!(q.counts().await.unwrap().completed, 6);
-    let globex = q.group_counts("globex").await.unwrap();
+    let globex = q.groups().counts("globex").await.unwrap();
     assert_eq!((globex.waiting, globex.paused), (0, false));
 }

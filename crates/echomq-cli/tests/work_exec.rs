@@ -279,7 +279,14 @@ async fn an_https_endpoint_is_verified_against_the_given_ca() {
                 "{}",
                 work.log()
             );
-            assert_eq!(q.get_logs("1", 0, -1).await.unwrap().len(), 1);
+            assert_eq!(
+                q.get_job_logs("1", 0, -1, echomq::RangeOrder::Ascending)
+                    .await
+                    .unwrap()
+                    .logs
+                    .len(),
+                1
+            );
         } else {
             let reason = job.failed_reason.unwrap();
             assert!(
@@ -338,7 +345,14 @@ async fn the_node_and_sh_handlers_complete_jobs() {
             assert_eq!(value["data"], job.data);
             assert_eq!(job.progress, json!(100));
         }
-        assert_eq!(q.get_logs("1", 0, -1).await.unwrap().len(), 1);
+        assert_eq!(
+            q.get_job_logs("1", 0, -1, echomq::RangeOrder::Ascending)
+                .await
+                .unwrap()
+                .logs
+                .len(),
+            1
+        );
         assert!(
             work.log().contains("handled") || work.log().contains("one job done"),
             "stderr is logged: {}",

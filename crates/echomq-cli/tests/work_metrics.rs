@@ -39,7 +39,11 @@ async fn work_records_metrics_only_when_asked() {
     let out = work(&url, "with", &["--max-jobs", "3", "--metrics", "10"]);
     assert!(out.status.success(), "{out:?}");
     let q = Queue::new(&conn, "with").await.unwrap();
-    let completed = q.get_metrics(MetricsKind::Completed, 0, -1).await.unwrap();
+    let completed = q
+        .telemetry()
+        .get_metrics(MetricsKind::Completed, 0, -1)
+        .await
+        .unwrap();
     assert_eq!(completed.count, 3, "{completed:?}");
     assert!(completed.prev_ts.is_some());
 
@@ -47,7 +51,11 @@ async fn work_records_metrics_only_when_asked() {
     assert!(out.status.success(), "{out:?}");
     let q = Queue::new(&conn, "without").await.unwrap();
     assert_eq!(q.counts().await.unwrap().completed, 3);
-    let completed = q.get_metrics(MetricsKind::Completed, 0, -1).await.unwrap();
+    let completed = q
+        .telemetry()
+        .get_metrics(MetricsKind::Completed, 0, -1)
+        .await
+        .unwrap();
     assert_eq!(completed.count, 0, "{completed:?}");
 
     let out = work(&url, "with", &["--metrics", "0"]);

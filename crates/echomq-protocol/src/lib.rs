@@ -35,7 +35,7 @@ pub use event::{Event, EventKind};
 pub use group::GroupOptions;
 pub use job::{DecodeError, Job};
 pub use keys::QueueKeys;
-pub use options::{Backoff, Deduplication, JobOptions, KeepJobs, ParentRef};
+pub use options::{Backoff, Deduplication, JobOptions, KeepJobs, OnChildFailure, ParentRef};
 pub use reply::ScriptErrorCode;
 pub use scripts::{ScriptDef, ScriptId};
 pub use validate::ValidationError;

@@ -319,16 +319,10 @@ pub struct JobOptions {
     /// An existing job this one becomes a child of (`parent`): the parent
     /// waits for it before it runs.
     pub parent: Option<ParentRef>,
-    /// On final failure, fail the parent too (`failParentOnFailure`, stored as `fpof`).
-    pub fail_parent_on_failure: bool,
-    /// On final failure, let the parent run now (`continueParentOnFailure`, stored as `cpof`).
-    pub continue_parent_on_failure: bool,
-    /// On final failure, record it and ignore the dependency
-    /// (`ignoreDependencyOnFailure`, stored as `idof`).
-    pub ignore_dependency_on_failure: bool,
-    /// On final failure, drop the dependency from the parent
-    /// (`removeDependencyOnFailure`, stored as `rdof`).
-    pub remove_dependency_on_failure: bool,
+    /// What this job's final failure does to its parent (one of BullMQ's
+    /// four `*OnFailure` flags, stored as `fpof`, `cpof`, `idof` or `rdof`);
+    /// `None`: the parent waits on (BullMQ's default).
+    pub on_failure: Option<OnChildFailure>,
     /// EchoMQ's job timeout, ms (public `timeout`, stored as `emqTimeout`):
     /// an EchoMQ worker cancels the processor past it and fails the attempt.
     /// BullMQ Node carries the key through untouched and ignores it.
@@ -433,42 +427,10 @@ impl JobOptions {
         self
     }
 
-    /// Sets `failParentOnFailure`.
-    pub fn fail_parent_on_failure(mut self, on: bool) -> Self {
-        self.fail_parent_on_failure = on;
+    /// Sets what this job's final failure does to its parent.
+    pub fn on_failure(mut self, rule: OnChildFailure) -> Self {
+        self.on_failure = Some(rule);
         self
-    }
-
-    /// Sets `continueParentOnFailure`.
-    pub fn continue_parent_on_failure(mut self, on: bool) -> Self {
-        self.continue_parent_on_failure = on;
-        self
-    }
-
-    /// Sets `ignoreDependencyOnFailure`.
-    pub fn ignore_dependency_on_failure(mut self, on: bool) -> Self {
-        self.ignore_dependency_on_failure = on;
-        self
-    }
-
-    /// Sets `removeDependencyOnFailure`.
-    pub fn remove_dependency_on_failure(mut self, on: bool) -> Self {
-        self.remove_dependency_on_failure = on;
-        self
-    }
-
-    /// The short names of the failure options that are set, in BullMQ's
-    /// order; the add scripts read them from the parent descriptor.
-    pub fn failure_flags(&self) -> Vec<&'static str> {
-        [
-            ("fpof", self.fail_parent_on_failure),
-            ("cpof", self.continue_parent_on_failure),
-            ("idof", self.ignore_dependency_on_failure),
-            ("rdof", self.remove_dependency_on_failure),
-        ]
-        .into_iter()
-        .filter_map(|(name, on)| on.then_some(name))
-        .collect()
     }
 
     /// The parent descriptor the add scripts receive (`{id, queueKey}` and
@@ -478,8 +440,8 @@ impl JobOptions {
         let mut d = Map::new();
         d.insert("id".into(), Value::from(p.id.clone()));
         d.insert("queueKey".into(), Value::from(p.queue.clone()));
-        for flag in self.failure_flags() {
-            d.insert(flag.into(), Value::Bool(true));
+        if let Some(rule) = self.on_failure {
+            d.insert(rule.short_name().into(), Value::Bool(true));
         }
         Some(Value::Object(d))
     }
@@ -606,8 +568,8 @@ impl JobOptions {
             m.insert("group".into(), g.to_value());
         }
         // After the others, in the order BullMQ's flow producer leaves them.
-        for flag in self.failure_flags() {
-            m.insert(flag.into(), Value::Bool(true));
+        if let Some(rule) = self.on_failure {
+            m.insert(rule.short_name().into(), Value::Bool(true));
         }
         if let Some(p) = &self.parent {
             m.insert("parent".into(), p.to_value());
@@ -642,17 +604,21 @@ impl JobOptions {
                 "group" if GroupOptions::from_value(v).is_some() => {
                     o.group = GroupOptions::from_value(v)
                 }
-                "fpof" | "failParentOnFailure" => {
-                    o.fail_parent_on_failure = v == &Value::Bool(true)
-                }
-                "cpof" | "continueParentOnFailure" => {
-                    o.continue_parent_on_failure = v == &Value::Bool(true)
-                }
-                "idof" | "ignoreDependencyOnFailure" => {
-                    o.ignore_dependency_on_failure = v == &Value::Bool(true)
-                }
-                "rdof" | "removeDependencyOnFailure" => {
-                    o.remove_dependency_on_failure = v == &Value::Bool(true)
+                "fpof"
+                | "failParentOnFailure"
+                | "cpof"
+                | "continueParentOnFailure"
+                | "idof"
+                | "ignoreDependencyOnFailure"
+                | "rdof"
+                | "removeDependencyOnFailure" => {
+                    // A foreign writer may set two: the first in BullMQ's
+                    // order is the one its scripts obey.
+                    if let (Some(rule), true) =
+                        (OnChildFailure::from_name(k), v == &Value::Bool(true))
+                    {
+                        o.on_failure = Some(o.on_failure.map_or(rule, |r| r.min(rule)));
+                    }
                 }
                 "parent" if ParentRef::from_value(v).is_some() => {
                     o.parent = ParentRef::from_value(v)
@@ -777,6 +743,60 @@ pub const PUBLIC_NAMES: &[&str] = &[
     "removeDependencyOnFailure",
     "telemetry",
 ];
+
+/// What a child's final failure does to its parent: BullMQ's four
+/// `*OnFailure` options, of which a job carries at most one. Declared in
+/// BullMQ's order of precedence (the first wins where a foreign writer set
+/// two).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OnChildFailure {
+    /// `failParentOnFailure`: the parent fails too.
+    FailParent,
+    /// `continueParentOnFailure`: the parent runs now, the failure recorded.
+    ContinueParent,
+    /// `ignoreDependencyOnFailure`: the failure is recorded and ignored.
+    IgnoreDependency,
+    /// `removeDependencyOnFailure`: the child is dropped from the parent.
+    RemoveDependency,
+}
+
+impl OnChildFailure {
+    /// Every rule, in BullMQ's order.
+    pub const ALL: [OnChildFailure; 4] = [
+        OnChildFailure::FailParent,
+        OnChildFailure::ContinueParent,
+        OnChildFailure::IgnoreDependency,
+        OnChildFailure::RemoveDependency,
+    ];
+
+    /// The stored option name (and parent descriptor flag): `fpof`, `cpof`,
+    /// `idof` or `rdof`.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            OnChildFailure::FailParent => "fpof",
+            OnChildFailure::ContinueParent => "cpof",
+            OnChildFailure::IgnoreDependency => "idof",
+            OnChildFailure::RemoveDependency => "rdof",
+        }
+    }
+
+    /// The public option name (`failParentOnFailure`, …).
+    pub fn long_name(self) -> &'static str {
+        match self {
+            OnChildFailure::FailParent => "failParentOnFailure",
+            OnChildFailure::ContinueParent => "continueParentOnFailure",
+            OnChildFailure::IgnoreDependency => "ignoreDependencyOnFailure",
+            OnChildFailure::RemoveDependency => "removeDependencyOnFailure",
+        }
+    }
+
+    /// The rule an option name (short or public) stands for.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.short_name() == name || r.long_name() == name)
+    }
+}
 
 /// Options stored under a short name, and their public names (docs/protocol.md §Job options).
 pub const SHORT_NAMES: &[(&str, &str)] = &[
@@ -926,7 +946,7 @@ mod tests {
             Some(Deduplication::new("p").reschedule(true))
         );
         assert_eq!(o.keep_logs, Some(3));
-        assert!(o.fail_parent_on_failure);
+        assert_eq!(o.on_failure, Some(OnChildFailure::FailParent));
         assert_eq!(o.remove_on_complete, Some(KeepJobs::Count(5)));
         let stored = o.to_stored();
         assert_eq!(stored["de"], json!({"id": "p", "reschedule": true}));
@@ -1033,21 +1053,23 @@ mod parent_tests {
                 id: "p".into(),
                 queue: "emq:q".into(),
             })
-            .fail_parent_on_failure(true)
-            .ignore_dependency_on_failure(true);
+            .on_failure(OnChildFailure::FailParent);
         let stored = o.to_stored();
         assert_eq!(stored["fpof"], json!(true));
-        assert_eq!(stored["idof"], json!(true));
-        assert!(!stored.contains_key("cpof") && !stored.contains_key("rdof"));
+        assert!(
+            !stored.contains_key("idof")
+                && !stored.contains_key("cpof")
+                && !stored.contains_key("rdof")
+        );
         assert_eq!(stored["parent"], json!({"id": "p", "queue": "emq:q"}));
-        // The failure flags precede `parent`, last of all.
+        // The failure flag precedes `parent`, last of all.
         let keys: Vec<&str> = stored.keys().map(String::as_str).collect();
-        assert_eq!(&keys[keys.len() - 3..], ["fpof", "idof", "parent"]);
+        assert_eq!(&keys[keys.len() - 2..], ["fpof", "parent"]);
         // `attempts` is always stored (0 by default).
         assert_eq!(JobOptions::from_stored(&stored), o.clone().attempts(0));
         assert_eq!(
             o.parent_descriptor(),
-            Some(json!({"id": "p", "queueKey": "emq:q", "fpof": true, "idof": true}))
+            Some(json!({"id": "p", "queueKey": "emq:q", "fpof": true}))
         );
         let public = o.to_public();
         assert_eq!(public["failParentOnFailure"], json!(true));
@@ -1057,7 +1079,10 @@ mod parent_tests {
                 .as_object()
                 .unwrap(),
         );
-        assert!(long.remove_dependency_on_failure);
+        assert_eq!(long.on_failure, Some(OnChildFailure::RemoveDependency));
+        // Two flags from a foreign writer read as the first in BullMQ's order.
+        let two = JobOptions::from_stored(json!({"idof": true, "fpof": true}).as_object().unwrap());
+        assert_eq!(two.on_failure, Some(OnChildFailure::FailParent));
         assert_eq!(JobOptions::new().parent_descriptor(), None);
     }
 }

@@ -155,10 +155,9 @@ fn job_options() -> impl Strategy<Value = JobOptions> {
             size_limit,
             deduplication: dedup,
             parent,
-            fail_parent_on_failure: flags[1],
-            continue_parent_on_failure: flags[2],
-            ignore_dependency_on_failure: flags[3],
-            remove_dependency_on_failure: flags[4],
+            on_failure: (1..5)
+                .find(|&i| flags[i])
+                .map(|i| echomq_protocol::OnChildFailure::ALL[i - 1]),
             timeout: timestamp.map(|t| t % 86_400_000),
             group: None,
             extra,

@@ -395,15 +395,17 @@ impl Action {
                 }
                 json!({ "id": q.add(name, data, opts).await? })
             }
-            Action::RetryFailed => json!({ "retried": q.retry_failed(RETRY_CHUNK).await? }),
+            Action::RetryFailed => {
+                json!({ "retried": q.chunked(RETRY_CHUNK).retry_jobs(echomq::protocol::FinishTarget::Failed, None).await? })
+            }
             Action::GroupPause { group } => {
-                json!({ "group": group, "paused": true, "changed": q.pause_group(group).await? })
+                json!({ "group": group, "paused": true, "changed": q.groups().pause(group).await? })
             }
             Action::GroupResume { group } => {
-                json!({ "group": group, "paused": false, "changed": q.resume_group(group).await? })
+                json!({ "group": group, "paused": false, "changed": q.groups().resume(group).await? })
             }
             Action::GroupConcurrency { group, concurrency } => {
-                q.set_group_concurrency(group, *concurrency).await?;
+                q.groups().set_concurrency(group, *concurrency).await?;
                 json!({ "group": group, "concurrency": concurrency })
             }
             Action::GroupRateLimit {
@@ -411,7 +413,8 @@ impl Action {
                 max,
                 duration_ms,
             } => {
-                q.set_group_rate_limit(group, *max, Duration::from_millis(*duration_ms))
+                q.groups()
+                    .set_rate_limit(group, *max, Duration::from_millis(*duration_ms))
                     .await?;
                 json!({ "group": group, "max": max, "duration_ms": duration_ms })
             }

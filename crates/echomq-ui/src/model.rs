@@ -129,7 +129,7 @@ pub(crate) async fn overview(app: &App, page: usize) -> Result<Overview, Failure
         // A queue removed since it was found is skipped.
         if let Ok(q) = app.queue(name).await {
             app.live.watch(&app.conn, name).await;
-            let workers = q.workers_in(&clients).len();
+            let workers = q.telemetry().workers_in(&clients).len();
             out.push(summary_with(app, &q, workers).await?);
         }
     }
@@ -265,13 +265,13 @@ pub(crate) async fn job_detail(app: &App, q: &Queue, id: &str) -> Result<JobDeta
         .ok_or_else(|| Failure::not_found(format!("no job {id:?} in queue {:?}", q.name())))?;
     let (state, mut logs) = tokio::try_join!(
         q.get_job_state(id),
-        q.get_job_logs(id, 0, LOG_LINES - 1, false)
+        q.get_job_logs(id, 0, LOG_LINES - 1, echomq::RangeOrder::Descending)
     )?;
     // The newest lines, shown oldest first.
     logs.logs.reverse();
     let prefix = app.prefix();
     let parent = job.parent_key.as_deref().and_then(|k| job_ref(prefix, k));
-    let deps = q.get_dependencies(id, 0, CHILDREN).await?;
+    let deps = q.flows().get_dependencies(id, 0, CHILDREN).await?;
     let mut children = Vec::new();
     for (k, v) in &deps.processed {
         if let Some(r) = job_ref(prefix, k) {
@@ -337,7 +337,12 @@ pub(crate) async fn job_page(
     let start = page.saturating_mul(size);
     let states = [state];
     let (jobs, total) = tokio::try_join!(
-        q.get_jobs(&states, start as i64, (start + size - 1) as i64, false),
+        q.get_jobs(
+            &states,
+            start as i64,
+            (start + size - 1) as i64,
+            echomq::RangeOrder::Descending
+        ),
         q.count_states(&states)
     )?;
     let total = total.first().copied().unwrap_or(0);
@@ -447,7 +452,13 @@ pub(crate) async fn search(
     while idx < states.len() && scanned < budget {
         let step = SEARCH_STEP.min(budget - scanned);
         let (next, found) = q
-            .search_jobs_page(states[idx], &filter, at, step, false)
+            .search_jobs_page(
+                states[idx],
+                &filter,
+                at,
+                step,
+                echomq::RangeOrder::Descending,
+            )
             .await?;
         jobs.extend(found.into_iter().map(|j| (j, states[idx])));
         match next {
@@ -509,10 +520,10 @@ pub(crate) struct GroupsPanel {
 /// Bounded calls: one page of the group index, on the first page the
 /// global busiest, the queue's defaults.
 pub(crate) async fn groups(q: &Queue, start: u64) -> Result<GroupsPanel, Failure> {
-    let page = q.groups(start, GROUPS_READ).await?;
+    let page = q.groups().page(start, GROUPS_READ).await?;
     let read = page.groups.len() as u64;
     let rows = if start == 0 && page.total > 0 {
-        q.busiest_groups(GROUPS_SHOWN as u64).await?.groups
+        q.groups().busiest(GROUPS_SHOWN as u64).await?.groups
     } else {
         page.groups
     };
@@ -535,7 +546,7 @@ pub(crate) async fn groups(q: &Queue, start: u64) -> Result<GroupsPanel, Failure
     });
     groups.truncate(GROUPS_SHOWN);
     let defaults = if page.total > 0 {
-        q.group_defaults().await?
+        q.groups().defaults().await?
     } else {
         Default::default()
     };

@@ -36,7 +36,7 @@ async fn the_groups_panel_shows_the_busiest_groups_and_acts_on_them() {
     add(&q, "t150", 20).await;
     let evil = "<img/src=x/onerror=alert(1)>";
     add(&q, evil, 2).await;
-    q.set_group_concurrency("t005", 3).await.unwrap();
+    q.groups().set_concurrency("t005", 3).await.unwrap();
 
     let c = h.redis.client().await;
     let m = Monitor::start(h.redis.port(), &c).await;
@@ -106,7 +106,7 @@ async fn the_groups_panel_shows_the_busiest_groups_and_acts_on_them() {
         )
         .await;
     assert_eq!(cross.status(), StatusCode::FORBIDDEN);
-    assert!(!q.group_counts("t005").await.unwrap().paused);
+    assert!(!q.groups().counts("t005").await.unwrap().paused);
 
     let act = async |action: &str, body: serde_json::Value| {
         let r = h.api_action("tenants", action, body, &s.api()).await;
@@ -117,7 +117,7 @@ async fn the_groups_panel_shows_the_busiest_groups_and_acts_on_them() {
     let (st, v) = act("group-pause", json!({"group": "t005"})).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["result"]["changed"], true);
-    assert!(q.group_counts("t005").await.unwrap().paused);
+    assert!(q.groups().counts("t005").await.unwrap().paused);
     let (_, v) = act("group-pause", json!({"group": "t005"})).await;
     assert_eq!(v["result"]["changed"], false, "paused already");
     let (st, _) = act(
@@ -132,7 +132,7 @@ async fn the_groups_panel_shows_the_busiest_groups_and_acts_on_them() {
     )
     .await;
     assert_eq!(st, StatusCode::OK);
-    let t150 = q.group_counts("t150").await.unwrap();
+    let t150 = q.groups().counts("t150").await.unwrap();
     assert_eq!(
         (t150.concurrency, t150.rate_limit),
         (Some(2), Some((5, 1000)))
@@ -150,7 +150,7 @@ async fn the_groups_panel_shows_the_busiest_groups_and_acts_on_them() {
         let (st, v) = act(action, body).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{action}: {v}");
     }
-    let t150 = q.group_counts("t150").await.unwrap();
+    let t150 = q.groups().counts("t150").await.unwrap();
     assert_eq!(
         (t150.concurrency, t150.rate_limit),
         (Some(2), Some((5, 1000)))
@@ -181,5 +181,5 @@ async fn the_groups_panel_shows_the_busiest_groups_and_acts_on_them() {
         )
         .await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{:?}", r.text().await);
-    assert!(!q.group_counts("t005").await.unwrap().paused);
+    assert!(!q.groups().counts("t005").await.unwrap().paused);
 }

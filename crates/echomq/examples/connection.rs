@@ -42,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!(
         "added job {id} to {{orders}}: {:?}",
-        queue.get_state(&id).await?
+        queue.get_job_state(&id).await?
     );
     queue.remove(&id, false).await?;
     conn.close().await;

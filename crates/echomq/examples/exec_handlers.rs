@@ -60,7 +60,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "job 1: progress {}, returned {:?}",
         job.progress, job.return_value
     );
-    println!("job 1 logs: {:?}", queue.get_logs("1", 0, -1).await?);
+    println!(
+        "job 1 logs: {:?}",
+        queue
+            .get_job_logs("1", 0, -1, echomq::RangeOrder::Ascending)
+            .await?
+            .logs
+    );
     host.close(Duration::from_secs(5)).await?;
     conn.close().await;
     Ok(())

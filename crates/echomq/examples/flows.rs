@@ -46,7 +46,7 @@ pub async fn run(url: &str) -> Result<Value, Box<dyn std::error::Error>> {
     });
     let report = processor_fn(|job| async move {
         // Keyed by child job key (`emq:flow-pages:<id>`).
-        let children = job.queue().get_children_values(job.id()).await?;
+        let children = job.queue().flows().get_children_values(job.id()).await?;
         let total: u64 = children
             .values()
             .map(|v| v["words"].as_u64().unwrap_or(0))

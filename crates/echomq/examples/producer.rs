@@ -82,9 +82,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let counts = queue.counts().await?;
     println!("\ncounts: {counts:#?}");
-    println!("state of {delayed}: {:?}", queue.get_state(&delayed).await?);
-    println!("state of {urgent}: {:?}", queue.get_state(&urgent).await?);
-    let first = queue.get_ranges(&[JobState::Waiting], 0, 2, true).await?;
+    println!(
+        "state of {delayed}: {:?}",
+        queue.get_job_state(&delayed).await?
+    );
+    println!(
+        "state of {urgent}: {:?}",
+        queue.get_job_state(&urgent).await?
+    );
+    let first = queue
+        .get_ranges(&[JobState::Waiting], 0, 2, echomq::RangeOrder::Ascending)
+        .await?;
     println!("next jobs to run: {first:?}");
     let job = queue.get_job(&custom).await?.expect("just added");
     println!(

@@ -22,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::connect_url(&url).await?;
     Queue::new(&conn, "limited").await?.obliterate(true).await?;
     let queue = Queue::new(&conn, "limited").await?;
-    queue.set_global_concurrency(2).await?;
+    queue.limits().set_global_concurrency(2).await?;
     for i in 0..15 {
         queue
             .add("call-api", &json!({ "i": i }), JobOptions::new())
@@ -64,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         most.load(Ordering::SeqCst)
     );
     host.close(Duration::from_secs(5)).await?;
-    queue.remove_global_concurrency().await?;
+    queue.limits().remove_global_concurrency().await?;
     conn.close().await;
     Ok(())
 }

@@ -55,7 +55,7 @@ pub use flows::producer as flow_producer;
 pub use flows::producer::{FlowJob, FlowProducer, JobNode};
 pub use host::{HandleError, Host};
 pub use locks::{LockManager, LockManagerArgs, LockManagerMsg};
-pub use queue::{JobCounts, JobState, NewJob, Queue, QueueOptions, RateLimit};
+pub use queue::{JobCounts, JobState, NewJob, Queue, QueueOptions, RangeOrder, RateLimit};
 pub use queue_events::{
     Delivery, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom, Subscribers,
 };

@@ -146,7 +146,7 @@ async fn cancel_latency(conn: &Connection, rounds: u64) {
         *seen.lock().unwrap() = None;
         let id = q.add("c", &json!({}), JobOptions::new()).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while q.get_state(&id).await.unwrap() != JobState::Active {
+        while q.get_job_state(&id).await.unwrap() != JobState::Active {
             assert!(Instant::now() < deadline, "job {id} never started");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

@@ -330,7 +330,7 @@ async fn curve(n: u64) -> SizeRow {
     .await;
     let page_waiting = timed(&c, ROUNDS, || async {
         assert_eq!(
-            q.get_jobs(&[JobState::Waiting], 0, 24, false)
+            q.get_jobs(&[JobState::Waiting], 0, 24, echomq::RangeOrder::Descending)
                 .await
                 .unwrap()
                 .len(),
@@ -340,10 +340,15 @@ async fn curve(n: u64) -> SizeRow {
     .await;
     let page_completed = timed(&c, ROUNDS, || async {
         assert_eq!(
-            q.get_jobs(&[JobState::Completed], 0, 24, false)
-                .await
-                .unwrap()
-                .len(),
+            q.get_jobs(
+                &[JobState::Completed],
+                0,
+                24,
+                echomq::RangeOrder::Descending
+            )
+            .await
+            .unwrap()
+            .len(),
             25
         );
     })
@@ -358,7 +363,13 @@ async fn curve(n: u64) -> SizeRow {
         let mut cursor = 0;
         for _ in 0..4 {
             let (next, _) = q
-                .search_jobs_page(JobState::Completed, &filter, cursor, 500, false)
+                .search_jobs_page(
+                    JobState::Completed,
+                    &filter,
+                    cursor,
+                    500,
+                    echomq::RangeOrder::Descending,
+                )
                 .await
                 .unwrap();
             cursor = next.unwrap_or(0);

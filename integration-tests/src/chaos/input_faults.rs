@@ -130,7 +130,7 @@ pub async fn f31(_ctx: Ctx) -> Row {
     let settled = poll(Duration::from_secs(30), || async {
         let mut all = true;
         for id in bad {
-            let s = bed.queue.get_state(id).await.ok();
+            let s = bed.queue.get_job_state(id).await.ok();
             all &= s == Some(echomq::JobState::Failed);
         }
         all
@@ -183,7 +183,7 @@ pub async fn f31(_ctx: Ctx) -> Row {
         f,
         Some(format!(
             "bad jobs failed at once with the decode error; the audit flags A1/A3 before; the id without a hash ends {:?}; final A3: the two foreign hashes without `timestamp` are no job hashes by the audit's grammar",
-            bed.queue.get_state("no-hash").await.ok(),
+            bed.queue.get_job_state("no-hash").await.ok(),
         )),
     )
 }

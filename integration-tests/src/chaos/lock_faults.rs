@@ -112,7 +112,7 @@ pub async fn f12(_ctx: Ctx) -> Row {
     // the foreign lock still stands, and nothing stalls meanwhile.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let mid = bed.account().await;
-    let state = bed.queue.get_state("victim").await.ok();
+    let state = bed.queue.get_job_state("victim").await.ok();
     // Read after the checks: the foreign lock lived through them.
     let left: i64 = bed.client.pttl(&key).await.unwrap_or(-2);
     expect(
@@ -243,7 +243,8 @@ pub async fn f14(ctx: Ctx) -> Row {
     expect(&mut f, swept, "the StalledChecker did not sweep");
     let during = bed.account().await;
     let detected = during.audit_all.iter().any(|v| v.starts_with("A6b"));
-    let still_active = bed.queue.get_state("pinned").await.ok() == Some(echomq::JobState::Active);
+    let still_active =
+        bed.queue.get_job_state("pinned").await.ok() == Some(echomq::JobState::Active);
     expect(
         &mut f,
         detected || !still_active,
@@ -389,7 +390,7 @@ pub async fn f15(ctx: Ctx) -> Row {
 /// Waits until `id` is in `state`.
 pub async fn wait_state(bed: &Bed, id: &str, state: echomq::JobState, limit: Duration) -> bool {
     poll(limit, || async {
-        bed.queue.get_state(id).await.ok() == Some(state)
+        bed.queue.get_job_state(id).await.ok() == Some(state)
     })
     .await
 }

@@ -630,7 +630,7 @@ async fn cut_checks(
     if !rescued {
         let mut done = Vec::new();
         for id in during {
-            if matches!(bed.queue.get_state(id).await, Ok(JobState::Completed)) {
+            if matches!(bed.queue.get_job_state(id).await, Ok(JobState::Completed)) {
                 done.push(id.clone());
             }
         }
@@ -790,7 +790,7 @@ async fn resume(
         }
         let mut done = 0;
         for id in after {
-            if matches!(bed.queue.get_state(id).await, Ok(JobState::Completed)) {
+            if matches!(bed.queue.get_job_state(id).await, Ok(JobState::Completed)) {
                 done += 1;
             }
         }

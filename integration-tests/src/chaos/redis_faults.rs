@@ -275,7 +275,7 @@ pub async fn f21(_ctx: Ctx) -> Row {
     let t0 = Instant::now();
     bed.add("probe", sleep_job(0), JobOptions::new()).await;
     let heard = poll(Duration::from_secs(30), || async {
-        bed.queue.get_state("probe").await.ok() == Some(echomq::JobState::Completed)
+        bed.queue.get_job_state("probe").await.ok() == Some(echomq::JobState::Completed)
     })
     .await;
     let pickup = t0.elapsed();

@@ -335,7 +335,7 @@ pub async fn f30(ctx: Ctx) -> Row {
         .keys()
         .filter(|id| id.starts_with("repeat:") && slot(id) > slot(&victim))
         .count();
-    let victim_state = bed.queue.get_state(&victim).await.ok();
+    let victim_state = bed.queue.get_job_state(&victim).await.ok();
     expect(
         &mut f,
         later >= 2,

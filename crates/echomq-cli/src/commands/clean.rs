@@ -28,7 +28,9 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
             let (bar, tick) = chunked::bar("cleaning");
             let grace = Duration::from_millis(a.grace);
             let n = q
-                .clean_chunked(grace, a.state.into(), a.limit, a.chunk, tick)
+                .chunked(a.chunk)
+                .on_progress(tick)
+                .clean(grace, a.state.into(), a.limit)
                 .await
                 .map_err(|e| chunked::stopped(&bar, "clean", e))?;
             bar.finish_and_clear();

@@ -42,18 +42,18 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
 async fn concurrency(q: &Queue, action: Action) -> Res {
     match action {
         Action::Show => {
-            match q.get_global_concurrency().await? {
+            match q.limits().get_global_concurrency().await? {
                 Some(n) => anstream::println!("global concurrency  {n}"),
                 None => anstream::println!("global concurrency  {}", paint(style::DIM, "none")),
             }
-            anstream::println!("maxed               {}", q.is_maxed().await?);
+            anstream::println!("maxed               {}", q.limits().is_maxed().await?);
         }
         Action::Set { concurrency } => {
-            q.set_global_concurrency(concurrency).await?;
+            q.limits().set_global_concurrency(concurrency).await?;
             anstream::println!("global concurrency set to {concurrency}");
         }
         Action::Remove => {
-            q.remove_global_concurrency().await?;
+            q.limits().remove_global_concurrency().await?;
             anstream::println!("global concurrency removed");
         }
     }

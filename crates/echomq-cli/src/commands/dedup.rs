@@ -35,12 +35,12 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
 
 async fn dedup(q: &Queue, action: Action) -> Res {
     match action {
-        Action::Show { id } => match q.get_deduplication_job_id(&id).await? {
+        Action::Show { id } => match q.dedup().get_deduplication_job_id(&id).await? {
             Some(job) => anstream::println!("{job}"),
             None => anstream::println!("{}", paint(style::DIM, "no owner")),
         },
         Action::Remove { id } => {
-            let removed = q.remove_deduplication_key(&id).await?;
+            let removed = q.dedup().remove_deduplication_key(&id).await?;
             anstream::println!(
                 "{}",
                 if removed {

@@ -205,7 +205,12 @@ impl Tour {
         let _ = child.wait();
         let orphaned = self
             .q
-            .get_ranges(&[echomq::JobState::Active], 0, -1, true)
+            .get_ranges(
+                &[echomq::JobState::Active],
+                0,
+                -1,
+                echomq::RangeOrder::Ascending,
+            )
             .await?;
         self.say(format!(
             "  killed pid {} holding jobs {:?}; their locks expire in 3 s",
@@ -410,7 +415,11 @@ impl Tour {
             echomq::JobState::Delayed,
             echomq::JobState::Active,
         ] {
-            found.extend(self.q.get_ranges(&[state], 0, -1, true).await?);
+            found.extend(
+                self.q
+                    .get_ranges(&[state], 0, -1, echomq::RangeOrder::Ascending)
+                    .await?,
+            );
         }
         Ok(all_ids.iter().filter(|id| !found.contains(*id)).count())
     }

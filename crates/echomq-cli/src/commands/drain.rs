@@ -22,7 +22,9 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
         .run(Access::Write, async |_, q| {
             let (bar, tick) = chunked::bar("draining");
             let n = q
-                .drain_chunked(a.delayed, a.chunk, tick)
+                .chunked(a.chunk)
+                .on_progress(tick)
+                .drain(a.delayed)
                 .await
                 .map_err(|e| chunked::stopped(&bar, "drain", e))?;
             bar.finish_and_clear();

@@ -23,7 +23,7 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
     let id = &a.id;
     super::queue(t, &a.queue)?
         .run(Access::Read, async |_, q| {
-            let Some(node) = q.get_flow(id, a.depth, a.max_children).await? else {
+            let Some(node) = q.flows().get_flow(id, a.depth, a.max_children).await? else {
                 return Err(format!("job {id} not found").into());
             };
             print_node(&node, 0);

@@ -122,8 +122,8 @@ async fn groups(q: &Queue, action: Option<Action>) -> Res {
             busiest,
         } => {
             let mut page = match busiest {
-                Some(n) => q.busiest_groups(n).await?,
-                None => q.groups(start, count).await?,
+                Some(n) => q.groups().busiest(n).await?,
+                None => q.groups().page(start, count).await?,
             };
             page.groups.sort_by(|a, b| {
                 (b.waiting + b.delayed + b.active)
@@ -135,7 +135,7 @@ async fn groups(q: &Queue, action: Option<Action>) -> Res {
                 row(g);
             }
             anstream::println!("{} of {} groups", page.groups.len(), page.total);
-            let d = q.group_defaults().await?;
+            let d = q.groups().defaults().await?;
             anstream::println!(
                 "defaults (groups without their own): conc {}, rate {}",
                 d.concurrency
@@ -146,14 +146,15 @@ async fn groups(q: &Queue, action: Option<Action>) -> Res {
         }
         Action::Show { id } => {
             header();
-            row(&q.group_counts(&id).await?);
+            row(&q.groups().counts(&id).await?);
         }
         Action::SetConcurrency { id, concurrency } => {
-            q.set_group_concurrency(&id, concurrency).await?;
+            q.groups().set_concurrency(&id, concurrency).await?;
             anstream::println!("group {id}: concurrency {concurrency}");
         }
         Action::SetRateLimit { id, limit } => {
-            q.set_group_rate_limit(&id, limit.max, Duration::from_millis(limit.duration_ms()))
+            q.groups()
+                .set_rate_limit(&id, limit.max, Duration::from_millis(limit.duration_ms()))
                 .await?;
             anstream::println!(
                 "group {id}: at most {}/{} ms",
@@ -162,11 +163,11 @@ async fn groups(q: &Queue, action: Option<Action>) -> Res {
             );
         }
         Action::SetMaxSize { id, max_size } => {
-            q.set_group_max_size(&id, max_size).await?;
+            q.groups().set_max_size(&id, max_size).await?;
             anstream::println!("group {id}: max size {max_size}");
         }
         Action::Pause { id } => {
-            let changed = q.pause_group(&id).await?;
+            let changed = q.groups().pause(&id).await?;
             anstream::println!(
                 "group {id}: {}",
                 if changed {
@@ -177,14 +178,14 @@ async fn groups(q: &Queue, action: Option<Action>) -> Res {
             );
         }
         Action::Resume { id } => {
-            let changed = q.resume_group(&id).await?;
+            let changed = q.groups().resume(&id).await?;
             anstream::println!(
                 "group {id}: {}",
                 if changed { "resumed" } else { "was not paused" }
             );
         }
         Action::Remove { id } => {
-            let n = q.remove_group(&id).await?;
+            let n = q.groups().remove(&id).await?;
             anstream::println!("group {id}: removed with {n} unreleased jobs");
         }
     }

@@ -25,7 +25,7 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
     let Some(job) = q.get_job(id).await? else {
         return Err(format!("job {id} not found").into());
     };
-    let state = q.get_state(id).await?;
+    let state = q.get_job_state(id).await?;
     anstream::println!("{} {}  {:?}", paint(style::BOLD, "job"), job.id, state);
     // From the delayed score: a deduplicated add with `reschedule` moves it
     // without touching `timestamp`.
@@ -40,7 +40,10 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
         anstream::println!("  {k:<13}{v}");
     }
     show_dependencies(q, id).await?;
-    let logs = q.get_logs(id, 0, -1).await?;
+    let logs = q
+        .get_job_logs(id, 0, -1, echomq::RangeOrder::Ascending)
+        .await?
+        .logs;
     if !logs.is_empty() {
         anstream::println!("{}", paint(style::BOLD, "logs"));
         for l in logs {
@@ -53,7 +56,7 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
 /// The dependencies section: counts and the first children of each group
 /// (nothing for a job that never had children).
 async fn show_dependencies(q: &Queue, id: &str) -> Res {
-    let d = q.get_dependencies(id, 0, 20).await?;
+    let d = q.flows().get_dependencies(id, 0, 20).await?;
     let c = d.counts;
     if c.processed + c.unprocessed + c.ignored + c.failed == 0 {
         return Ok(());

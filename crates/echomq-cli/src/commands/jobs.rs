@@ -39,7 +39,7 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
 }
 
 async fn list_jobs(q: &Queue, state: StateArg, start: i64, end: i64, asc: bool) -> Res {
-    for job in q.get_jobs(&[state.into()], start, end, asc).await? {
+    for job in q.get_jobs(&[state.into()], start, end, order(asc)).await? {
         anstream::println!(
             "{}  {}  {}",
             paint(style::BOLD, &job.id),
@@ -67,7 +67,7 @@ async fn search_jobs(
         name,
         data_contains: search,
     };
-    for job in q.find_jobs(state, &filter, start, end, asc).await? {
+    for job in q.find_jobs(state, &filter, start, end, order(asc)).await? {
         let data = job.data.to_string();
         let shown: String = data.chars().take(80).collect();
         anstream::println!(
@@ -78,4 +78,13 @@ async fn search_jobs(
         );
     }
     Ok(())
+}
+
+/// `--asc` as the runtime's range order (newest first without it, as BullMQ).
+fn order(asc: bool) -> echomq::RangeOrder {
+    if asc {
+        echomq::RangeOrder::Ascending
+    } else {
+        echomq::RangeOrder::Descending
+    }
 }

@@ -77,17 +77,17 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
 async fn limiter(q: &Queue, action: Action) -> Res {
     match action {
         Action::Show => {
-            match q.get_global_rate_limit().await? {
+            match q.limits().get_global_rate_limit().await? {
                 Some(l) => {
                     anstream::println!("global rate limit  {}/{} ms", l.max, l.duration_ms())
                 }
                 None => anstream::println!("global rate limit  {}", paint(style::DIM, "none")),
             }
-            let ttl = q.rate_limit_ttl(None).await?;
+            let ttl = q.limits().rate_limit_ttl(None).await?;
             anstream::println!("window left        {} ms", ttl.as_millis());
         }
         Action::Set { limit } => {
-            q.set_global_rate_limit(limit).await?;
+            q.limits().set_global_rate_limit(limit).await?;
             anstream::println!(
                 "global rate limit set to {}/{} ms",
                 limit.max,
@@ -95,11 +95,13 @@ async fn limiter(q: &Queue, action: Action) -> Res {
             );
         }
         Action::Remove => {
-            q.remove_global_rate_limit().await?;
+            q.limits().remove_global_rate_limit().await?;
             anstream::println!("global rate limit removed");
         }
         Action::Pause { duration_ms } => {
-            q.rate_limit(Duration::from_millis(duration_ms)).await?;
+            q.limits()
+                .rate_limit(Duration::from_millis(duration_ms))
+                .await?;
             anstream::println!("limited workers held for {duration_ms} ms");
         }
     }

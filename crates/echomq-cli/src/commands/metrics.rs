@@ -22,7 +22,7 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
 /// Both series and a chart of the last hour.
 async fn metrics(q: &Queue) -> Res {
     for kind in [MetricsKind::Completed, MetricsKind::Failed] {
-        let m = q.get_metrics(kind, 0, 59).await?;
+        let m = q.telemetry().get_metrics(kind, 0, 59).await?;
         anstream::println!(
             "{}  total {}  points {}",
             paint(style::BOLD, kind.as_str()),

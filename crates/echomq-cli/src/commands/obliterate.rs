@@ -13,15 +13,17 @@ pub(crate) struct Args {
     #[arg(long)]
     force: bool,
     /// Jobs per call.
-    #[arg(long, default_value_t = DEFAULT_CHUNK as u32)]
-    chunk: u32,
+    #[arg(long, default_value_t = DEFAULT_CHUNK)]
+    chunk: u64,
 }
 
 pub(crate) async fn run(a: Args, t: &Target) -> Res {
     super::queue(t, &a.queue)?
         .run(Access::Write, async |_, q| {
             let (bar, tick) = chunked::bar("obliterating");
-            q.obliterate_with(a.force, a.chunk, tick)
+            q.chunked(a.chunk)
+                .on_progress(tick)
+                .obliterate(a.force)
                 .await
                 .map_err(|e| chunked::stopped(&bar, "obliterate", e))?;
             bar.finish_and_clear();

@@ -28,7 +28,9 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
             None => {
                 let (bar, tick) = chunked::bar("promoting");
                 let n = q
-                    .promote_all_with(a.count, tick)
+                    .chunked(a.count)
+                    .on_progress(tick)
+                    .promote_all()
                     .await
                     .map_err(|e| chunked::stopped(&bar, "promote", e))?;
                 bar.finish_and_clear();

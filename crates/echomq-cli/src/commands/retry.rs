@@ -28,7 +28,9 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
             None => {
                 let (bar, tick) = chunked::bar("retrying");
                 let n = q
-                    .retry_jobs_with(echomq::protocol::FinishTarget::Failed, a.count, None, tick)
+                    .chunked(a.count)
+                    .on_progress(tick)
+                    .retry_jobs(echomq::protocol::FinishTarget::Failed, None)
                     .await
                     .map_err(|e| chunked::stopped(&bar, "retry", e))?;
                 bar.finish_and_clear();

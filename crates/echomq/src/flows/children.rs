@@ -14,24 +14,31 @@ use crate::worker::process::processor::JobContext;
 impl JobContext {
     /// Return values of this job's completed children, by child key.
     pub async fn children_values(&self) -> Result<BTreeMap<String, Value>> {
-        self.queue.get_children_values(&self.job.id).await
+        self.queue.flows().get_children_values(&self.job.id).await
     }
 
     /// Failures of children this job ignored or continued on, by child key.
     pub async fn ignored_children_failures(&self) -> Result<BTreeMap<String, String>> {
-        self.queue.get_ignored_children_failures(&self.job.id).await
+        self.queue
+            .flows()
+            .get_ignored_children_failures(&self.job.id)
+            .await
     }
 
     /// Positions `start..start + count` of each group of this job's children.
     pub async fn dependencies(&self, start: u64, count: u64) -> Result<Dependencies> {
         self.queue
+            .flows()
             .get_dependencies(&self.job.id, start, count)
             .await
     }
 
     /// How many children are in each group.
     pub async fn dependencies_count(&self) -> Result<DependencyCounts> {
-        self.queue.get_dependencies_count(&self.job.id).await
+        self.queue
+            .flows()
+            .get_dependencies_count(&self.job.id)
+            .await
     }
 
     /// Parks this job in `waiting-children` while it has pending children

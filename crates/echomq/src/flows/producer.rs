@@ -33,45 +33,9 @@ const MAX_DATA_BYTES: usize = 512 * 1024 * 1024;
 pub use echomq_protocol::ParentRef;
 
 /// What a failed child does to its parent (BullMQ's four options; without
-/// any, the parent keeps waiting for that child forever).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnChildFailure {
-    /// `failParentOnFailure`: the parent fails too.
-    FailParent,
-    /// `continueParentOnFailure`: the parent runs now, the failure recorded.
-    ContinueParent,
-    /// `ignoreDependencyOnFailure`: the failure is recorded and ignored.
-    IgnoreDependency,
-    /// `removeDependencyOnFailure`: the child is dropped from the parent.
-    RemoveDependency,
-}
-
-impl OnChildFailure {
-    /// The stored option name (and parent descriptor flag).
-    pub fn short_name(self) -> &'static str {
-        match self {
-            OnChildFailure::FailParent => "fpof",
-            OnChildFailure::ContinueParent => "cpof",
-            OnChildFailure::IgnoreDependency => "idof",
-            OnChildFailure::RemoveDependency => "rdof",
-        }
-    }
-
-    /// The rule set in `options` (the first of BullMQ's order), if any.
-    pub fn from_options(options: &JobOptions) -> Option<Self> {
-        if options.fail_parent_on_failure {
-            Some(OnChildFailure::FailParent)
-        } else if options.continue_parent_on_failure {
-            Some(OnChildFailure::ContinueParent)
-        } else if options.ignore_dependency_on_failure {
-            Some(OnChildFailure::IgnoreDependency)
-        } else if options.remove_dependency_on_failure {
-            Some(OnChildFailure::RemoveDependency)
-        } else {
-            None
-        }
-    }
-}
+/// any, the parent keeps waiting for that child forever). The same rule as
+/// `JobOptions::on_failure`.
+pub use echomq_protocol::OnChildFailure;
 
 /// One node of a flow: a job, and the jobs it waits for.
 #[derive(Debug, Clone)]
@@ -394,13 +358,15 @@ impl FlowProducer {
             }
             .into());
         }
-        let mut opts = job.options.to_stored();
-        let on_failure = job
-            .on_failure
-            .or_else(|| OnChildFailure::from_options(&job.options));
-        if let Some(rule) = on_failure {
-            opts.insert(rule.short_name().into(), Value::Bool(true));
-        }
+        // The node's rule wins over its options' one: one rule is stored.
+        let on_failure = job.on_failure.or(job.options.on_failure);
+        let mut opts = if on_failure == job.options.on_failure {
+            job.options.to_stored()
+        } else {
+            let mut options = job.options.clone();
+            options.on_failure = on_failure;
+            options.to_stored()
+        };
         let mut descriptor = None;
         if let Some(p) = parent {
             // Node keeps the caller's `parent` option in the stored options,

@@ -1,6 +1,5 @@
 //! The flow side of a queue: a parent's children (values, failures, pending
-//! ones, counts), the tree of a flow, detaching children, and metrics
-//! (docs/flows.md).
+//! ones, counts), the tree of a flow, detaching children (docs/flows.md).
 
 use std::collections::BTreeMap;
 
@@ -8,15 +7,14 @@ use echomq_protocol::call::flow::{
     ChildKeys, DependencyCounts, GetDependencyCounts, PageItem, Paginate, RemoveChildDependency,
     RemoveUnprocessedChildren,
 };
-use echomq_protocol::call::metrics::{GetMetrics, Metrics, MetricsKind};
 use echomq_protocol::job::field;
 use echomq_protocol::{Job, QueueKeys};
 use fred::prelude::{HashesInterface, SetsInterface, SortedSetsInterface};
 use serde_json::Value;
 
-use super::producer::OnChildFailure;
 use crate::error::{Error, Result};
 use crate::queue::handle::Queue;
+use crate::queue::handles::Flows;
 use crate::queue::types::JobState;
 
 /// SCAN rounds one paginate call may make (BullMQ's bound).
@@ -37,7 +35,7 @@ pub struct Dependencies {
     pub counts: DependencyCounts,
 }
 
-/// One node of [`Queue::get_flow`]: a job, its state, and its children.
+/// One node of [`Flows::get_flow`](crate::queue::Flows::get_flow): a job, its state, and its children.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowNode {
     /// The queue the job is in.
@@ -56,12 +54,13 @@ pub(crate) fn split_job_key<'a>(prefix: &str, key: &'a str) -> Option<(&'a str, 
     rest.split_once(':')
 }
 
-impl Queue {
+impl Flows<'_> {
     /// Children counts of a parent by group (getDependencyCounts-4).
-    pub async fn get_dependencies_count(&self, id: &str) -> Result<DependencyCounts> {
-        self.conn
+    pub async fn get_dependencies_count(self, id: &str) -> Result<DependencyCounts> {
+        self.queue
+            .conn
             .call(&GetDependencyCounts {
-                keys: &self.keys,
+                keys: &self.queue.keys,
                 id,
             })
             .await
@@ -69,9 +68,9 @@ impl Queue {
 
     /// Return values of a parent's completed children, by child key
     /// (`emq:<queue>:<id>`); a value that is not JSON reads as a string.
-    pub async fn get_children_values(&self, id: &str) -> Result<BTreeMap<String, Value>> {
-        let keys = ChildKeys::of(&self.keys.job(id));
-        let raw = self.hash_paged(keys.processed).await?;
+    pub async fn get_children_values(self, id: &str) -> Result<BTreeMap<String, Value>> {
+        let keys = ChildKeys::of(&self.queue.keys.job(id));
+        let raw = self.queue.hash_paged(keys.processed).await?;
         Ok(raw
             .into_iter()
             .map(|(k, v)| {
@@ -86,18 +85,18 @@ impl Queue {
         &self,
         id: &str,
     ) -> Result<BTreeMap<String, String>> {
-        let keys = ChildKeys::of(&self.keys.job(id));
-        self.hash_paged(keys.failed).await
+        let keys = ChildKeys::of(&self.queue.keys.job(id));
+        self.queue.hash_paged(keys.failed).await
     }
 
     /// Positions `start..start + count` of each group of a parent's
     /// children (paginate-1 over the sets and hashes; sets are unordered, so
     /// pages are stable only while the flow does not move).
-    pub async fn get_dependencies(&self, id: &str, start: u64, count: u64) -> Result<Dependencies> {
-        let keys = ChildKeys::of(&self.keys.job(id));
+    pub async fn get_dependencies(self, id: &str, start: u64, count: u64) -> Result<Dependencies> {
+        let keys = ChildKeys::of(&self.queue.keys.job(id));
         let end = (count > 0).then(|| start + count - 1);
         let page = |key: String| {
-            let conn = self.conn.clone();
+            let conn = self.queue.conn.clone();
             async move {
                 let Some(last) = end else {
                     return Ok(Vec::new());
@@ -154,7 +153,8 @@ impl Queue {
         let ignored = fields(page(keys.failed).await?).collect();
         let failed: Vec<String> = match end {
             Some(end) => {
-                self.conn
+                self.queue
+                    .conn
                     .pool()
                     .zrange(
                         keys.unsuccessful,
@@ -189,10 +189,10 @@ impl Queue {
         depth: u32,
         max_children: u64,
     ) -> Result<Option<FlowNode>> {
-        let Some(job) = self.get_job(id).await? else {
+        let Some(job) = self.queue.get_job(id).await? else {
             return Ok(None);
         };
-        let state = self.get_state(id).await?;
+        let state = self.queue.get_job_state(id).await?;
         let mut children = Vec::new();
         if depth > 1 {
             let deps = self.get_dependencies(id, 0, max_children).await?;
@@ -204,17 +204,19 @@ impl Queue {
                 .chain(deps.ignored.keys().cloned())
                 .chain(deps.failed);
             for key in keys {
-                let Some((queue, child)) = split_job_key(self.keys.prefix(), &key) else {
+                let Some((queue, child)) = split_job_key(self.queue.keys.prefix(), &key) else {
                     continue;
                 };
                 let q = self.sibling(queue)?;
-                if let Some(node) = Box::pin(q.get_flow(child, depth - 1, max_children)).await? {
+                if let Some(node) =
+                    Box::pin(q.flows().get_flow(child, depth - 1, max_children)).await?
+                {
                     children.push(node);
                 }
             }
         }
         Ok(Some(FlowNode {
-            queue: self.name().to_owned(),
+            queue: self.queue.name().to_owned(),
             job,
             state,
             children,
@@ -223,35 +225,37 @@ impl Queue {
 
     /// A handle on another queue of the same prefix, without touching its
     /// meta hash.
-    fn sibling(&self, name: &str) -> Result<Queue> {
-        if name == self.name() {
-            return Ok(self.clone());
+    fn sibling(self, name: &str) -> Result<Queue> {
+        if name == self.queue.name() {
+            return Ok(self.queue.clone());
         }
         Ok(Queue {
-            conn: self.conn.clone(),
-            keys: QueueKeys::new(self.keys.prefix(), name)?,
-            options: self.options.clone(),
+            conn: self.queue.conn.clone(),
+            keys: QueueKeys::new(self.queue.keys.prefix(), name)?,
+            options: self.queue.options.clone(),
         })
     }
 
     /// Detaches job `id` from its parent: the parent stops waiting for it
     /// (and moves on if it was the last pending child); the job keeps
     /// running on its own. False when it was no pending dependency.
-    pub async fn remove_child_dependency(&self, id: &str) -> Result<bool> {
+    pub async fn remove_child_dependency(self, id: &str) -> Result<bool> {
         let parent_key: Option<String> = self
+            .queue
             .conn
             .pool()
-            .hget(self.keys.job(id), field::PARENT_KEY)
+            .hget(self.queue.keys.job(id), field::PARENT_KEY)
             .await?;
         let Some(parent_key) = parent_key else {
-            if self.job_exists(id).await? {
+            if self.queue.job_exists(id).await? {
                 return Ok(false);
             }
             return Err(Error::JobNotFound(id.to_owned()));
         };
-        self.conn
+        self.queue
+            .conn
             .call(&RemoveChildDependency {
-                keys: &self.keys,
+                keys: &self.queue.keys,
                 id,
                 parent_key: &parent_key,
             })
@@ -260,56 +264,21 @@ impl Queue {
 
     /// Removes, recursively, the children of `id` that have not run: not
     /// completed, not failed, not locked.
-    pub async fn remove_unprocessed_children(&self, id: &str) -> Result<()> {
-        self.conn
+    pub async fn remove_unprocessed_children(self, id: &str) -> Result<()> {
+        self.queue
+            .conn
             .call(&RemoveUnprocessedChildren {
-                keys: &self.keys,
+                keys: &self.queue.keys,
                 id,
             })
             .await
     }
 
-    /// A metrics series (getMetrics-2): items `start..=end` (0 = the newest
-    /// minute, -1 = the oldest). Recorded only while workers run with
-    /// `max_metrics_size`.
-    pub async fn get_metrics(&self, kind: MetricsKind, start: i64, end: i64) -> Result<Metrics> {
-        self.conn
-            .call(&GetMetrics {
-                keys: &self.keys,
-                kind,
-                start,
-                end,
-            })
-            .await
-    }
-
-    /// Adds one job as a child of an existing job (BullMQ's `queue.add` with
-    /// `opts.parent`; the same as [`Queue::add`] with `options.parent`): the
-    /// parent waits for it too. `on_failure` is what its
-    /// failure does to the parent. A missing parent is `ParentJobNotExist`.
-    pub async fn add_child(
-        &self,
-        name: &str,
-        data: &impl serde::Serialize,
-        options: echomq_protocol::JobOptions,
-        parent: echomq_protocol::ParentRef,
-        on_failure: Option<OnChildFailure>,
-    ) -> Result<String> {
-        let mut options = options.parent(parent);
-        match on_failure {
-            Some(OnChildFailure::FailParent) => options.fail_parent_on_failure = true,
-            Some(OnChildFailure::ContinueParent) => options.continue_parent_on_failure = true,
-            Some(OnChildFailure::IgnoreDependency) => options.ignore_dependency_on_failure = true,
-            Some(OnChildFailure::RemoveDependency) => options.remove_dependency_on_failure = true,
-            None => {}
-        }
-        self.add(name, data, options).await
-    }
-
     /// Whether `child_key` is a pending dependency of `id`.
-    pub async fn is_pending_child(&self, id: &str, child_key: &str) -> Result<bool> {
-        let keys = ChildKeys::of(&self.keys.job(id));
+    pub async fn is_pending_child(self, id: &str, child_key: &str) -> Result<bool> {
+        let keys = ChildKeys::of(&self.queue.keys.job(id));
         Ok(self
+            .queue
             .conn
             .pool()
             .sismember(keys.dependencies, child_key)

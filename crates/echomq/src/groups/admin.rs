@@ -10,18 +10,19 @@ use echomq_protocol::call::groups::{
 use echomq_protocol::group::{validate_group_id, GroupKeys};
 
 use crate::error::{Error, Result};
-use crate::queue::handle::Queue;
+use crate::queue::Groups;
 
 /// Jobs one removeGroup call removes.
 const REMOVE_CHUNK: u64 = 1000;
 
-impl Queue {
-    async fn group_settings(&self, group: &str, op: SettingsOp) -> Result<bool> {
+impl Groups<'_> {
+    async fn group_settings(self, group: &str, op: SettingsOp) -> Result<bool> {
         validate_group_id(group)?;
-        let keys = GroupKeys::new(self.keys());
-        self.connection()
+        let keys = GroupKeys::new(self.queue.keys());
+        self.queue
+            .connection()
             .call(&GroupSettings {
-                keys: self.keys(),
+                keys: self.queue.keys(),
                 groups: &keys,
                 group,
                 op,
@@ -31,7 +32,7 @@ impl Queue {
 
     /// At most `concurrency` jobs of `group` released and unfinished at once
     /// (in wait, active or retrying), whoever runs them. Refuses 0.
-    pub async fn set_group_concurrency(&self, group: &str, concurrency: u64) -> Result<()> {
+    pub async fn set_concurrency(self, group: &str, concurrency: u64) -> Result<()> {
         if concurrency == 0 {
             return Err(Error::Config(
                 "a group's concurrency must be at least 1".into(),
@@ -43,18 +44,13 @@ impl Queue {
     }
 
     /// The group's own concurrency, if set (otherwise the feeder's default applies).
-    pub async fn get_group_concurrency(&self, group: &str) -> Result<Option<u64>> {
-        Ok(self.group_counts(group).await?.concurrency)
+    pub async fn get_concurrency(self, group: &str) -> Result<Option<u64>> {
+        Ok(self.counts(group).await?.concurrency)
     }
 
     /// At most `max` of the group's jobs released per sliding `window`
     /// (Redis's clock). Refuses 0 and windows under 1 ms.
-    pub async fn set_group_rate_limit(
-        &self,
-        group: &str,
-        max: u64,
-        window: Duration,
-    ) -> Result<()> {
+    pub async fn set_rate_limit(&self, group: &str, max: u64, window: Duration) -> Result<()> {
         let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
         if max == 0 || ms == 0 {
             return Err(Error::Config(
@@ -68,7 +64,7 @@ impl Queue {
 
     /// Removes the group's own concurrency and rate limit (the feeder's
     /// defaults apply again).
-    pub async fn clear_group_limits(&self, group: &str) -> Result<bool> {
+    pub async fn clear_limits(self, group: &str) -> Result<bool> {
         self.group_settings(
             group,
             SettingsOp::Unset(vec!["concurrency", "max", "duration"]),
@@ -78,7 +74,7 @@ impl Queue {
 
     /// Adds to `group` are refused (`Error::GroupFull`, nothing written) while
     /// it holds `max_size` unreleased jobs. Refuses 0.
-    pub async fn set_group_max_size(&self, group: &str, max_size: u64) -> Result<()> {
+    pub async fn set_max_size(self, group: &str, max_size: u64) -> Result<()> {
         if max_size == 0 {
             return Err(Error::Config(
                 "a group's max size must be at least 1".into(),
@@ -91,18 +87,19 @@ impl Queue {
 
     /// Stops releasing the group's jobs (released ones run on). A group may be
     /// paused before it has jobs. `false` when it was paused already.
-    pub async fn pause_group(&self, group: &str) -> Result<bool> {
+    pub async fn pause(self, group: &str) -> Result<bool> {
         self.group_settings(group, SettingsOp::Pause).await
     }
 
     /// Releases the group's jobs again. `false` when it was not paused.
-    pub async fn resume_group(&self, group: &str) -> Result<bool> {
+    pub async fn resume(self, group: &str) -> Result<bool> {
         self.group_settings(group, SettingsOp::Resume).await
     }
 
-    async fn queue_group_defaults(&self, change: DefaultsChange) -> Result<GroupDefaults> {
-        let keys = GroupKeys::new(self.keys());
-        self.connection()
+    async fn queue_group_defaults(self, change: DefaultsChange) -> Result<GroupDefaults> {
+        let keys = GroupKeys::new(self.queue.keys());
+        self.queue
+            .connection()
             .call(&QueueGroupDefaults {
                 groups: &keys,
                 change,
@@ -115,30 +112,31 @@ impl Queue {
     /// feeder's own `GroupFeederArgs::defaults` apply only where these leave
     /// a setting unset). What a worker's `WorkerOptions::group` writes when
     /// it starts. Answers the defaults it replaced.
-    pub async fn set_group_defaults(&self, defaults: GroupDefaults) -> Result<GroupDefaults> {
+    pub async fn set_defaults(self, defaults: GroupDefaults) -> Result<GroupDefaults> {
         validate_defaults(&defaults)?;
         self.queue_group_defaults(DefaultsChange::Write(defaults))
             .await
     }
 
-    /// The queue's group defaults (see [`Queue::set_group_defaults`]).
-    pub async fn group_defaults(&self) -> Result<GroupDefaults> {
+    /// The queue's group defaults (see [`Groups::set_defaults`]).
+    pub async fn defaults(self) -> Result<GroupDefaults> {
         self.queue_group_defaults(DefaultsChange::Read).await
     }
 
     /// Removes the queue's group defaults; answers what they were.
-    pub async fn clear_group_defaults(&self) -> Result<GroupDefaults> {
+    pub async fn clear_defaults(self) -> Result<GroupDefaults> {
         self.queue_group_defaults(DefaultsChange::Clear).await
     }
 
     /// One group's counts and settings (zeros for a group that has nothing).
-    pub async fn group_counts(&self, group: &str) -> Result<GroupInfo> {
+    pub async fn counts(self, group: &str) -> Result<GroupInfo> {
         validate_group_id(group)?;
-        let keys = GroupKeys::new(self.keys());
+        let keys = GroupKeys::new(self.queue.keys());
         let page = self
+            .queue
             .connection()
             .call(&GetGroups {
-                keys: self.keys(),
+                keys: self.queue.keys(),
                 groups: &keys,
                 select: GroupSelect::One(group),
             })
@@ -154,11 +152,12 @@ impl Queue {
 
     /// A page of the known groups in id order (`count` at most 1000), with
     /// the total.
-    pub async fn groups(&self, start: u64, count: u64) -> Result<GroupPage> {
-        let keys = GroupKeys::new(self.keys());
-        self.connection()
+    pub async fn page(self, start: u64, count: u64) -> Result<GroupPage> {
+        let keys = GroupKeys::new(self.queue.keys());
+        self.queue
+            .connection()
             .call(&GetGroups {
-                keys: self.keys(),
+                keys: self.queue.keys(),
                 groups: &keys,
                 select: GroupSelect::Page { start, count },
             })
@@ -168,11 +167,12 @@ impl Queue {
     /// The `count` groups (at most 1000) with the most released-and-unfinished
     /// jobs, busiest first, over all the queue's groups (one bounded read of
     /// `{P}gr:busy`), with the total of groups.
-    pub async fn busiest_groups(&self, count: u64) -> Result<GroupPage> {
-        let keys = GroupKeys::new(self.keys());
-        self.connection()
+    pub async fn busiest(self, count: u64) -> Result<GroupPage> {
+        let keys = GroupKeys::new(self.queue.keys());
+        self.queue
+            .connection()
             .call(&GetGroups {
-                keys: self.keys(),
+                keys: self.queue.keys(),
                 groups: &keys,
                 select: GroupSelect::Busiest { count },
             })
@@ -182,15 +182,16 @@ impl Queue {
     /// Removes the group's unreleased jobs (1000 per call, a `removed` event
     /// each) and then the group; released jobs run on. Answers how many jobs
     /// were removed.
-    pub async fn remove_group(&self, group: &str) -> Result<u64> {
+    pub async fn remove(self, group: &str) -> Result<u64> {
         validate_group_id(group)?;
-        let keys = GroupKeys::new(self.keys());
+        let keys = GroupKeys::new(self.queue.keys());
         let mut removed = 0;
         loop {
             let r = self
+                .queue
                 .connection()
                 .call(&RemoveGroup {
-                    keys: self.keys(),
+                    keys: self.queue.keys(),
                     groups: &keys,
                     group,
                     limit: REMOVE_CHUNK,

@@ -26,7 +26,7 @@ pub(crate) fn publish(
         loop {
             let attempt = tokio::select! {
                 _ = stop.cancelled() => return,
-                r = queue.set_group_defaults(defaults) => r,
+                r = queue.groups().set_defaults(defaults) => r,
             };
             match attempt {
                 Ok(before) if before == defaults => return,

@@ -6,7 +6,7 @@
 //! the host supervises) releases group jobs into the standard `wait` list
 //! while their group is under its budget, so that any worker — EchoMQ or
 //! BullMQ Node — runs them unchanged. The queue-side operations
-//! (`Queue::set_group_concurrency`, `pause_group`, `groups`, …) are in
+//! (`queue.groups()`: `Groups::set_concurrency`, `pause`, `page`, …) are in
 //! `admin.rs`.
 
 pub(crate) mod add;

@@ -8,13 +8,13 @@ use super::handle::Queue;
 use super::types::{JobState, RemoveOutcome};
 use crate::error::{Error, Result};
 use echomq_protocol::call::admin::{
-    BulkSource, CleanJobsInSet, Pause, PauseAction, Promote, PushSide, RemoveJob, ReprocessJob,
+    CleanJobsInSet, Pause, PauseAction, Promote, PushSide, RemoveJob, ReprocessJob,
 };
 use echomq_protocol::validate::ValidationError;
 use echomq_protocol::{FinishTarget, ScriptErrorCode, ScriptId};
 
 /// Jobs an obliterate call may delete before handing back (Node's chunk).
-const OBLITERATE_CHUNK: u32 = 1000;
+const OBLITERATE_CHUNK: u64 = 1000;
 
 impl Queue {
     /// Pauses the queue: workers stop taking jobs (meta `paused`), jobs stay in `wait`.
@@ -44,18 +44,21 @@ impl Queue {
 
     /// Removes every waiting and prioritized job (and delayed ones when asked),
     /// except current scheduler iterations. Active and finished jobs stay.
-    /// Runs in bounded steps ([`Queue::drain_chunked`]); each job is removed
-    /// as BullMQ's drain removes it.
+    /// Runs in bounded steps of [`DEFAULT_CHUNK`] (`queue.chunked(n).drain(..)`
+    /// for another size or progress); each job is removed as BullMQ's drain
+    /// removes it.
     pub async fn drain(&self, include_delayed: bool) -> Result<()> {
-        self.drain_chunked(include_delayed, DEFAULT_CHUNK, |_| {})
+        self.chunked(DEFAULT_CHUNK)
+            .drain(include_delayed)
             .await
             .map(|_| ())
     }
 
     /// Deletes the whole queue: pauses it, then removes jobs in chunks of 1000
-    /// until nothing is left. Refuses while jobs are active unless `force`.
+    /// until nothing is left (`queue.chunked(n).obliterate(..)` for another
+    /// size or progress). Refuses while jobs are active unless `force`.
     pub async fn obliterate(&self, force: bool) -> Result<()> {
-        self.obliterate_with(force, OBLITERATE_CHUNK, |_| {}).await
+        self.chunked(OBLITERATE_CHUNK).obliterate(force).await
     }
 
     /// Removes a job (and its children when `remove_children`). A locked job is
@@ -77,8 +80,8 @@ impl Queue {
     /// timestamp), at most `limit` of them (0 = no limit). Returns the deleted
     /// ids. A limit above [`DEFAULT_CHUNK`] (or none) is worked through in
     /// calls of that many, each looking at the oldest candidates left, until
-    /// one deletes fewer than it may ([`Queue::clean_chunked`] counts instead
-    /// of listing, for large cleans).
+    /// one deletes fewer than it may (`queue.chunked(n).clean(..)` counts
+    /// instead of listing, for large cleans).
     pub async fn clean(&self, grace: Duration, limit: u64, state: JobState) -> Result<Vec<String>> {
         if state == JobState::Unknown {
             return Err(ValidationError::Option {
@@ -119,7 +122,7 @@ impl Queue {
     /// has a priority (`job.retry()` in Node, BullMQ 6.7.0), optionally
     /// resetting its attempt counters.
     pub async fn retry_job(&self, id: &str, reset_attempts: bool) -> Result<()> {
-        let from = match self.get_state(id).await? {
+        let from = match self.get_job_state(id).await? {
             JobState::Failed => FinishTarget::Failed,
             JobState::Completed => FinishTarget::Completed,
             JobState::Unknown => return Err(Error::JobNotFound(id.to_owned())),
@@ -146,34 +149,6 @@ impl Queue {
         self.conn.call(&call).await
     }
 
-    /// Moves every failed job to wait, `count` per script call, as Node's
-    /// `queue.retryJobs({count})` does; see [`Queue::retry_jobs`].
-    pub async fn retry_failed(&self, count: u64) -> Result<u64> {
-        self.retry_jobs(FinishTarget::Failed, count, None).await
-    }
-
-    /// Node's `queue.retryJobs({state, count, timestamp})`: moves every job of
-    /// `state` that finished at or before `finished_before_ms` (default now) to
-    /// the head of wait, `count` per script call. Priorities and `lifo` are
-    /// ignored and attempt counters kept, and a retried flow child is pending
-    /// for its parent again, as in BullMQ 6.7.0. Returns the
-    /// number of jobs eligible when the call began (concurrent changes by
-    /// others may make the number actually moved differ). A `count` of 0
-    /// moves nothing (Node would loop forever).
-    pub async fn retry_jobs(
-        &self,
-        state: FinishTarget,
-        count: u64,
-        finished_before_ms: Option<u64>,
-    ) -> Result<u64> {
-        let from = match state {
-            FinishTarget::Failed => BulkSource::Failed,
-            FinishTarget::Completed => BulkSource::Completed,
-        };
-        let until = finished_before_ms.unwrap_or_else(crate::clock::now_ms);
-        self.move_jobs_to_wait(from, count, Some(until)).await
-    }
-
     /// Moves one delayed job to wait now.
     pub async fn promote(&self, id: &str) -> Result<()> {
         let call = Promote {
@@ -181,25 +156,5 @@ impl Queue {
             id,
         };
         self.conn.call(&call).await
-    }
-
-    /// Node's `queue.promoteJobs({count})`: moves every delayed job to the head
-    /// of wait, `count` per script call. Unlike [`Queue::promote`] a job's
-    /// priority is ignored and its `delay` field kept, as in BullMQ 6.7.0.
-    /// Returns the number of delayed jobs when the call began; a `count` of 0
-    /// moves nothing.
-    pub async fn promote_all(&self, count: u64) -> Result<u64> {
-        self.move_jobs_to_wait(BulkSource::Delayed, count, None)
-            .await
-    }
-
-    async fn move_jobs_to_wait(
-        &self,
-        from: BulkSource,
-        count: u64,
-        until_ms: Option<u64>,
-    ) -> Result<u64> {
-        self.move_jobs_to_wait_with(from, count, until_ms, |_| {})
-            .await
     }
 }

@@ -55,7 +55,7 @@ const TRIES: usize = 20;
 impl Queue {
     /// The channel an EchoMQ worker listens on for cancels of this queue's
     /// jobs (EchoMQ's own, docs/protocol.md §Cancels).
-    pub fn cancel_channel(&self) -> String {
+    pub(crate) fn cancel_channel(&self) -> String {
         self.keys.key("cancel")
     }
 
@@ -65,7 +65,7 @@ impl Queue {
     pub async fn cancel(&self, id: &str, reason: &str, mode: CancelMode) -> Result<CancelOutcome> {
         let options = WorkerOptions::default();
         for _ in 0..TRIES {
-            match self.get_state(id).await? {
+            match self.get_job_state(id).await? {
                 JobState::Completed => {
                     return Ok(CancelOutcome::AlreadyFinished(JobState::Completed))
                 }

@@ -4,6 +4,11 @@
 //! caller sees progress after every chunk (docs/scale.md §Chunked
 //! operations). All of them are resumable: their state is the queue itself,
 //! so running one again after an interruption goes on with what is left.
+//!
+//! One spelling for all of them: `queue.chunked(size)` answers a
+//! [`Chunked`] whose methods are the operations, with
+//! [`Chunked::on_progress`] to hear of each call. The plain `Queue::drain`,
+//! `clean` and `obliterate` stay one-liners for the common case.
 
 use std::time::Duration;
 
@@ -37,18 +42,58 @@ pub struct Progress {
     pub calls: u64,
 }
 
+/// A queue-wide operation run in calls of at most `size` jobs each,
+/// telling a progress callback after every call: `queue.chunked(250)`
+/// (see the module docs). Borrowed from a [`Queue`]; consumed by the
+/// operation it runs.
+pub struct Chunked<'q, F = fn(Progress)> {
+    queue: &'q Queue,
+    size: u64,
+    progress: F,
+}
+
+impl std::fmt::Debug for Chunked<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunked")
+            .field("queue", &self.queue.name())
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
 impl Queue {
-    /// [`Queue::drain`] in steps of `chunk` jobs, telling `progress` after
-    /// each. Removes what `wait`, `paused`, `prioritized` (and `delayed`
-    /// when asked) held when it began, each job as drain-5 removes it,
-    /// sparing current scheduler iterations in place. Returns the number
-    /// removed.
-    pub async fn drain_chunked(
-        &self,
-        include_delayed: bool,
-        chunk: u64,
-        mut progress: impl FnMut(Progress),
-    ) -> Result<u64> {
+    /// The queue-wide operations (drain, clean, obliterate, bulk retry and
+    /// promotion) in calls of `size` jobs each, with progress after every
+    /// call.
+    pub fn chunked(&self, size: u64) -> Chunked<'_> {
+        Chunked {
+            queue: self,
+            size,
+            progress: |_| {},
+        }
+    }
+}
+
+impl<'q, F: FnMut(Progress)> Chunked<'q, F> {
+    /// Tells `progress` after every call of the operation.
+    pub fn on_progress<G: FnMut(Progress)>(self, progress: G) -> Chunked<'q, G> {
+        Chunked {
+            queue: self.queue,
+            size: self.size,
+            progress,
+        }
+    }
+
+    /// [`Queue::drain`] in steps of the chunk size. Removes what `wait`,
+    /// `paused`, `prioritized` (and `delayed` when asked) held when it
+    /// began, each job as drain-5 removes it, sparing current scheduler
+    /// iterations in place. Returns the number removed.
+    pub async fn drain(self, include_delayed: bool) -> Result<u64> {
+        let Chunked {
+            queue,
+            size: chunk,
+            mut progress,
+        } = self;
         let chunk = chunk.max(1);
         let mut targets = vec![DrainTarget::Wait, DrainTarget::Paused];
         if include_delayed {
@@ -56,10 +101,10 @@ impl Queue {
         }
         targets.push(DrainTarget::Prioritized);
         let suffixes: Vec<&str> = targets.iter().map(|t| t.key_suffix()).collect();
-        let sizes = self
+        let sizes = queue
             .conn
             .call(&GetCounts {
-                keys: &self.keys,
+                keys: &queue.keys,
                 states: &suffixes,
                 delayed_before: None,
             })
@@ -73,10 +118,10 @@ impl Queue {
             // as many ids as the structure held have been looked at.
             let (mut spared, mut looked) = (0u64, 0u64);
             while looked < size {
-                let step = self
+                let step = queue
                     .conn
                     .call(&DrainChunk {
-                        keys: &self.keys,
+                        keys: &queue.keys,
                         target,
                         spared_before: spared,
                         budget: chunk.min(size - looked),
@@ -95,22 +140,20 @@ impl Queue {
         Ok(p.done)
     }
 
-    /// Deletes the jobs of `state` older than `grace`, `chunk` per call
-    /// (cleanJobsInSet with a limit), at most `limit` in all (0: every one),
-    /// telling `progress` after each call. Returns the number deleted.
+    /// Deletes the jobs of `state` older than `grace`, a chunk per call
+    /// (cleanJobsInSet with a limit), at most `limit` in all (0: every one).
+    /// Returns the number deleted (not the ids: [`Queue::clean`] lists them).
     ///
     /// Each call looks at the oldest candidates left, as Node's
     /// `clean(grace, chunk)`; the first call that deletes fewer than it may
     /// ends the clean (the rest is younger, or a window of locked active jobs
     /// or current scheduler iterations blocks it).
-    pub async fn clean_chunked(
-        &self,
-        grace: Duration,
-        state: JobState,
-        limit: u64,
-        chunk: u64,
-        mut progress: impl FnMut(Progress),
-    ) -> Result<u64> {
+    pub async fn clean(self, grace: Duration, state: JobState, limit: u64) -> Result<u64> {
+        let Chunked {
+            queue,
+            size: chunk,
+            mut progress,
+        } = self;
         if state == JobState::Unknown {
             return Err(ValidationError::Option {
                 option: "state",
@@ -119,7 +162,7 @@ impl Queue {
             .into());
         }
         let chunk = chunk.max(1);
-        let total = self.count_states(&[state]).await?[0];
+        let total = queue.count_states(&[state]).await?[0];
         let mut p = Progress {
             total: if limit == 0 { total } else { total.min(limit) },
             ..Progress::default()
@@ -134,10 +177,10 @@ impl Queue {
             if want == 0 {
                 break;
             }
-            let deleted = self
+            let deleted = queue
                 .conn
                 .call(&CleanJobsInSet {
-                    keys: &self.keys,
+                    keys: &queue.keys,
                     state: state.key_suffix(),
                     cutoff_ms,
                     limit: want,
@@ -154,36 +197,54 @@ impl Queue {
         Ok(p.done)
     }
 
-    /// [`Queue::retry_jobs`], telling `progress` after every call.
-    pub async fn retry_jobs_with(
-        &self,
+    /// Node's `queue.retryJobs({state, count, timestamp})` with the chunk
+    /// size as `count`: moves every job of `state` that finished at or
+    /// before `finished_before_ms` (default now) to the head of wait, a
+    /// chunk per script call. Priorities and `lifo` are ignored and attempt
+    /// counters kept, and a retried flow child is pending for its parent
+    /// again, as in BullMQ 6.7.0. Returns the number of jobs eligible when
+    /// the call began (concurrent changes by others may make the number
+    /// actually moved differ). A chunk of 0 moves nothing (Node would loop
+    /// forever).
+    pub async fn retry_jobs(
+        self,
         state: FinishTarget,
-        count: u64,
         finished_before_ms: Option<u64>,
-        progress: impl FnMut(Progress),
     ) -> Result<u64> {
         let from = match state {
             FinishTarget::Failed => BulkSource::Failed,
             FinishTarget::Completed => BulkSource::Completed,
         };
         let until = finished_before_ms.unwrap_or_else(crate::clock::now_ms);
-        self.move_jobs_to_wait_with(from, count, Some(until), progress)
+        self.queue
+            .move_jobs_to_wait(from, self.size, Some(until), self.progress)
             .await
     }
 
-    /// [`Queue::promote_all`], telling `progress` after every call.
-    pub async fn promote_all_with(
-        &self,
-        count: u64,
-        progress: impl FnMut(Progress),
-    ) -> Result<u64> {
-        self.move_jobs_to_wait_with(BulkSource::Delayed, count, None, progress)
+    /// Node's `queue.promoteJobs({count})` with the chunk size as `count`:
+    /// moves every delayed job to the head of wait, a chunk per script
+    /// call. Unlike [`Queue::promote`] a job's priority is ignored and its
+    /// `delay` field kept, as in BullMQ 6.7.0. Returns the number of
+    /// delayed jobs when the call began; a chunk of 0 moves nothing.
+    pub async fn promote_all(self) -> Result<u64> {
+        self.queue
+            .move_jobs_to_wait(BulkSource::Delayed, self.size, None, self.progress)
             .await
     }
 
+    /// [`Queue::obliterate`] with a chunk of jobs per call. Resumable: a
+    /// queue left half obliterated is still paused, and obliterating it
+    /// again goes on.
+    pub async fn obliterate(self, force: bool) -> Result<()> {
+        let chunk = u32::try_from(self.size.max(1)).unwrap_or(u32::MAX);
+        self.queue.obliterate_in(force, chunk, self.progress).await
+    }
+}
+
+impl Queue {
     /// moveJobsToWait, `count` per call, until the eligible jobs are moved.
     /// Returns the number eligible when it began.
-    pub(super) async fn move_jobs_to_wait_with(
+    async fn move_jobs_to_wait(
         &self,
         from: BulkSource,
         count: u64,
@@ -226,10 +287,8 @@ impl Queue {
         })
     }
 
-    /// [`Queue::obliterate`] with `chunk` jobs per call, telling `progress`
-    /// after each. Resumable: a queue left half obliterated is still paused,
-    /// and obliterating it again goes on.
-    pub async fn obliterate_with(
+    /// Obliterate, `chunk` jobs per call, telling `progress` after each.
+    async fn obliterate_in(
         &self,
         force: bool,
         chunk: u32,

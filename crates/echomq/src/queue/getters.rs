@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use echomq_protocol::call::admin::GetCounts;
+use echomq_protocol::call::admin::{GetCounts, RangeOrder};
 use echomq_protocol::call::lifecycle::EpochMs;
 use echomq_protocol::call::limits::GetCountsPerPriority;
 use echomq_protocol::validate::MAX_PRIORITY;
@@ -113,22 +113,27 @@ impl Queue {
         Ok(score.map(|s| (s / 4096.0).floor() as u64))
     }
 
-    /// Log lines `start..=end` of job `id` with the total count, oldest first
-    /// when `ascending`, else newest first (BullMQ's `getJobLogs`).
+    /// Log lines `start..=end` of job `id` (inclusive, negative from the
+    /// end) with the total count, in `order` (BullMQ's `getJobLogs`); a large range is read in pages.
     pub async fn get_job_logs(
         &self,
         id: &str,
         start: i64,
         end: i64,
-        ascending: bool,
+        order: RangeOrder,
     ) -> Result<JobLogs> {
         let key = self.keys.logs(id);
         let pool = self.conn.pool();
-        let (logs, count): (Vec<String>, u64) = if ascending {
-            tokio::try_join!(pool.lrange(&key, start, end), pool.llen(&key))?
+        // A large range is read in pages (lrange_paged), as every large read.
+        let (logs, count): (Vec<String>, u64) = if order == RangeOrder::Ascending {
+            tokio::try_join!(self.lrange_paged(&key, start, end), async {
+                Ok(pool.llen(&key).await?)
+            })?
         } else {
             let (mut page, count): (Vec<String>, u64) =
-                tokio::try_join!(pool.lrange(&key, -(end + 1), -(start + 1)), pool.llen(&key))?;
+                tokio::try_join!(self.lrange_paged(&key, -(end + 1), -(start + 1)), async {
+                    Ok(pool.llen(&key).await?)
+                })?;
             page.reverse();
             (page, count)
         };
@@ -145,9 +150,8 @@ impl Queue {
         filter: &JobFilter,
         start: usize,
         end: usize,
-        ascending: bool,
+        order: RangeOrder,
     ) -> Result<Vec<echomq_protocol::Job>> {
-        use echomq_protocol::call::admin::RangeOrder;
         use echomq_protocol::call::getters::SearchJobs;
         let (mut matched, mut out, mut cursor) = (0usize, Vec::new(), Some(0u64));
         while let Some(at) = cursor {
@@ -156,11 +160,7 @@ impl Queue {
                 state: state.key_suffix(),
                 cursor: at,
                 count: SCAN_PAGE,
-                order: if ascending {
-                    RangeOrder::Ascending
-                } else {
-                    RangeOrder::Descending
-                },
+                order,
                 name: filter.name.as_deref(),
                 text: filter.data_contains.as_deref(),
             };
@@ -193,20 +193,15 @@ impl Queue {
         filter: &JobFilter,
         cursor: u64,
         count: u64,
-        ascending: bool,
+        order: RangeOrder,
     ) -> Result<(Option<u64>, Vec<echomq_protocol::Job>)> {
-        use echomq_protocol::call::admin::RangeOrder;
         use echomq_protocol::call::getters::SearchJobs;
         let call = SearchJobs {
             keys: &self.keys,
             state: state.key_suffix(),
             cursor,
             count,
-            order: if ascending {
-                RangeOrder::Ascending
-            } else {
-                RangeOrder::Descending
-            },
+            order,
             name: filter.name.as_deref(),
             text: filter.data_contains.as_deref(),
         };
@@ -216,12 +211,6 @@ impl Queue {
             .map(|(id, fields)| echomq_protocol::Job::from_hash(&id, fields.into_iter().collect()))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok((next, jobs))
-    }
-
-    /// The state of job `id` by BullMQ's name (`getJobState`);
-    /// [`JobState::Unknown`] when it does not exist.
-    pub async fn get_job_state(&self, id: &str) -> Result<JobState> {
-        self.get_state(id).await
     }
 
     /// The connections of this queue's workers, Rust or Node, found by the
@@ -239,12 +228,12 @@ impl Queue {
     }
 }
 
-impl Queue {
+impl super::handles::Telemetry<'_> {
     /// This queue's workers in a `CLIENT LIST` reply the caller read once
     /// for many queues (a dashboard listing every queue asks the server
     /// once, not once per queue). Same matching as [`Queue::get_workers`].
-    pub fn workers_in(&self, client_list: &str) -> Vec<WorkerInfo> {
-        parse_workers(client_list, &self.keys.worker_client_name(None))
+    pub fn workers_in(self, client_list: &str) -> Vec<WorkerInfo> {
+        parse_workers(client_list, &self.queue.keys.worker_client_name(None))
     }
 }
 

@@ -26,7 +26,7 @@ mod meta {
     pub const PAUSED: &str = "paused";
 }
 
-/// Entries of a list [`Queue::get_state`] searches from each end.
+/// Entries of a list [`Queue::get_job_state`] searches from each end.
 const STATE_SEARCH_REACH: u64 = 1000;
 
 /// The producer and admin handle of one queue. Cheap to clone; all clones share
@@ -106,11 +106,12 @@ impl Queue {
         Ok(self.conn.pool().exists::<i64, _>(self.keys.job(id)).await? == 1)
     }
 
-    /// The state of a job. Long lists are searched a bounded distance from
-    /// each end (getStateBounded, docs/scale.md §Getters): the answer is
-    /// getStateV2's, except that a job hash in no structure at all reads
-    /// `Waiting` while a list holds more than 2000 ids.
-    pub async fn get_state(&self, id: &str) -> Result<JobState> {
+    /// The state of job `id` by BullMQ's name (`getJobState`);
+    /// [`JobState::Unknown`] when it does not exist. Long lists are searched
+    /// a bounded distance from each end (getStateBounded, docs/scale.md
+    /// §Getters): the answer is getStateV2's, except that a job hash in no
+    /// structure at all reads `Waiting` while a list holds more than 2000 ids.
+    pub async fn get_job_state(&self, id: &str) -> Result<JobState> {
         let call = GetStateBounded {
             keys: &self.keys,
             id,
@@ -183,25 +184,21 @@ impl Queue {
         }
     }
 
-    /// Job ids in the given states, `start..=end` of each, newest first unless
-    /// `ascending` (getRanges). Ids are unique in the result.
+    /// Job ids in the given states, `start..=end` of each, in `order`
+    /// (getRanges). Ids are unique in the result.
     pub async fn get_ranges(
         &self,
         states: &[JobState],
         start: i64,
         end: i64,
-        ascending: bool,
+        order: RangeOrder,
     ) -> Result<Vec<String>> {
         let suffixes: Vec<&str> = states.iter().map(|s| s.key_suffix()).collect();
         let call = GetRanges {
             keys: &self.keys,
             start,
             end,
-            order: if ascending {
-                RangeOrder::Ascending
-            } else {
-                RangeOrder::Descending
-            },
+            order,
             states: &suffixes,
         };
         let per_state = if super::range::is_large(start, end) {
@@ -221,7 +218,7 @@ impl Queue {
         for (state, mut ids) in states.iter().zip(per_state) {
             // Lists hold the newest at the head; the script returns an ascending
             // list range head-first, so it is reversed here, as Node does.
-            if ascending && state.is_list() {
+            if order == RangeOrder::Ascending && state.is_list() {
                 ids.reverse();
             }
             out.extend(ids.into_iter().filter(|id| seen.insert(id.clone())));
@@ -229,8 +226,7 @@ impl Queue {
         Ok(out)
     }
 
-    /// Jobs in the given states, `start..=end` of each, newest first unless
-    /// `ascending`, read with their hashes in one atomic call (getJobs, as
+    /// Jobs in the given states, `start..=end` of each, in `order`, read with their hashes in one atomic call (getJobs, as
     /// BullMQ's `getJobs`): ids whose hash is gone are skipped and a bounded
     /// page is refilled from the ids after it. A job is listed once.
     pub async fn get_jobs(
@@ -238,7 +234,7 @@ impl Queue {
         states: &[JobState],
         start: i64,
         end: i64,
-        ascending: bool,
+        order: RangeOrder,
     ) -> Result<Vec<Job>> {
         let mut suffixes: Vec<&str> = Vec::with_capacity(states.len());
         for s in states.iter().map(|s| s.key_suffix()) {
@@ -250,11 +246,7 @@ impl Queue {
             keys: &self.keys,
             start,
             end,
-            order: if ascending {
-                RangeOrder::Ascending
-            } else {
-                RangeOrder::Descending
-            },
+            order,
             states: &suffixes,
         };
         // A large range goes page by page (docs/scale.md), one state at a time.
@@ -275,12 +267,6 @@ impl Queue {
             }
         }
         Ok(jobs)
-    }
-
-    /// A job's log lines in `[start, end]` (inclusive, negative from the end),
-    /// read in pages when the range is large.
-    pub async fn get_logs(&self, id: &str, start: i64, end: i64) -> Result<Vec<String>> {
-        self.lrange_paged(&self.keys.logs(id), start, end).await
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use echomq_protocol::call::limits::{GetRateLimitTtl, IsMaxed};
 use fred::prelude::{HashesInterface, KeysInterface};
 
-use super::handle::Queue;
+use super::handles::Limits;
 use crate::error::{Error, Result};
 
 /// Meta hash fields of the limits (the names BullMQ uses).
@@ -53,19 +53,20 @@ impl RateLimit {
     }
 }
 
-impl Queue {
+impl Limits<'_> {
     /// Caps how many jobs of this queue run at once across every worker
     /// (meta `concurrency`). Refuses 0 without writing anything.
-    pub async fn set_global_concurrency(&self, concurrency: u64) -> Result<()> {
+    pub async fn set_global_concurrency(self, concurrency: u64) -> Result<()> {
         if concurrency == 0 {
             return Err(Error::Config(
                 "global concurrency must be at least 1".into(),
             ));
         }
-        self.conn
+        self.queue
+            .conn
             .pool()
             .hset::<(), _, _>(
-                self.keys.meta(),
+                self.queue.keys.meta(),
                 (field::CONCURRENCY, concurrency.to_string()),
             )
             .await?;
@@ -73,21 +74,23 @@ impl Queue {
     }
 
     /// The global concurrency, `None` when unset.
-    pub async fn get_global_concurrency(&self) -> Result<Option<u64>> {
+    pub async fn get_global_concurrency(self) -> Result<Option<u64>> {
         let v: Option<String> = self
+            .queue
             .conn
             .pool()
-            .hget(self.keys.meta(), field::CONCURRENCY)
+            .hget(self.queue.keys.meta(), field::CONCURRENCY)
             .await?;
         Ok(v.and_then(|s| echomq_protocol::call::decode::parse_int(&s))
             .and_then(|n| u64::try_from(n).ok()))
     }
 
     /// Removes the global concurrency.
-    pub async fn remove_global_concurrency(&self) -> Result<()> {
-        self.conn
+    pub async fn remove_global_concurrency(self) -> Result<()> {
+        self.queue
+            .conn
             .pool()
-            .hdel::<(), _, _>(self.keys.meta(), field::CONCURRENCY)
+            .hdel::<(), _, _>(self.queue.keys.meta(), field::CONCURRENCY)
             .await?;
         Ok(())
     }
@@ -95,12 +98,13 @@ impl Queue {
     /// Limits how many jobs of this queue start per window across every
     /// worker (meta `max` and `duration`); it overrides a worker's own max.
     /// Refuses a max of 0 or an empty window without writing anything.
-    pub async fn set_global_rate_limit(&self, limit: RateLimit) -> Result<()> {
+    pub async fn set_global_rate_limit(self, limit: RateLimit) -> Result<()> {
         limit.validate()?;
-        self.conn
+        self.queue
+            .conn
             .pool()
             .hset::<(), _, _>(
-                self.keys.meta(),
+                self.queue.keys.meta(),
                 [
                     (field::MAX, limit.max.to_string()),
                     (field::DURATION, limit.duration_ms().to_string()),
@@ -111,11 +115,12 @@ impl Queue {
     }
 
     /// The global rate limit, `None` unless both fields are set.
-    pub async fn get_global_rate_limit(&self) -> Result<Option<RateLimit>> {
+    pub async fn get_global_rate_limit(self) -> Result<Option<RateLimit>> {
         let (max, duration): (Option<String>, Option<String>) = self
+            .queue
             .conn
             .pool()
-            .hmget(self.keys.meta(), vec![field::MAX, field::DURATION])
+            .hmget(self.queue.keys.meta(), vec![field::MAX, field::DURATION])
             .await?;
         let num = |s: Option<String>| {
             s.and_then(|s| echomq_protocol::call::decode::parse_int(&s))
@@ -131,27 +136,34 @@ impl Queue {
     }
 
     /// Removes the global rate limit.
-    pub async fn remove_global_rate_limit(&self) -> Result<()> {
-        self.conn
+    pub async fn remove_global_rate_limit(self) -> Result<()> {
+        self.queue
+            .conn
             .pool()
-            .hdel::<(), _, _>(self.keys.meta(), vec![field::MAX, field::DURATION])
+            .hdel::<(), _, _>(self.queue.keys.meta(), vec![field::MAX, field::DURATION])
             .await?;
         Ok(())
     }
 
     /// Whether the global concurrency is used up right now (isMaxed).
-    pub async fn is_maxed(&self) -> Result<bool> {
-        self.conn.call(&IsMaxed { keys: &self.keys }).await
+    pub async fn is_maxed(self) -> Result<bool> {
+        self.queue
+            .conn
+            .call(&IsMaxed {
+                keys: &self.queue.keys,
+            })
+            .await
     }
 
     /// How long until the rate limiter lets the next job start: zero when a
     /// job may start now. `max` tests the window against that many jobs; `None`
     /// uses the global limit, or the limiter key's expiry when there is none.
-    pub async fn rate_limit_ttl(&self, max: Option<u64>) -> Result<Duration> {
+    pub async fn rate_limit_ttl(self, max: Option<u64>) -> Result<Duration> {
         let ms = self
+            .queue
             .conn
             .call(&GetRateLimitTtl {
-                keys: &self.keys,
+                keys: &self.queue.keys,
                 max_jobs: max,
             })
             .await?;
@@ -161,17 +173,18 @@ impl Queue {
     /// Starts a rate-limit window of `duration` for the whole queue, as
     /// BullMQ's `worker.rateLimit(ms)`: workers of either client take no job
     /// until it expires. Refuses an empty window.
-    pub async fn rate_limit(&self, duration: Duration) -> Result<()> {
+    pub async fn rate_limit(self, duration: Duration) -> Result<()> {
         let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         if ms == 0 {
             return Err(Error::Config(
                 "a rate-limit window must be at least 1 ms".into(),
             ));
         }
-        self.conn
+        self.queue
+            .conn
             .pool()
             .set::<(), _, _>(
-                self.keys.limiter(),
+                self.queue.keys.limiter(),
                 // Node writes Number.MAX_SAFE_INTEGER: above any max.
                 JS_MAX_SAFE_INTEGER.to_string(),
                 Some(fred::types::Expiration::PX(ms as i64)),
@@ -183,8 +196,13 @@ impl Queue {
     }
 
     /// Ends the current rate-limit window now (BullMQ's `removeRateLimitKey`).
-    pub async fn remove_rate_limit_key(&self) -> Result<bool> {
-        let removed: i64 = self.conn.pool().del(self.keys.limiter()).await?;
+    pub async fn remove_rate_limit_key(self) -> Result<bool> {
+        let removed: i64 = self
+            .queue
+            .conn
+            .pool()
+            .del(self.queue.keys.limiter())
+            .await?;
         Ok(removed > 0)
     }
 }

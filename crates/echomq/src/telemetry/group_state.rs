@@ -7,7 +7,7 @@
 use echomq_protocol::call::groups::GroupInfo;
 
 use crate::error::Result;
-use crate::queue::handle::Queue;
+use crate::queue::Groups;
 
 /// Groups exported per queue and scrape (one getGroups call).
 pub const TOP_GROUPS: usize = 10;
@@ -23,12 +23,12 @@ pub struct GroupSample {
     top: Vec<(String, u64, u64, bool)>,
 }
 
-impl Queue {
+impl Groups<'_> {
     /// Reads the numbers [`render`] writes: one bounded call.
-    pub async fn group_sample(&self) -> Result<GroupSample> {
-        let page = self.busiest_groups(TOP_GROUPS as u64).await?;
+    pub async fn sample(self) -> Result<GroupSample> {
+        let page = self.busiest(TOP_GROUPS as u64).await?;
         Ok(GroupSample {
-            queue: self.name().to_owned(),
+            queue: self.queue.name().to_owned(),
             total: page.total,
             top: top(page.groups),
         })

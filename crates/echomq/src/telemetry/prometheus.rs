@@ -117,10 +117,10 @@ async fn respond(
     let mut groups = Vec::new();
     for q in &queues {
         // Top-N groups only: bounded cardinality, one bounded call.
-        if let Ok(Ok(g)) = tokio::time::timeout(SAMPLE_TIMEOUT, q.group_sample()).await {
+        if let Ok(Ok(g)) = tokio::time::timeout(SAMPLE_TIMEOUT, q.groups().sample()).await {
             groups.push(g);
         }
-        match tokio::time::timeout(SAMPLE_TIMEOUT, q.prometheus_sample()).await {
+        match tokio::time::timeout(SAMPLE_TIMEOUT, q.telemetry().prometheus_sample()).await {
             Ok(Ok(s)) => samples.push(s),
             Ok(Err(e)) => {
                 warn!(queue = %q.name(), error = %e, "queue state left out of the scrape")

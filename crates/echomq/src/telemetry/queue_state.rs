@@ -3,11 +3,11 @@
 //! dashboards and alerts built on BullMQ's exporter read EchoMQ's queues
 //! unchanged. Always compiled: it needs no metrics recorder.
 
-use echomq_protocol::call::metrics::MetricsKind;
+use echomq_protocol::call::metrics::{GetMetrics, Metrics, MetricsKind};
 
 use crate::error::Result;
-use crate::queue::handle::Queue;
 use crate::queue::types::JobState;
+use crate::queue::Telemetry;
 
 /// The states BullMQ counts, in the order its `getJobCounts()` lists them
 /// (which is the order of the exported lines).
@@ -34,11 +34,26 @@ pub struct QueueSample {
     failed_total: u64,
 }
 
-impl Queue {
+impl Telemetry<'_> {
+    /// A metrics series (getMetrics-2): items `start..=end` (0 = the newest
+    /// minute, -1 = the oldest). Recorded only while workers run with
+    /// `max_metrics_size`.
+    pub async fn get_metrics(self, kind: MetricsKind, start: i64, end: i64) -> Result<Metrics> {
+        self.queue
+            .conn
+            .call(&GetMetrics {
+                keys: &self.queue.keys,
+                kind,
+                start,
+                end,
+            })
+            .await
+    }
+
     /// Reads the numbers [`render`] writes for this queue.
-    pub async fn prometheus_sample(&self) -> Result<QueueSample> {
+    pub async fn prometheus_sample(self) -> Result<QueueSample> {
         let states: Vec<JobState> = STATES.iter().map(|(s, _)| *s).collect();
-        let counts = self.count_states(&states).await?;
+        let counts = self.queue.count_states(&states).await?;
         // One data point is enough: only the running count is exported.
         let completed = self.get_metrics(MetricsKind::Completed, 0, 0).await?;
         let failed = self.get_metrics(MetricsKind::Failed, 0, 0).await?;
@@ -47,7 +62,7 @@ impl Queue {
             *slot = n;
         }
         Ok(QueueSample {
-            queue: self.name().to_owned(),
+            queue: self.queue.name().to_owned(),
             counts: c,
             completed_total: completed.count,
             failed_total: failed.count,

@@ -77,7 +77,7 @@ pub struct WorkerOptions {
     /// BullMQ Pro's `group: {concurrency, limit}`: the concurrency and rate
     /// limit of every group without settings of its own, fleet-wide. Written
     /// to the queue's group defaults when the worker starts (the last worker
-    /// started holds; `Queue::set_group_defaults`); the feeders read them.
+    /// started holds; `Groups::set_defaults`); the feeders read them.
     /// Default none (the stored defaults are left as they are).
     pub group: Option<GroupDefaults>,
     /// Group commit (docs/decisions.md §16): how many finishing calls

@@ -58,7 +58,7 @@ pub(super) async fn demo_flow(conn: &Connection) -> Res {
     let q = Queue::new(conn, &report).await?;
     let mut state = JobState::Unknown;
     for _ in 0..100 {
-        state = q.get_state(&tree.id).await?;
+        state = q.get_job_state(&tree.id).await?;
         if state == JobState::Completed || state == JobState::Failed {
             break;
         }
@@ -66,7 +66,7 @@ pub(super) async fn demo_flow(conn: &Connection) -> Res {
     }
     let _ = host.close(Duration::from_secs(2)).await;
 
-    if let Some(node) = q.get_flow(&tree.id, 2, 20).await? {
+    if let Some(node) = q.flows().get_flow(&tree.id, 2, 20).await? {
         for c in &node.children {
             anstream::println!(
                 "  {} {} = {}",
