@@ -115,7 +115,7 @@ dockerfile-check:
 
 # Rewrite lua/scripts.sha1 after an intended change of a frozen script.
 freeze:
-    ECHOMQ_UPDATE_MANIFEST=1 cargo test -q -p echomq-protocol --test frozen
+    ECHOMQ_UPDATE_MANIFEST=1 cargo test -q -p echomq-protocol --test suite frozen::
 
 # Installs redis-server when it is missing (apt-get where available).
 _ensure-redis:
@@ -134,7 +134,7 @@ _ensure-redis:
 # Installs the BullMQ Node client of the interop tests (npm ci, from the lock file).
 # interop/: BullMQ Node 6.7.6 for the interop tests; interop-6.7.0/ and
 # interop-6.2/: BullMQ 6.7.0 and 6.2.0, which the core interop scenarios also run against; interop-4/: BullMQ
-# 4.18.3, whose legacy repeatable jobs `echomq adopt` converts (tests/adopt.rs); browser/: playwright-core
+# 4.18.3, whose legacy repeatable jobs `echomq adopt` converts (tests/suite/adopt.rs); browser/: playwright-core
 # (driving Debian's Chromium, never a downloaded browser) and bull-board for the
 # dashboard tests.
 _ensure-node-packages:

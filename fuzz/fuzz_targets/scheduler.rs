@@ -1,6 +1,6 @@
 #![no_main]
 
-#[path = "../../crates/echomq-protocol/tests/support/targets.rs"]
+#[path = "../../crates/echomq-protocol/tests/suite/targets.rs"]
 mod targets;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| targets::scheduler(data));

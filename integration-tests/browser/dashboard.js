@@ -2,7 +2,7 @@
 // playwright-core (no browser is downloaded): opens the overview, follows the
 // failed count of a queue to a failed job, retries it through the confirm
 // step, and waits until the live feed reports it completed. Saves a
-// screenshot. The Rust test crates/echomq-ui/tests/browser.rs runs it.
+// screenshot. The Rust test crates/echomq-ui/tests/suite/browser.rs runs it.
 //
 // Usage: node dashboard.js <dashboard-url> <redis-url> <queue> <job-id> <go-key> <screenshot.png>
 // The worker of the test holds the retried job until <go-key> exists in

@@ -110,7 +110,7 @@ async function main() {
         return await queue.getRanges(args.types, args.start, args.end, args.asc);
       case 'ops': {
         // args.ops: [[op, ...params]] run in order, each answering its result
-        // or "error"; the Rust twin is `run_rust` in tests/interop_state.rs.
+        // or "error"; the Rust twin is `run_rust` in tests/suite/interop_state.rs.
         const results = [];
         for (const [op, ...p] of args.ops) {
           try {
@@ -362,7 +362,7 @@ async function parityOp(queue, op, p) {
 
 // ---------------------------------------------------------------------------
 // Issue 29 (BullMQ 6.7.0) ops, reached from parityOp's default. Twins of the
-// Rust calls in tests/interop_bullmq67.rs.
+// Rust calls in tests/suite/interop_bullmq67.rs.
 async function bullmq67Op(queue, op, p) {
   switch (op) {
     // [id]: the job goes, its children stay (pointing at a parent that is gone).

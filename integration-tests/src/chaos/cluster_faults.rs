@@ -1,5 +1,5 @@
 //! F38–F39 on a real Redis Cluster (3 primaries + 3 replicas, the harness
-//! of `tests/cluster.rs`): the queue's slot migrated under load, and its
+//! of `tests/suite/cluster.rs`): the queue's slot migrated under load, and its
 //! primary SIGKILLed (failover).
 
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! A scenario is an async function returning one [`Row`] of the results
 //! table; [`catalogue`] lists them in catalogue order, [`run_all`] runs a
 //! selection a few at a time and [`table`] prints the Markdown table. The
-//! `chaos` binary runs them all (`just chaos`), `tests/chaos_fast.rs` the
+//! `chaos` binary runs them all (`just chaos`), `tests/suite/chaos_fast.rs` the
 //! ones that take seconds, `soak` mixes the faults under a running workload.
 
 pub mod accounting;
@@ -135,7 +135,7 @@ type RowFuture = Pin<Box<dyn Future<Output = Row> + Send>>;
 pub struct Scenario {
     /// Catalogue id.
     pub id: &'static str,
-    /// Takes seconds: part of `tests/chaos_fast.rs`.
+    /// Takes seconds: part of `tests/suite/chaos_fast.rs`.
     pub fast: bool,
     /// Runs it.
     pub run: Arc<dyn Fn(Ctx) -> RowFuture + Send + Sync>,

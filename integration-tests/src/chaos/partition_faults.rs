@@ -13,7 +13,7 @@
 //! process, never restarted, must report ready again and complete the jobs
 //! added after the heal by itself within a deadline; then the usual
 //! accounting (nothing lost, nothing finished twice, a clean audit).
-//! `tests/partition.rs` runs the same scenarios with shorter timeouts, and a
+//! `tests/suite/partition.rs` runs the same scenarios with shorter timeouts, and a
 //! decoy fault that must fail these checks.
 
 use std::net::SocketAddr;
@@ -58,7 +58,7 @@ pub enum Fault {
     /// connection attempt fails at once, as when Redis is down.
     Refuse,
     /// A DROP of a port nobody uses: no fault at all, judged as a cut. The
-    /// checks must fail on it (`tests/partition.rs`).
+    /// checks must fail on it (`tests/suite/partition.rs`).
     Decoy,
 }
 

@@ -3,7 +3,7 @@
 //! include it pulls in) without updating the manifest fails here; updating the
 //! manifest is a visible, reviewable protocol change.
 //!
-//! `ECHOMQ_UPDATE_MANIFEST=1 cargo test -p echomq-protocol --test frozen`
+//! `ECHOMQ_UPDATE_MANIFEST=1 cargo test -p echomq-protocol --test suite frozen::`
 //! (or `just freeze`) rewrites the manifest.
 
 use std::path::PathBuf;

@@ -10,7 +10,7 @@ use echomq_integration_tests::{wait_until, RedisServer};
 use fred::prelude::*;
 use serde_json::json;
 
-mod limits_support;
+use crate::limits_support;
 use limits_support::{assert_window_budget, redis_peak, redis_starts, timed_worker, Ran};
 
 async fn add_n(q: &Queue, n: usize) {

@@ -1,7 +1,7 @@
 //! Running as a service: a worker that starts before its Redis, an outage
 //! in the middle of a run (locks expire while Redis is down) and the health
 //! endpoints through it. The readable errors of every start-up failure are
-//! the CLI's (`crates/echomq-cli/tests/diagnose.rs`).
+//! the CLI's (`crates/echomq-cli/tests/suite/diagnose.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -133,7 +133,7 @@ async fn an_outage_mid_run_is_ridden_out_and_no_expired_holder_finishes() {
     outage(Duration::from_secs(12)).await;
 }
 
-/// The minute-long outage; `cargo test --test service -- --ignored`.
+/// The minute-long outage; `cargo test --test suite service:: -- --ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a minute long; the 12 s variant runs by default"]
 async fn a_60s_outage_mid_run_is_ridden_out() {

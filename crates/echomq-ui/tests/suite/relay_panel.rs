@@ -2,7 +2,7 @@
 //! EchoMQ retained message shown read-only and escaped; the relay's keys
 //! never listed as queues.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! §Foreign data): the cron walk of scheduler iterations and the
 //! connection URL. The byte-level targets are the fuzz targets' (`fuzz/`).
 
-#[path = "support/targets.rs"]
-mod targets;
+use crate::targets;
 
 use echomq::connection::{host_port, parse_version, redacted_url};
 use echomq::scheduler::CronSchedule;

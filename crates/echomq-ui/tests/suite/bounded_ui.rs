@@ -3,7 +3,7 @@
 //! request (the walk goes on over requests), the overview summarises a page
 //! of queues with O(1) reads each, and a queue page reads one page of jobs.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! The runtime's decoders of foreign text as functions of raw bytes, shared
-//! by `tests/properties.rs` (proptest) and `fuzz/` (libFuzzer), as the
+//! by `tests/suite/properties.rs` (proptest) and `fuzz/` (libFuzzer), as the
 //! protocol crate's are: the cron walk of a scheduler iteration (pattern,
 //! zone and dates come from the job's stored `repeat` options, which any
 //! client writes) and the connection URL with its readings for logs.

@@ -5,8 +5,7 @@
 //! fuzz`); here they run on proptest's inputs, a few hundred cases each, so
 //! the whole file stays well under the suite's time budget in a debug build.
 
-#[path = "support/targets.rs"]
-mod targets;
+use crate::targets;
 
 use std::collections::HashMap;
 

@@ -8,15 +8,15 @@ use echomq_integration_tests::{wait_until, RedisServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[allow(dead_code)]
-#[path = "../../crates/echomq/examples/typed_jobs.rs"]
+#[path = "../../../crates/echomq/examples/typed_jobs.rs"]
 mod typed_jobs;
 
 #[allow(dead_code)]
-#[path = "../../crates/echomq/examples/axum_service.rs"]
+#[path = "../../../crates/echomq/examples/axum_service.rs"]
 mod axum_service;
 
 #[allow(dead_code)]
-#[path = "../../crates/echomq/examples/flows.rs"]
+#[path = "../../../crates/echomq/examples/flows.rs"]
 mod flows;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

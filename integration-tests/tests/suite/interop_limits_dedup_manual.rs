@@ -21,7 +21,7 @@ use fred::prelude::*;
 use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
 
-mod limits_support;
+use crate::limits_support;
 use limits_support::{assert_window_budget, redis_peak, redis_starts, timed_worker, Ran};
 
 const Q: &str = "par";

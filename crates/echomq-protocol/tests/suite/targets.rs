@@ -1,5 +1,5 @@
 //! The decoders of foreign data as functions of raw bytes, shared by the
-//! property tests (`tests/properties.rs`, proptest) and the fuzz targets
+//! property tests (`tests/suite/properties.rs`, proptest) and the fuzz targets
 //! (`fuzz/`, libFuzzer): each must return for any input — a value or a
 //! typed error, never a panic — and the invariants it checks hold for
 //! every input (a failed `assert!` is a finding like a crash).

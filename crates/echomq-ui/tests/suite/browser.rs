@@ -7,7 +7,7 @@
 //! Skipped, with a message, only when Chromium or the npm packages are
 //! missing and CI is not set; under CI it must run.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::time::Duration;

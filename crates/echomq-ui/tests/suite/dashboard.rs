@@ -2,7 +2,7 @@
 //! that BullMQ Node wrote, escaping, the CSRF/origin/auth guards, read-only
 //! mode, the prefix fence, the actions, and the live feed.
 
-mod support;
+use crate::support;
 
 use echomq::{JobOptions, Queue};
 use echomq_integration_tests::bullmq;

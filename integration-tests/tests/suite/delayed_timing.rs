@@ -3,7 +3,7 @@
 //! on redis-server's next `hz` tick (docs/worker.md §Due timer).
 //!
 //! For every job, start minus due is never negative; the distribution is
-//! printed (`cargo test --test delayed_timing -- --nocapture`) and bounded.
+//! printed (`cargo test --test suite delayed_timing:: -- --nocapture`) and bounded.
 //! "Start" is both `processedOn` (the time the taking call carried) and the
 //! moment the processor was entered, read on this host's real clock, which
 //! is the redis-server's (same machine). The tests run one at a time: they

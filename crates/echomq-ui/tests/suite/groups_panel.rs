@@ -4,7 +4,7 @@
 //! resume, concurrency, rate limit) are guarded as every action is (CSRF
 //! token, same origin) and refused on bad input with nothing written.
 
-mod support;
+use crate::support;
 
 use echomq::groups::GroupOptions;
 use echomq::{JobOptions, NewJob, Queue};
