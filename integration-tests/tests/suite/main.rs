@@ -1,7 +1,6 @@
 //! Every test of this crate in one binary (one link, one artifact on disk);
 //! a file per topic, each a module: `cargo test -p <crate> --test suite <module>::`.
 
-mod limits_support;
 mod adopt;
 mod adopt_fleet;
 mod audit;
@@ -39,6 +38,7 @@ mod interop_state;
 mod job_scheduler;
 mod lifecycle_scripts;
 mod limits;
+mod limits_support;
 mod lock_manager;
 mod lost_finish_reply;
 mod metrics;

@@ -1,10 +1,10 @@
 //! Every test of this crate in one binary (one link, one artifact on disk);
 //! a file per topic, each a module: `cargo test -p <crate> --test suite <module>::`.
 
-mod support;
 mod bounded_ui;
 mod browser;
 mod bull_board;
 mod dashboard;
 mod groups_panel;
 mod relay_panel;
+mod support;
