@@ -385,6 +385,27 @@ impl ractor::Actor for NullSupervisor {
 }
 
 /// Polls `f` every 10 ms until it holds; panics with `what` after `limit`.
+/// A Worker and its LockManager linked to `supervisor`, with no
+/// StalledChecker (for tests that run the stalled check themselves): the set
+/// the host spawns (`WorkerSetSpec::spawn_linked`), less its checker.
+pub async fn spawn_worker(
+    supervisor: ractor::ActorCell,
+    args: echomq::WorkerArgs,
+) -> Result<
+    (
+        ractor::ActorRef<echomq::WorkerMsg>,
+        ractor::ActorRef<echomq::LockManagerMsg>,
+    ),
+    ractor::SpawnErr,
+> {
+    let spec = echomq::WorkerSetSpec {
+        worker: args,
+        stalled_checker: None,
+    };
+    let set = spec.spawn_linked(supervisor).await?;
+    Ok((set.worker, set.lock_manager))
+}
+
 pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
     let t0 = Instant::now();
     while t0.elapsed() < limit {
@@ -403,7 +424,11 @@ pub async fn assert_consistent(conn: &echomq::Connection, queue: &str) {
         quiescent: true,
         ..Default::default()
     };
-    let report = echomq::audit::audit_with(conn, queue, &opts).await.unwrap();
+    let report = echomq::audit::Audit::new(conn, queue)
+        .options(opts)
+        .run()
+        .await
+        .unwrap();
     assert!(
         report.is_consistent(),
         "audit of {queue}: {:?}",

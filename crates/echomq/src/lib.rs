@@ -68,5 +68,5 @@ pub use supervision::{
 };
 pub use worker::{
     processor_fn, typed_processor, JobContext, ProcessError, Processor, TypedJob, Worker,
-    WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
+    WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions, WorkerProcessor,
 };

@@ -378,9 +378,7 @@ async fn curve(n: u64) -> SizeRow {
     .await;
     let calls = std::sync::atomic::AtomicU64::new(0);
     let mut audit = timed(&c, 1, || async {
-        let r = echomq::audit::audit_paged(&conn, "q", &Default::default(), |_| {})
-            .await
-            .unwrap();
+        let r = echomq::audit::Audit::new(&conn, "q").run().await.unwrap();
         calls.store(r.calls, Ordering::Relaxed);
     })
     .await;

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use echomq::audit::{audit_with, AuditOptions};
+use echomq::audit::{Audit, AuditOptions};
 use echomq::{Connection, Queue};
 use fred::prelude::*;
 
@@ -315,7 +315,7 @@ async fn audit(conn: &Connection, queue: &Queue, max_lock: Duration, a: &mut Acc
         quiescent: true,
         max_lock_duration: max_lock,
     };
-    match audit_with(conn, queue.name(), &opts).await {
+    match Audit::new(conn, queue.name()).options(opts).run().await {
         Ok(report) => {
             let mut hard: HashMap<String, usize> = HashMap::new();
             let mut all: HashMap<String, usize> = HashMap::new();

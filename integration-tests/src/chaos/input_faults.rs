@@ -600,7 +600,11 @@ impl LiveAudit {
                 max_lock_duration: max_lock,
             };
             while !*rx.borrow() {
-                if let Ok(r) = echomq::audit::audit_with(&conn, &queue, &opts).await {
+                if let Ok(r) = echomq::audit::Audit::new(&conn, &queue)
+                    .options(opts.clone())
+                    .run()
+                    .await
+                {
                     for v in r.violations.iter().filter(|v| v.hard) {
                         seen.insert(format!("{}: {}", v.check, v.detail));
                     }

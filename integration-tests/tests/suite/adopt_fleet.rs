@@ -224,6 +224,6 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
     let mut config = ConnectionConfig::with_url(url.clone());
     config.prefix = "bull".into();
     let conn = Connection::connect(config).await.unwrap();
-    let audit = echomq::audit::audit(&conn, "q").await.unwrap();
+    let audit = echomq::audit::Audit::new(&conn, "q").run().await.unwrap();
     assert_eq!(audit.hard_count(), 0, "{:?}", audit.violations);
 }

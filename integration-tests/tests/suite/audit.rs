@@ -1,6 +1,6 @@
 //! The consistency audit finds what it should, and nothing on a healthy queue.
 
-use echomq::audit::{audit, audit_with, AuditOptions, Severity};
+use echomq::audit::{Audit, AuditOptions, Severity};
 use echomq::{JobOptions, Queue};
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
@@ -19,16 +19,14 @@ async fn a_healthy_queue_has_no_violations() {
         };
         q.add("j", &json!({ "i": i }), opts).await.unwrap();
     }
-    let r = audit_with(
-        &conn,
-        "ok",
-        &AuditOptions {
+    let r = Audit::new(&conn, "ok")
+        .options(AuditOptions {
             quiescent: true,
             ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .run()
+        .await
+        .unwrap();
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     assert_eq!(r.ids, 50);
     assert_eq!(r.counts["wait"], 17);
@@ -59,7 +57,7 @@ async fn tampering_is_reported_as_hard_violations() {
     c.hset::<(), _, _>("emq:bad:orphan", [("name", "x"), ("timestamp", "1")])
         .await
         .unwrap();
-    let r = audit(&conn, "bad").await.unwrap();
+    let r = Audit::new(&conn, "bad").run().await.unwrap();
     let has = |check: &str, id: Option<&str>| {
         r.violations
             .iter()
@@ -87,6 +85,6 @@ async fn tampering_is_reported_as_hard_violations() {
     c.set::<(), _, _>("emq:bad:active", "x", None, None, false)
         .await
         .unwrap();
-    let r = audit(&conn, "bad").await.unwrap();
+    let r = Audit::new(&conn, "bad").run().await.unwrap();
     assert!(r.violations.iter().any(|v| v.check == "A16" && v.hard));
 }

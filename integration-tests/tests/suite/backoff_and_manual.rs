@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use echomq::worker::{
-    processor_fn, spawn_linked, BackoffStrategy, CustomBackoff, Fetched, JobContext, ManualJob,
-    ManualWorker, ProcessError,
+    processor_fn, BackoffStrategy, CustomBackoff, Fetched, JobContext, ManualJob, ManualWorker,
+    ProcessError,
 };
 use echomq::{Backoff, Error, JobOptions, JobState, Queue, WorkerArgs, WorkerOptions};
 use echomq_integration_tests::{bullmq, wait_until, NullSupervisor, RedisServer};
@@ -66,7 +66,9 @@ async fn a_custom_backoff_type_is_computed_by_the_worker_strategy() {
     args.options = WorkerOptions::default()
         .drain_delay(Duration::from_millis(200))
         .backoff_strategy(linear());
-    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
     wait_until("both finished", Duration::from_secs(10), async || {
         let c = q.counts().await.unwrap();
         c.completed == 1 && c.failed == 1

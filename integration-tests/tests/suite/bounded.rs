@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use echomq::audit::{audit_paged, AuditOptions};
+use echomq::audit::{Audit, AuditOptions};
 use echomq::queue::{ADD_BULK_CHUNK, DEFAULT_CHUNK};
 use echomq::{JobOptions, JobState, NewJob, Queue};
 use echomq_integration_tests::scale::{fill, range_of, Call, Monitor};
@@ -72,17 +72,15 @@ async fn the_audit_reads_a_page_per_call() {
     let (redis, conn, c, _q) = big(15_000, 15_000).await;
     let m = Monitor::start(redis.port(), &c).await;
     let mut calls_seen = 0;
-    let report = audit_paged(
-        &conn,
-        "q",
-        &AuditOptions {
+    let report = Audit::new(&conn, "q")
+        .options(AuditOptions {
             quiescent: true,
             ..Default::default()
-        },
-        |p| calls_seen = p.calls,
-    )
-    .await
-    .unwrap();
+        })
+        .on_progress(|p| calls_seen = p.calls)
+        .run()
+        .await
+        .unwrap();
     let calls = m.take(&c).await;
     assert!(
         report.violations.is_empty(),
@@ -319,7 +317,7 @@ async fn a_parent_with_10000_children_is_read_in_pages() {
         }
         assert_ne!(call.command, "HGETALL", "{:?}", call.args);
     }
-    let flows_audit = echomq::audit::audit(&conn, "q").await.unwrap();
+    let flows_audit = echomq::audit::Audit::new(&conn, "q").run().await.unwrap();
     assert!(flows_audit.is_consistent(), "{:#?}", flows_audit.violations);
 }
 
@@ -500,17 +498,15 @@ async fn a_queue_of_10000_groups_is_fed_a_batch_per_call() {
     let run = m.take(&c).await;
     // Each step looks at a batch of groups and jobs, not all 10 000.
     assert_bounded("feeding", &run, 40 * batch as usize + 100, 1000);
-    let report = audit_paged(
-        &conn,
-        "g",
-        &AuditOptions {
+    let report = Audit::new(&conn, "g")
+        .options(AuditOptions {
             quiescent: true,
             ..Default::default()
-        },
-        |_| {},
-    )
-    .await
-    .unwrap();
+        })
+        .on_progress(|_| {})
+        .run()
+        .await
+        .unwrap();
     assert!(report.violations.is_empty(), "{:?}", &report.violations);
     let audit = m.take(&c).await;
     assert_bounded(

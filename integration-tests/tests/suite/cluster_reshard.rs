@@ -205,7 +205,10 @@ async fn a_busy_queue_follows_its_slot_to_another_primary_and_back() {
         "QueueEvents delivered a completion twice"
     );
 
-    let audit = echomq::audit::audit(&conn, QUEUE).await.expect("audit");
+    let audit = echomq::audit::Audit::new(&conn, QUEUE)
+        .run()
+        .await
+        .expect("audit");
     assert!(audit.is_consistent(), "{:?}", audit.violations);
     qe.stop(None);
     host.stop(None);

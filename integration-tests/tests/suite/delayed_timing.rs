@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use echomq::worker::{processor_fn, spawn_linked, ProcessError};
+use echomq::worker::{processor_fn, ProcessError};
 use echomq::{
     Backoff, JobOptions, JobSchedulers, Queue, SchedulerSpec, WorkerArgs, WorkerMsg, WorkerOptions,
 };
@@ -101,7 +101,9 @@ async fn start_worker(
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let mut args = WorkerArgs::new(q.clone(), processor);
     args.options = WorkerOptions::default().concurrency(concurrency);
-    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
     Running { worker, host }
 }
 

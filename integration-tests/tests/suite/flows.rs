@@ -279,12 +279,12 @@ async fn audit_checks_flow_invariants() {
     let conn = redis.connect().await;
     FlowProducer::new(&conn).add(tree()).await.unwrap();
     for q in ["q", "q2"] {
-        let r = echomq::audit::audit(&conn, q).await.unwrap();
+        let r = echomq::audit::Audit::new(&conn, q).run().await.unwrap();
         assert!(r.is_consistent(), "{q}: {:?}", r.violations);
     }
     let c = redis.client().await;
     let _: () = c.del("emq:q:c").await.unwrap();
-    let r = echomq::audit::audit(&conn, "q").await.unwrap();
+    let r = echomq::audit::Audit::new(&conn, "q").run().await.unwrap();
     let checks: Vec<_> = r
         .violations
         .iter()
@@ -293,7 +293,7 @@ async fn audit_checks_flow_invariants() {
         .collect();
     assert_eq!(checks, [("F2", Some("root"))]);
     let _: () = c.del("emq:q2:mid:dependencies").await.unwrap();
-    let r = echomq::audit::audit(&conn, "q2").await.unwrap();
+    let r = echomq::audit::Audit::new(&conn, "q2").run().await.unwrap();
     let checks: Vec<_> = r
         .violations
         .iter()

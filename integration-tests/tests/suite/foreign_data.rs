@@ -22,7 +22,7 @@ use echomq::protocol::call::lifecycle::{EpochMs, MoveToActive, NextJob};
 use echomq::protocol::call::{Reply, ScriptCall};
 use echomq::protocol::packing::FetchOpts;
 use echomq::protocol::DecodeError;
-use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError, WorkerStatus};
+use echomq::worker::{processor_fn, JobContext, ProcessError, WorkerStatus};
 use echomq::{JobOptions, JobState, Queue, WorkerArgs, WorkerMsg, WorkerOptions};
 use echomq_integration_tests::{wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
@@ -264,7 +264,9 @@ async fn corrupt_hashes_fail_with_a_reason_and_the_queue_flows_on() {
         .lock_duration(Duration::from_secs(2))
         .stalled_interval(Duration::from_millis(500))
         .drain_delay(Duration::from_millis(200));
-    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
 
     let total = expected.len() as u64;
     let settled = async || {

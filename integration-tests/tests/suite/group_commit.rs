@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use echomq::protocol::ScriptId;
-use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
+use echomq::worker::{processor_fn, JobContext, ProcessError};
 use echomq::{
     JobOptions, LockManagerMsg, NewJob, Queue, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
 };
@@ -41,7 +41,9 @@ async fn start(queue: &Queue, options: WorkerOptions) -> Running {
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options = options;
     args.events = Some(tx);
-    let (worker, lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
     Running {
         worker,
         _lm: lm,

@@ -131,7 +131,7 @@ async fn rust_work_until(
     args.options = options;
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     echomq_integration_tests::wait_until(what, Duration::from_secs(20), async || {

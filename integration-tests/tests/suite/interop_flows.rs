@@ -278,7 +278,7 @@ async fn rust_workers(
         });
         let mut args = echomq::WorkerArgs::new(q, p);
         args.options.drain_delay = Duration::from_millis(200);
-        let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
             .await
             .unwrap();
         out.push(w);

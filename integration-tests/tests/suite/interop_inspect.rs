@@ -44,7 +44,7 @@ async fn node_get_workers_lists_echomq_workers() {
         let mut args = WorkerArgs::new(queue.clone(), p);
         args.options.name = Some(name.into());
         args.options.drain_delay = Duration::from_millis(200);
-        let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+        let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
             .await
             .unwrap();
         workers.push(w);
@@ -103,7 +103,7 @@ async fn ranges_jobs_counts_and_states_agree_on_both_sides() {
     let mut args = WorkerArgs::new(queue.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     wait_until("10 finished", Duration::from_secs(10), async || {

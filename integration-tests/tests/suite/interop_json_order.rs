@@ -46,7 +46,7 @@ async fn node_json_round_trips_byte_identically_through_rust() {
     let mut args = WorkerArgs::new(q.clone(), echo);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     wait_until(
@@ -151,7 +151,7 @@ async fn typed_jobs_store_what_node_stores_and_read_what_node_wrote() {
     let mut args = WorkerArgs::new(q.clone(), processor);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     wait_until(

@@ -6,8 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use echomq::worker::{
-    processor_fn, spawn_linked, Fetched, JobContext, ManualJob, ManualParking, ManualWorker,
-    ProcessError,
+    processor_fn, Fetched, JobContext, ManualJob, ManualParking, ManualWorker, ProcessError,
 };
 use echomq::WorkerMsg;
 use echomq::{
@@ -739,7 +738,9 @@ async fn a_rate_limit_set_by_either_client_holds_both() {
             max: 100,
             duration: Duration::from_millis(1000),
         });
-    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
     q.add("trigger", &json!({"rl": true}), JobOptions::new())
         .await
         .unwrap();

@@ -124,7 +124,7 @@ async fn an_echomq_worker_takes_node_jobs_in_bullmq_order() {
     let mut args = WorkerArgs::new(queue.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     wait_until("5 taken", Duration::from_secs(30), async || {

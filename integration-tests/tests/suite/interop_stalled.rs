@@ -291,7 +291,7 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker(js: NodeBullmq) {
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     wait_until("failed by rust", Duration::from_secs(15), async || {
@@ -337,7 +337,7 @@ async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms(js: No
     args.options.lock_duration = Duration::from_millis(1000);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     let key = format!("emq:lr:{id}");
@@ -415,7 +415,7 @@ async fn echomq_lock_renewal_clears_the_mark_of_a_node_sweep(js: NodeBullmq) {
     args.options.lock_duration = Duration::from_millis(2000);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (worker, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     let lock = format!("emq:cm:{id}:lock");

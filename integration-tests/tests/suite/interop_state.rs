@@ -162,7 +162,7 @@ async fn work(q: &Queue) {
     let mut args = WorkerArgs::new(q.clone(), p);
     args.options.drain_delay = Duration::from_millis(200);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     wait_until(

@@ -61,7 +61,7 @@ async fn rust_work(q: &Queue, points: u64) {
     args.options.drain_delay = Duration::from_millis(200);
     args.options.max_metrics_size = Some(points);
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
-    let (w, _lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (w, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     echomq_integration_tests::wait_until("queue drained", Duration::from_secs(10), async || {

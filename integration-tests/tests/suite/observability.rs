@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use echomq::telemetry::prometheus;
-use echomq::worker::{processor_fn, spawn_linked, JobContext};
+use echomq::worker::{processor_fn, JobContext};
 use echomq::{
     FlowJob, FlowProducer, JobOptions, NewJob, Queue, QueueEvents, QueueEventsArgs, StalledChecker,
     StalledCheckerArgs, WorkerArgs, WorkerMsg, WorkerOptions,
@@ -61,7 +61,9 @@ async fn start_worker(q: &Queue, options: WorkerOptions) -> (ActorRef<WorkerMsg>
     let processor = processor_fn(|job: JobContext| async move { behave(&job).await });
     let mut args = WorkerArgs::new(q.clone(), processor);
     args.options = options;
-    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
     (worker, host)
 }
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use echomq::worker::{processor_fn, spawn_linked, JobContext, ProcessError};
+use echomq::worker::{processor_fn, JobContext, ProcessError};
 use echomq::{KeepJobs, NewJob, Queue, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};
 use echomq_integration_tests::{state, wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
@@ -73,7 +73,9 @@ async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
         .drain_delay(Duration::from_secs(10));
     args.options.remove_on_complete = (!keep).then_some(KeepJobs::Remove(true));
     args.events = Some(tx);
-    let (worker, _lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, _lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
     let mut done = 0;
     while done < n {
         let event = tokio::time::timeout(Duration::from_secs(20), rx.recv())

@@ -1190,7 +1190,10 @@ async fn queue_scans_and_the_audit_ignore_relay_keys() {
     let c = redis.client().await;
     let relay_keys = keys(&c, "emq::*").await;
     assert!(relay_keys.len() >= 8, "{relay_keys:?}");
-    let report = echomq::audit::audit(&conn, "mail").await.unwrap();
+    let report = echomq::audit::Audit::new(&conn, "mail")
+        .run()
+        .await
+        .unwrap();
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     // What a queue scan sees under the prefix, as the dashboard scans it:
     // every `emq:*:meta` / `emq:*:id` key that is not a relay key is a queue's.

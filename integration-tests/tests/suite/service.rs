@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use echomq::audit::{audit_with, AuditOptions};
+use echomq::audit::{Audit, AuditOptions};
 use echomq::health::{self, HealthCheck};
 use echomq::protocol::job::field;
 use echomq::protocol::{EventKind, QueueKeys};
@@ -335,16 +335,14 @@ async fn outage(outage: Duration) {
     }
 
     // The audit finds nothing wrong once quiet.
-    let report = audit_with(
-        &conn,
-        "outage",
-        &AuditOptions {
+    let report = Audit::new(&conn, "outage")
+        .options(AuditOptions {
             quiescent: true,
             max_lock_duration: LOCK,
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .run()
+        .await
+        .unwrap();
     assert!(report.is_consistent(), "{:?}", report.violations);
 
     // Every actor answers after the outage: the JobScheduler upserts.

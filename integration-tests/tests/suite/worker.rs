@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use echomq::worker::{
-    processor_fn, spawn_linked, CloseReport, JobContext, ProcessError, WorkerStatus,
-};
+use echomq::worker::{processor_fn, CloseReport, JobContext, ProcessError, WorkerStatus};
 use echomq::{
     Backoff, Connection, JobOptions, LockManagerMsg, NewJob, Queue, WorkerArgs, WorkerEvent,
     WorkerMsg, WorkerOptions,
@@ -38,7 +36,9 @@ async fn start(
     let mut args = WorkerArgs::new(queue.clone(), processor);
     args.options = options;
     args.events = Some(tx);
-    let (worker, lm) = spawn_linked(host.get_cell(), args).await.unwrap();
+    let (worker, lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
+        .await
+        .unwrap();
     Running {
         worker,
         _lm: lm,

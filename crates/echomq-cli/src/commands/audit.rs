@@ -26,17 +26,14 @@ async fn audit(conn: &Connection, q: &Queue) -> Res {
         indicatif::ProgressStyle::with_template("auditing {msg} {bar:30} {pos}/{len} ids")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let report = echomq::audit::audit_paged(
-        conn,
-        q.name(),
-        &echomq::audit::AuditOptions::default(),
-        |p| {
+    let report = echomq::audit::Audit::new(conn, q.name())
+        .on_progress(|p| {
             bar.set_length(p.ids_total.max(p.ids_read));
             bar.set_position(p.ids_read);
             bar.set_message(format!("{} ({} calls)", p.phase, p.calls));
-        },
-    )
-    .await;
+        })
+        .run()
+        .await;
     bar.finish_and_clear();
     let report = report?;
     for v in &report.violations {

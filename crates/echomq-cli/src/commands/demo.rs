@@ -396,7 +396,9 @@ impl Tour {
     async fn summary(&self, all_ids: &[String], orphaned: &[String]) -> Res {
         let counts = self.q.counts().await?;
         let lost = self.count_lost(all_ids).await?;
-        let audit = echomq::audit::audit(&self.conn, &self.queue_name).await?;
+        let audit = echomq::audit::Audit::new(&self.conn, &self.queue_name)
+            .run()
+            .await?;
         self.print_summary(counts.failed, lost, audit.violations.len(), orphaned);
         if lost != 0 || !audit.is_consistent() {
             return Err("the demo lost jobs or found an inconsistency".into());

@@ -24,7 +24,7 @@ mod checks;
 mod reads;
 mod report;
 
-pub use self::reads::{audit, audit_paged, audit_with};
+pub use self::reads::Audit;
 pub use self::report::{AuditOptions, AuditProgress, AuditReport, Severity, Violation};
 
 /// Ids per `auditPage` call. An id costs the page up to ~100 µs (it reads

@@ -14,26 +14,66 @@ use super::{FLOW_STEP, KEYS_STEP, LISTS, PAGE, SETS};
 use crate::connection::pool::Connection;
 use crate::error::Result;
 
-/// Audits `queue` with the default options (live mode).
-pub async fn audit(conn: &Connection, queue: &str) -> Result<AuditReport> {
-    audit_with(conn, queue, &AuditOptions::default()).await
+/// An audit of one queue: `Audit::new(&conn, "mail").run().await`, with
+/// [`AuditOptions`] (`.options(..)`) and a progress callback after every
+/// call (`.on_progress(..)`) when wanted.
+pub struct Audit<'a, F = fn(AuditProgress)> {
+    conn: &'a Connection,
+    queue: &'a str,
+    opts: AuditOptions,
+    progress: F,
 }
 
-/// Audits `queue` with `opts`.
-pub async fn audit_with(
+impl std::fmt::Debug for Audit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit")
+            .field("queue", &self.queue)
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+impl<'a> Audit<'a> {
+    /// An audit of `queue` with the default options (live mode), no
+    /// progress callback.
+    pub fn new(conn: &'a Connection, queue: &'a str) -> Self {
+        Audit {
+            conn,
+            queue,
+            opts: AuditOptions::default(),
+            progress: |_| {},
+        }
+    }
+}
+
+impl<'a, F: FnMut(AuditProgress)> Audit<'a, F> {
+    /// With these options.
+    pub fn options(mut self, opts: AuditOptions) -> Self {
+        self.opts = opts;
+        self
+    }
+
+    /// Tells `progress` after every call.
+    pub fn on_progress<G: FnMut(AuditProgress)>(self, progress: G) -> Audit<'a, G> {
+        Audit {
+            conn: self.conn,
+            queue: self.queue,
+            opts: self.opts,
+            progress,
+        }
+    }
+
+    /// Runs it: every read, then the report.
+    pub async fn run(mut self) -> Result<AuditReport> {
+        run(self.conn, self.queue, &self.opts, &mut self.progress).await
+    }
+}
+
+async fn run(
     conn: &Connection,
     queue: &str,
     opts: &AuditOptions,
-) -> Result<AuditReport> {
-    audit_paged(conn, queue, opts, |_| {}).await
-}
-
-/// Audits `queue` with `opts`, telling `progress` after every call.
-pub async fn audit_paged(
-    conn: &Connection,
-    queue: &str,
-    opts: &AuditOptions,
-    mut progress: impl FnMut(AuditProgress),
+    progress: &mut impl FnMut(AuditProgress),
 ) -> Result<AuditReport> {
     let keys = QueueKeys::new(conn.prefix(), queue)?;
     let head = conn.call(&AuditHead { keys: &keys }).await?;
@@ -48,7 +88,7 @@ pub async fn audit_paged(
             ids_read: 0,
             ids_total,
         },
-        progress: &mut progress,
+        progress,
     };
     (r.progress)(r.p);
     r.states(&mut a).await?;

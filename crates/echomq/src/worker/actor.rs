@@ -4,12 +4,12 @@
 //!
 //! The library ships no supervision tree: the host spawns the Worker and its
 //! [`LockManager`](crate::locks::LockManager) under its own supervisor
-//! (see [`spawn_linked`]) and decides about restarts.
+//! (see `supervision::WorkerSetSpec`) and decides about restarts.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -17,15 +17,15 @@ use super::fetch::fetcher;
 use super::messages::{
     CloseReport, Internal, InternalKind, WorkerCounts, WorkerEvent, WorkerMsg, WorkerStatus,
 };
-use super::options::WorkerArgs;
+use super::options::{WorkerArgs, WorkerProcessor};
 use super::process::cancels;
 use super::shared::WorkerShared;
-use crate::locks::manager::LockManager;
 use crate::locks::protocol::{InternalMsg, LockManagerMsg, LockOwnerRef};
 use crate::locks::seam::CancelReason;
 
 /// The Worker actor. Spawn it with `Actor::spawn_linked(None, Worker,
-/// args, supervisor)`; see [`spawn_linked`] for the Worker + LockManager pair.
+/// args, supervisor)`; `supervision::WorkerSetSpec`
+/// spawns it with its LockManager and StalledChecker, as `Host::add_worker` does.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Worker;
 
@@ -67,21 +67,14 @@ impl Actor for Worker {
         if let Some(group) = &args.options.group {
             crate::groups::admin::validate_defaults(group)?;
         }
-        if let Some(batch) = &args.options.batch {
+        if let WorkerProcessor::Batches(_, batch) = &args.processor {
             batch.validate()?;
-            if args.batch_processor.is_none() {
-                return Err(
-                    "a worker with batch options needs a batch processor (WorkerArgs::batched)"
-                        .into(),
-                );
-            }
         }
         let span =
             tracing::info_span!("worker", queue = %args.queue.name(), worker = ?args.options.name);
         let core = Arc::new(WorkerShared::new(
             args.queue,
             args.processor,
-            args.batch_processor,
             args.options,
             myself.clone(),
             args.events,
@@ -339,20 +332,4 @@ fn status(core: &WorkerShared) -> WorkerStatus {
         lock_manager_attached: core.seam().attached(),
         dropped_events: counters.dropped_events(),
     }
-}
-
-/// Spawns a Worker and its LockManager, both linked to `supervisor`, and
-/// returns their refs. The LockManager attaches itself to the Worker; when the
-/// host's supervisor restarts the LockManager with
-/// [`WorkerArgs::lock_manager_args`] and the Worker's ref, the new one
-/// attaches itself again and every held lock is tracked again.
-pub async fn spawn_linked(
-    supervisor: ActorCell,
-    args: WorkerArgs,
-) -> Result<(ActorRef<WorkerMsg>, ActorRef<LockManagerMsg>), SpawnErr> {
-    let lm_args = args.lock_manager_args(None);
-    let (worker, _) = Actor::spawn_linked(None, Worker, args, supervisor.clone()).await?;
-    let lm_args = lm_args.reporting_to(&worker);
-    let (lm, _) = Actor::spawn_linked(None, LockManager, lm_args, supervisor).await?;
-    Ok((worker, lm))
 }

@@ -13,8 +13,9 @@
 //!   `active`, retries and backoff, group commit.
 //!
 //! The library ships no supervision tree: the host spawns the Worker and its
-//! LockManager under its own supervisor (see [`spawn_linked`], or
-//! `supervision::WorkerSetSpec`) and decides about restarts.
+//! LockManager under its own supervisor (`Host::add_worker`, or
+//! `supervision::WorkerSetSpec` under a supervisor of the host's own) and
+//! decides about restarts.
 
 pub(crate) mod actor;
 pub(crate) mod fetch;
@@ -25,14 +26,14 @@ pub(crate) mod options;
 pub(crate) mod process;
 pub(crate) mod shared;
 
-pub use self::actor::{spawn_linked, Worker, WorkerState};
+pub use self::actor::{Worker, WorkerState};
 pub use self::finish::backoff_strategy::{BackoffInput, BackoffStrategy, CustomBackoff};
 pub use self::finish::job::{ActiveJob, FinishFailed, FinishOutcome};
 pub use self::manual::{Fetched, ManualJob, ManualParking, ManualWorker};
 pub use self::messages::{
     CloseReport, Internal, WorkerCounts, WorkerEvent, WorkerMsg, WorkerStatus,
 };
-pub use self::options::{WorkerArgs, WorkerOptions};
+pub use self::options::{WorkerArgs, WorkerOptions, WorkerProcessor};
 pub use self::process::batch_processor::{
     batch_processor_fn, each_job, BatchFuture, BatchOptions, BatchProcessor, BatchResults,
 };

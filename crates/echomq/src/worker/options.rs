@@ -11,7 +11,7 @@ use ractor::ActorRef;
 use super::finish::backoff_strategy::BackoffStrategy;
 use super::messages::{WorkerEvent, WorkerMsg};
 use super::process::batch_processor::{BatchOptions, BatchProcessor};
-use super::process::processor::{JobContext, ProcessError, ProcessFuture, Processor};
+use super::process::processor::Processor;
 use crate::locks::manager::LockManagerArgs;
 use crate::locks::protocol::{LockManagerMsg, LockOwnerRef};
 use crate::queue::handle::Queue;
@@ -67,9 +67,6 @@ pub struct WorkerOptions {
     /// Computes the retry delay of jobs whose backoff type is custom (BullMQ's
     /// `settings.backoffStrategy`). Without it such a job fails for good.
     pub backoff_strategy: Option<BackoffStrategy>,
-    /// Take jobs in batches for a [`BatchProcessor`] (`WorkerArgs::batched`):
-    /// each slot of `concurrency` then runs one batch at a time. Default none.
-    pub batch: Option<BatchOptions>,
     /// The timeout of jobs that set none (`JobOptions::timeout`): past it the
     /// processor is cancelled and the attempt fails with a timeout reason.
     /// Default none.
@@ -117,7 +114,6 @@ impl Default for WorkerOptions {
             limiter: None,
             backoff_strategy: None,
             default_timeout: None,
-            batch: None,
             group: None,
             group_commit: 2,
         }
@@ -228,12 +224,6 @@ impl WorkerOptions {
         self
     }
 
-    /// Sets [`batch`](Self::batch).
-    pub fn batch(mut self, batch: BatchOptions) -> Self {
-        self.batch = Some(batch);
-        self
-    }
-
     /// Sets [`default_timeout`](Self::default_timeout).
     pub fn default_timeout(mut self, d: Duration) -> Self {
         self.default_timeout = Some(d);
@@ -247,13 +237,24 @@ impl WorkerOptions {
     }
 }
 
+/// What a worker runs for the jobs it takes.
+#[derive(Clone)]
+pub enum WorkerProcessor {
+    /// Each job alone: a slot of `concurrency` runs one job at a time
+    /// (BullMQ's processor). [`WorkerArgs::new`].
+    Jobs(Arc<dyn Processor>),
+    /// Jobs in batches (BullMQ Pro's batches): a slot runs one batch at a
+    /// time, taken as the [`BatchOptions`] say. [`WorkerArgs::batched`].
+    Batches(Arc<dyn BatchProcessor>, BatchOptions),
+}
+
 /// Start-up arguments of a [`Worker`](super::actor::Worker).
 #[derive(Clone)]
 pub struct WorkerArgs {
     /// The queue (and through it the shared connection).
     pub queue: Queue,
-    /// The code run for every job.
-    pub processor: Arc<dyn Processor>,
+    /// The code run for the jobs taken: each alone, or in batches.
+    pub processor: WorkerProcessor,
     /// Settings.
     pub options: WorkerOptions,
     /// The LockManager that renews this worker's locks, when already spawned.
@@ -261,9 +262,6 @@ pub struct WorkerArgs {
     pub lock_manager: Option<ActorRef<LockManagerMsg>>,
     /// Where [`WorkerEvent`]s go; full channel = event dropped and counted.
     pub events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
-    /// The code run on each batch when `options.batch` is set (then
-    /// `processor` is not used).
-    pub batch_processor: Option<Arc<dyn BatchProcessor>>,
 }
 
 impl WorkerArgs {
@@ -271,21 +269,23 @@ impl WorkerArgs {
     pub fn new(queue: Queue, processor: Arc<dyn Processor>) -> Self {
         WorkerArgs {
             queue,
-            processor,
+            processor: WorkerProcessor::Jobs(processor),
             options: WorkerOptions::default(),
             lock_manager: None,
             events: None,
-            batch_processor: None,
         }
     }
 
     /// Arguments of a worker that takes jobs in batches of `batch` for
     /// `processor`.
     pub fn batched(queue: Queue, processor: Arc<dyn BatchProcessor>, batch: BatchOptions) -> Self {
-        let mut args = Self::new(queue, Arc::new(NoSingleJobs));
-        args.options.batch = Some(batch);
-        args.batch_processor = Some(processor);
-        args
+        WorkerArgs {
+            queue,
+            processor: WorkerProcessor::Batches(processor, batch),
+            options: WorkerOptions::default(),
+            lock_manager: None,
+            events: None,
+        }
     }
 
     /// The LockManager arguments matching these settings.
@@ -306,14 +306,5 @@ impl LockManagerArgs {
     pub fn reporting_to(mut self, worker: &ActorRef<WorkerMsg>) -> Self {
         self.owner = Some(LockOwnerRef::new(worker.clone()));
         self
-    }
-}
-
-/// The single-job processor of a batched worker, which never runs one.
-struct NoSingleJobs;
-
-impl Processor for NoSingleJobs {
-    fn process(&self, _job: JobContext) -> ProcessFuture {
-        Box::pin(async { Err(ProcessError::failed("a batched worker runs no single jobs")) })
     }
 }

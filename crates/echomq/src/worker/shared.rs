@@ -17,9 +17,7 @@ use super::fetch::gate::SlotGate;
 use super::fetch::hints::FetchHints;
 use super::finish::finisher::Finisher;
 use super::messages::{WorkerEvent, WorkerMsg};
-use super::options::WorkerOptions;
-use super::process::batch_processor::BatchProcessor;
-use super::process::processor::Processor;
+use super::options::{WorkerOptions, WorkerProcessor};
 use crate::connection::pool::Connection;
 use crate::error::Result;
 use crate::locks::seam::LockSeam;
@@ -76,8 +74,7 @@ impl Counters {
 
 pub(crate) struct WorkerShared {
     queue: Arc<Queue>,
-    processor: Arc<dyn Processor>,
-    batch_processor: Option<Arc<dyn BatchProcessor>>,
+    processor: WorkerProcessor,
     opts: WorkerOptions,
     name: Option<Arc<str>>,
     gate: Arc<SlotGate>,
@@ -94,8 +91,7 @@ pub(crate) struct WorkerShared {
 impl WorkerShared {
     pub fn new(
         queue: Queue,
-        processor: Arc<dyn Processor>,
-        batch_processor: Option<Arc<dyn BatchProcessor>>,
+        processor: WorkerProcessor,
         opts: WorkerOptions,
         myself: ActorRef<WorkerMsg>,
         events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
@@ -105,8 +101,9 @@ impl WorkerShared {
         // otherwise, so this is belt and braces).
         let one_slot = !queue.connection().pool().next().is_clustered()
             || crate::connection::server::one_slot(queue.connection().prefix(), queue.name());
-        let finisher = (opts.group_commit > 0 && batch_processor.is_none() && one_slot)
-            .then(|| Finisher::new(opts.group_commit));
+        let finisher =
+            (opts.group_commit > 0 && matches!(processor, WorkerProcessor::Jobs(_)) && one_slot)
+                .then(|| Finisher::new(opts.group_commit));
         WorkerShared {
             finisher,
             name: opts.name.as_deref().map(Arc::from),
@@ -119,7 +116,6 @@ impl WorkerShared {
             metrics: crate::telemetry::metrics::QueueMetrics::new(queue.name()),
             queue: Arc::new(queue),
             processor,
-            batch_processor,
             opts,
             seam: Arc::default(),
             hints: FetchHints::default(),
@@ -142,13 +138,9 @@ impl WorkerShared {
         self.queue.connection()
     }
 
-    pub fn processor(&self) -> &Arc<dyn Processor> {
+    /// What the worker runs: jobs alone or batches.
+    pub fn processor(&self) -> &WorkerProcessor {
         &self.processor
-    }
-
-    /// The batch processor, when the worker takes batches.
-    pub fn batch_processor(&self) -> Option<&Arc<dyn BatchProcessor>> {
-        self.batch_processor.as_ref()
     }
 
     /// The group commit of the slots' finishes, when on.

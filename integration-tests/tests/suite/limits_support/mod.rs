@@ -65,7 +65,7 @@ pub async fn timed_worker(
     });
     let mut args = echomq::WorkerArgs::new(q.clone(), processor);
     args.options = options;
-    let (worker, lm) = echomq::worker::spawn_linked(host.get_cell(), args)
+    let (worker, lm) = echomq_integration_tests::spawn_worker(host.get_cell(), args)
         .await
         .unwrap();
     Running {

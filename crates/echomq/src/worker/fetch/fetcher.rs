@@ -23,6 +23,7 @@ use super::gate::SlotPermit;
 use crate::connection::blocking_reader::Read;
 use crate::worker::finish::job::ActiveJob;
 use crate::worker::messages::{Internal, InternalKind, WorkerMsg};
+use crate::worker::options::WorkerProcessor;
 use crate::worker::process::run;
 use crate::worker::shared::WorkerShared;
 
@@ -274,7 +275,8 @@ impl Fetcher {
     /// batched worker takes a batch instead.
     async fn fetch(&self, permit: SlotPermit) -> Next {
         let core = &self.core;
-        if let Some(batch) = core.opts().batch {
+        if let WorkerProcessor::Batches(_, batch) = core.processor() {
+            let batch = *batch;
             let jobs = crate::worker::process::batch::take(core, batch)
                 .instrument(tracing::debug_span!("fetch_batch"))
                 .await;

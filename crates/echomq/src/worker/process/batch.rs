@@ -23,6 +23,7 @@ use crate::worker::finish::backoff;
 use crate::worker::finish::job::{ActiveJob, FinishOutcome};
 use crate::worker::finish::transition::{failed_attempt, Transition};
 use crate::worker::messages::WorkerEvent;
+use crate::worker::options::WorkerProcessor;
 use crate::worker::shared::WorkerShared;
 
 /// How often a batch short of `min_size` looks for more jobs.
@@ -81,9 +82,10 @@ pub(crate) async fn take(core: &Arc<WorkerShared>, batch: BatchOptions) -> Vec<A
 
 /// Runs one batch to its transitions, all finished in one round trip.
 pub(crate) async fn run(core: Arc<WorkerShared>, permit: SlotPermit, jobs: Vec<ActiveJob>) {
-    let Some(processor) = core.batch_processor().cloned() else {
+    let WorkerProcessor::Batches(processor, _) = core.processor() else {
         return;
     };
+    let processor = processor.clone();
     let n = jobs.len();
     let contexts: Vec<JobContext> = jobs.iter().map(ActiveJob::context).collect();
     let started = Instant::now();

@@ -22,6 +22,7 @@ use crate::worker::finish::backoff;
 use crate::worker::finish::job::{ActiveJob, FinishOutcome};
 use crate::worker::finish::transition::{failed_attempt, Transition};
 use crate::worker::messages::WorkerEvent;
+use crate::worker::options::WorkerProcessor;
 use crate::worker::shared::WorkerShared;
 use echomq_protocol::Job;
 
@@ -175,7 +176,14 @@ async fn run_processor(core: &WorkerShared, job: &ActiveJob) -> Ran {
     // Polled inside the slot's own task rather than a task of its own: one
     // spawn and one cross-task wake-up less per job, with a panic still caught
     // (and the job failed) as a spawned task's would be.
-    let mut run = CatchPanic(core.processor().process(ctx));
+    let run = match core.processor() {
+        WorkerProcessor::Jobs(p) => p.process(ctx),
+        // The fetcher of a batch worker takes batches only (fetcher.rs).
+        WorkerProcessor::Batches(..) => {
+            Box::pin(async { Err(ProcessError::failed("a batch worker runs no single jobs")) })
+        }
+    };
+    let mut run = CatchPanic(run);
     let result = tokio::select! {
         r = &mut run => Some(r),
         _ = cancel.cancelled() => None,
