@@ -97,6 +97,18 @@ impl RedisServer {
         client
     }
 
+    /// A fresh server with an EchoMQ connection and a queue named `queue`
+    /// on it: the preamble of most tests in one line. Keep the server bound
+    /// (`_redis` when unused): dropping it stops the server.
+    pub async fn with_queue(queue: &str) -> (RedisServer, Connection, echomq::Queue) {
+        let redis = RedisServer::start();
+        let conn = redis.connect().await;
+        let q = echomq::Queue::new(&conn, queue)
+            .await
+            .expect("a queue on the test redis-server");
+        (redis, conn, q)
+    }
+
     /// Waits until the server has exited by itself (after `SHUTDOWN`), so
     /// that whatever it writes on exit is complete.
     pub fn wait_exit(&mut self) {
@@ -117,40 +129,12 @@ impl Drop for RedisServer {
 }
 
 /// Reads the whole events stream of a queue as `(event name, fields)` pairs,
-/// fields in stream order.
+/// fields in stream order (`timeline::stamps` has the ids and times too).
 pub async fn events(client: &Client, key: &str) -> Vec<(String, Vec<(String, String)>)> {
-    use fred::prelude::{StreamsInterface, Value};
-    let raw: Value = client
-        .xrange(key, "-", "+", None)
+    timeline::stamps(client, key)
         .await
-        .expect("XRANGE events");
-    let Value::Array(entries) = raw else {
-        return Vec::new();
-    };
-    entries
         .into_iter()
-        .filter_map(|entry| {
-            let Value::Array(mut parts) = entry else {
-                return None;
-            };
-            let Value::Array(flat) = parts.pop()? else {
-                return None;
-            };
-            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
-            let pairs: Vec<(String, String)> = flat
-                .chunks(2)
-                .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
-                .collect();
-            let name = pairs
-                .iter()
-                .find(|(k, _)| k == "event")
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            Some((
-                name,
-                pairs.into_iter().filter(|(k, _)| k != "event").collect(),
-            ))
-        })
+        .map(|s| (s.name, s.fields))
         .collect()
 }
 
@@ -406,6 +390,9 @@ pub async fn spawn_worker(
     Ok((set.worker, set.lock_manager))
 }
 
+/// Waits until `f` holds, asking every 10 ms; panics naming `what` when
+/// `limit` passes first. The one wait of the tests: on something they can
+/// observe, under one deadline.
 pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
     let t0 = Instant::now();
     while t0.elapsed() < limit {

@@ -6,7 +6,8 @@
 use fred::prelude::{Client, StreamsInterface, Value};
 
 /// One entry of an events stream: the server's time of its id, the event
-/// name, the job id (empty when none) and the `prev` field (empty when none).
+/// name, the job id (empty when none), the `prev` field (empty when none)
+/// and every field but `event`, in stream order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stamp {
     /// The entry id (`<ms>-<seq>`).
@@ -19,40 +20,55 @@ pub struct Stamp {
     pub job_id: String,
     /// The `prev` field (a `waiting` event's previous state).
     pub prev: String,
+    /// Every field but `event`, in stream order.
+    pub fields: Vec<(String, String)>,
 }
 
-/// Every entry of the events stream `key`, in stream order.
+/// Every entry of the events stream `key`, in stream order: the one reader
+/// of events streams in the tests.
 pub async fn stamps(client: &Client, key: &str) -> Vec<Stamp> {
-    let raw: Value = client.xrange(key, "-", "+", None).await.expect("XRANGE");
+    read(client, key).await.expect("XRANGE")
+}
+
+/// [`stamps`], or the error of the read (a fault test may read while Redis
+/// is away).
+pub async fn read(client: &Client, key: &str) -> Result<Vec<Stamp>, fred::error::Error> {
+    let raw: Value = client.xrange(key, "-", "+", None).await?;
     let Value::Array(entries) = raw else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    entries
-        .into_iter()
-        .filter_map(|entry| {
-            let Value::Array(mut parts) = entry else {
-                return None;
-            };
-            let Value::Array(flat) = parts.pop()? else {
-                return None;
-            };
-            let id = parts.pop()?.as_string()?;
-            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
-            let get = |k: &str| {
-                flat.chunks(2)
-                    .find(|c| c[0] == k)
-                    .and_then(|c| c.get(1).cloned())
-                    .unwrap_or_default()
-            };
-            Some(Stamp {
-                at_ms: id.split('-').next()?.parse().ok()?,
-                id,
-                name: get("event"),
-                job_id: get("jobId"),
-                prev: get("prev"),
-            })
-        })
-        .collect()
+    Ok(entries.into_iter().filter_map(decode).collect())
+}
+
+/// One XRANGE entry, `[id, [field, value, …]]`.
+fn decode(entry: Value) -> Option<Stamp> {
+    let Value::Array(mut parts) = entry else {
+        return None;
+    };
+    let Value::Array(flat) = parts.pop()? else {
+        return None;
+    };
+    let id = parts.pop()?.as_string()?;
+    let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
+    let pairs: Vec<(String, String)> = flat
+        .chunks(2)
+        .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+        .collect();
+    let get = |k: &str| {
+        pairs
+            .iter()
+            .find(|(f, _)| f == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    Some(Stamp {
+        at_ms: id.split('-').next()?.parse().ok()?,
+        id,
+        name: get("event"),
+        job_id: get("jobId"),
+        prev: get("prev"),
+        fields: pairs.iter().filter(|(k, _)| k != "event").cloned().collect(),
+    })
 }
 
 /// `(job id, ms)` of every `active` event: each time a job was taken, on

@@ -357,50 +357,13 @@ fn entries_added(info: Value) -> Option<u64> {
     }
 }
 
-/// One entry of the events stream: the server time of its id (ms), the
-/// event name and the job id (empty when none).
-#[derive(Clone, Debug)]
-pub struct Event {
-    /// Milliseconds part of the stream id (the server's clock).
-    pub at_ms: u64,
-    /// The event name.
-    pub name: String,
-    /// The `jobId` field.
-    pub job_id: String,
-}
+/// One entry of the events stream (`timeline::Stamp`).
+pub use crate::timeline::Stamp as Event;
 
-/// The whole events stream of `queue`, in order.
+/// The whole events stream of `queue`, in order; empty when Redis cannot
+/// be read.
 pub async fn read_events(client: &Client, queue: &Queue) -> Vec<Event> {
-    let raw: Value = client
-        .xrange(queue.keys().events(), "-", "+", None)
+    crate::timeline::read(client, queue.keys().events())
         .await
-        .unwrap_or(Value::Null);
-    let Value::Array(entries) = raw else {
-        return Vec::new();
-    };
-    entries
-        .into_iter()
-        .filter_map(|entry| {
-            let Value::Array(mut parts) = entry else {
-                return None;
-            };
-            let fields = parts.pop()?;
-            let sid = parts.pop()?.as_string()?;
-            let Value::Array(flat) = fields else {
-                return None;
-            };
-            let flat: Vec<String> = flat.into_iter().filter_map(|v| v.as_string()).collect();
-            let get = |k: &str| {
-                flat.chunks(2)
-                    .find(|c| c[0] == k)
-                    .and_then(|c| c.get(1).cloned())
-                    .unwrap_or_default()
-            };
-            Some(Event {
-                at_ms: sid.split('-').next()?.parse().ok()?,
-                name: get("event"),
-                job_id: get("jobId"),
-            })
-        })
-        .collect()
+        .unwrap_or_default()
 }

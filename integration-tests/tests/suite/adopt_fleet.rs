@@ -1,10 +1,11 @@
-//! The adoption walk-through of docs/migrating.md as a test (part of it): a
-//! BullMQ 6.7.6 Node fleet on prefix `bull` — a worker, a producer adding
-//! plain, delayed, prioritized and deduplicated jobs in a steady stream, a
-//! cron job scheduler — is joined by the real `echomq work --prefix bull`;
-//! then the Node worker stops. Every job added runs exactly once, the cron
-//! schedule has no missed or doubled iteration, and the audit is clean.
-//! Not covered here yet: rate-limited jobs and a flow in the same fleet.
+//! The adoption walk-through of docs/migrating.md as a test: a BullMQ 6.7.6
+//! Node fleet on prefix `bull` — a worker, a producer adding plain, delayed,
+//! prioritized and deduplicated jobs and flows in a steady stream, a cron
+//! job scheduler, all under a global rate limit — is joined by the real
+//! `echomq work --prefix bull`; then the Node worker stops. Every job added
+//! runs exactly once, every flow's parent after its children, the cron
+//! schedule has no missed or doubled iteration, no rate-limit window holds
+//! more than the limit allows, and the audit is clean.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -90,6 +91,16 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
     let url = redis.url();
     let c = redis.client().await;
 
+    // The fleet's queue is rate limited: at most LIMIT jobs start per
+    // WINDOW ms, whichever client takes them (`{P}limiter`).
+    const LIMIT: u64 = 10;
+    const WINDOW: u64 = 250;
+    node_bull(
+        &url,
+        "ops",
+        json!({"ops": [["set-global-rate-limit", LIMIT, WINDOW]]}),
+    );
+
     // The Node fleet: a worker, a cron scheduler, a producer.
     let node = NodeBullmq::V6_7.spawn(
         "worker.js",
@@ -121,11 +132,25 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
             *k += 1;
         }
     };
+    // A flow (a parent and two children, all in this queue) per phase.
+    let mut parents: Vec<String> = Vec::new();
+    let mut flow = |phase: u64| {
+        let ids = node_bull(
+            &url,
+            "ops",
+            json!({"ops": [["flow", "report", {"phase": phase},
+                [{"name": "part", "data": {"phase": phase, "n": 1}},
+                 {"name": "part", "data": {"phase": phase, "n": 2}}], {}]]}),
+        );
+        parents.push(ids[0].as_str().expect("the flow's parent id").to_owned());
+    };
     stream(&mut k, 3, &mut add);
+    flow(0);
 
     // EchoMQ joins while adds go on.
     let mut echo = echomq_work(&url);
     stream(&mut k, 3, &mut add);
+    flow(1);
     // Both sides run jobs: the Node worker's carry its name in `pb`, `echomq
     // work`'s none.
     wait_until("a job run by EchoMQ while Node works", left(), async || {
@@ -146,6 +171,7 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
     assert!(!node_runs.is_empty(), "the Node worker ran nothing");
     assert!(node_runs.values().all(|n| *n == 1), "{node_runs:?}");
     stream(&mut k, 3, &mut add);
+    flow(2);
     let stop_at: u64 = echomq::clock::now_ms();
     assert_eq!(
         added.len() as u64,
@@ -154,7 +180,7 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
     );
 
     // Everything added completes; the cron schedule runs on past the stop.
-    let want = added.clone();
+    let want: Vec<String> = added.iter().chain(&parents).cloned().collect();
     wait_until(
         "every job added completed, cron past the Node stop",
         left(),
@@ -219,6 +245,44 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
             "cron gap or duplicate in {cron:?} at {}",
             w[0]
         );
+    }
+    // Each flow's parent ran after both its children, which ran once each
+    // (`ats` above covers every completed job).
+    for parent in &parents {
+        let processed: HashMap<String, String> = c
+            .hgetall(format!("bull:q:{parent}:processed"))
+            .await
+            .unwrap();
+        assert_eq!(processed.len(), 2, "{parent}: children done {processed:?}");
+        let parent_started: u64 = c
+            .hget::<String, _, _>(format!("bull:q:{parent}"), "processedOn")
+            .await
+            .unwrap()
+            .parse()
+            .unwrap();
+        for key in processed.keys() {
+            let finished: u64 = c
+                .hget::<String, _, _>(key.as_str(), "finishedOn")
+                .await
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(finished <= parent_started, "{key} finished after its parent started");
+        }
+    }
+    // The global rate limit held for both clients: the limiter's windows are
+    // fixed, so any WINDOW ms of Redis's clock sees at most two windows'
+    // starts. The fleet ran more than one window's worth at all.
+    let starts: Vec<u64> = echomq_integration_tests::timeline::stamps(&c, "bull:q:events")
+        .await
+        .into_iter()
+        .filter(|s| s.name == "active")
+        .map(|s| s.at_ms)
+        .collect();
+    assert!(starts.len() as u64 > 2 * LIMIT, "{} starts", starts.len());
+    for (i, t) in starts.iter().enumerate() {
+        let within = starts[i..].iter().take_while(|u| **u < t + WINDOW).count() as u64;
+        assert!(within <= 2 * LIMIT, "{within} starts within {WINDOW} ms from {t}");
     }
     // The audit of the adopted queue is clean.
     let mut config = ConnectionConfig::with_url(url.clone());

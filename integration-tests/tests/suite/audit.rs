@@ -8,9 +8,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn a_healthy_queue_has_no_violations() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "ok").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("ok").await;
     for i in 0..50 {
         let opts = match i % 3 {
             0 => JobOptions::new(),
@@ -34,10 +32,8 @@ async fn a_healthy_queue_has_no_violations() {
 
 #[tokio::test]
 async fn tampering_is_reported_as_hard_violations() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("bad").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "bad").await.unwrap();
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     q.add("b", &json!({}), JobOptions::new()).await.unwrap();
     // Job 1 in two states; job 2 listed twice; a lock on a waiting job without TTL;

@@ -34,10 +34,8 @@ use echomq_integration_tests::evalsha_calls;
 /// 3 failures are retried (attempts 2) and complete on their second run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_50_with_3_failures_completes_47_and_retries_3() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("batch").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "batch").await.unwrap();
     q.add_bulk(jobs(50, JobOptions::new().attempts(2)))
         .await
         .unwrap();
@@ -124,10 +122,8 @@ async fn a_batch_of_50_with_3_failures_completes_47_and_retries_3() {
 /// and the locks renewed meanwhile in one extendLocks per tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_taken_and_finished_in_one_round_trip_each_and_its_locks_renewed() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("rt").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "rt").await.unwrap();
     q.add_bulk(jobs(20, JobOptions::new())).await.unwrap();
     let (release, released) = tokio::sync::watch::channel(false);
     let started = Arc::new(AtomicUsize::new(0));
@@ -204,10 +200,8 @@ async fn a_batch_is_taken_and_finished_in_one_round_trip_each_and_its_locks_rene
 async fn a_batch_leaves_the_keyspace_of_single_jobs() {
     let mut snapshots = Vec::new();
     for batched in [false, true] {
-        let redis = RedisServer::start();
-        let conn = redis.connect().await;
+        let (redis, conn, q) = RedisServer::with_queue("ks").await;
         let c = redis.client().await;
-        let q = Queue::new(&conn, "ks").await.unwrap();
         // One creation time on both servers: the keyspaces differ by nothing
         // but the worker.
         let mut opts = JobOptions::new().attempts(3);
@@ -271,10 +265,8 @@ async fn a_batch_leaves_the_keyspace_of_single_jobs() {
 /// A batch short of `min_size` waits for it, up to its timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_waits_for_its_min_size_until_its_timeout() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("min").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "min").await.unwrap();
     let sizes = Arc::new(Mutex::new(Vec::new()));
     let seen = sizes.clone();
     let processor = batch_processor_fn(move |batch: Vec<JobContext>| {
@@ -317,10 +309,8 @@ async fn a_batch_waits_for_its_min_size_until_its_timeout() {
 /// returns each to wait once its lock expires, and each completes once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_sigkilled_mid_batch_loses_no_job_of_the_batch() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("kb").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "kb").await.unwrap();
     let ids = q
         .add_bulk(
             (0..12)

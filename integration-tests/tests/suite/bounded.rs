@@ -231,10 +231,8 @@ async fn retry_promote_and_obliterate_move_a_chunk_per_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_bulk_goes_in_pipelined_chunks() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("q").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "q").await.unwrap();
     let jobs: Vec<NewJob> = (0..3 * ADD_BULK_CHUNK + 10)
         .map(|i| NewJob {
             name: "j".into(),
@@ -281,10 +279,8 @@ async fn schedulers_are_listed_and_swept_a_page_at_a_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_with_10000_children_is_read_in_pages() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("q").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "q").await.unwrap();
     q.add("p", &json!({}), JobOptions::new().job_id("P"))
         .await
         .unwrap();
@@ -427,10 +423,8 @@ async fn the_metrics_export_reads_counts_not_jobs() {
 async fn a_queue_of_10000_groups_is_fed_a_batch_per_call() {
     use echomq::groups::{GroupFeeder, GroupFeederArgs, GroupFeederMsg, GroupOptions};
     const GROUPS: usize = 10_000;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("g").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "g").await.unwrap();
     let m = Monitor::start(redis.port(), &c).await;
     for chunk in 0..(2 * GROUPS / 1000) {
         let jobs = (0..1000)

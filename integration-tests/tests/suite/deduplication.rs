@@ -32,10 +32,8 @@ async fn deduplicated(c: &Client, queue: &str) -> Vec<(String, String, String)> 
 
 #[tokio::test]
 async fn simple_mode_keeps_the_owner_until_the_key_is_freed() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("dd").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "dd").await.unwrap();
 
     let first = q
         .add("a", &json!({"n": 1}), dedup(Deduplication::new("D")))
@@ -124,10 +122,8 @@ async fn event_at(c: &Client, queue: &str, event: &str, id: &str, last: bool) ->
 #[tokio::test]
 async fn throttle_mode_expires_with_the_ttl() {
     const TTL: u64 = 300;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("th").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "th").await.unwrap();
     for n in 0..20 {
         let d = format!("T{n}");
         let opts = || dedup(Deduplication::new(&d).ttl(TTL));
@@ -184,10 +180,8 @@ async fn throttle_mode_expires_with_the_ttl() {
 #[tokio::test]
 async fn debounce_mode_restarts_the_window_on_every_dropped_add() {
     const TTL: u64 = 400;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("db").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "db").await.unwrap();
     'attempt: for n in 0..10 {
         let d = format!("B{n}");
         let opts = || dedup(Deduplication::new(&d).ttl(TTL).extend(true));
@@ -231,10 +225,8 @@ async fn debounce_mode_restarts_the_window_on_every_dropped_add() {
 
 #[tokio::test]
 async fn replace_mode_swaps_a_delayed_owner_for_the_newest_add() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("rp").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "rp").await.unwrap();
     let opts = |n: u64| {
         dedup(
             Deduplication::new("R")
@@ -275,10 +267,8 @@ async fn replace_mode_swaps_a_delayed_owner_for_the_newest_add() {
 
 #[tokio::test]
 async fn a_bad_deduplication_is_refused_before_any_write() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("bad").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "bad").await.unwrap();
     let err = q
         .add("a", &json!(1), dedup(Deduplication::new("")))
         .await

@@ -120,14 +120,7 @@ impl Running {
 }
 
 async fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = std::time::Instant::now();
-    while t0.elapsed() < limit {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
+    echomq_integration_tests::wait_until(what, limit, async || f()).await
 }
 
 /// Lateness of one start against its due time (ms): from processedOn and
@@ -222,9 +215,7 @@ async fn delayed_on(q: &Queue, concurrency: usize, n: u64) -> Vec<Late> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_jobs_start_on_time_on_an_idle_worker() {
     let _serial = SERIAL.lock().await;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "idle").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("idle").await;
     let lates = delayed_on(&q, 8, 16).await;
     check("idle worker, delayed jobs", &lates);
 }
@@ -232,9 +223,7 @@ async fn delayed_jobs_start_on_time_on_an_idle_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_jobs_start_on_time_on_a_busy_worker() {
     let _serial = SERIAL.lock().await;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "busy").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("busy").await;
     // Ordinary 40 ms jobs keep arriving every 15 ms (two or three in flight)
     // while the delayed ones fall due; slots stay free for them.
     let starts: Starts = Arc::default();
@@ -290,9 +279,7 @@ async fn delayed_jobs_start_on_time_on_a_busy_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_worker_takes_a_due_job_as_soon_as_a_slot_frees() {
     let _serial = SERIAL.lock().await;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "full").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("full").await;
     // Both slots busy until `free_at`; the delayed jobs fall due before it.
     let freed: Arc<Mutex<Vec<u64>>> = Arc::default();
     let starts: Starts = Arc::default();
@@ -353,10 +340,8 @@ async fn a_full_worker_takes_a_due_job_as_soon_as_a_slot_frees() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backoff_retries_start_on_time() {
     let _serial = SERIAL.lock().await;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("retry").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "retry").await.unwrap();
     let starts: Starts = Arc::default();
     let w = start_worker(&q, recording(&starts, 3, Duration::ZERO), 4).await;
     let n = 8u64;
@@ -417,9 +402,7 @@ async fn backoff_retries_start_on_time() {
 /// Starts of a scheduler's iterations, until `n` have started (within 30
 /// s): the slot in each id is its due time.
 async fn scheduler_starts(spec: SchedulerSpec, queue: &str, n: usize) -> Vec<Start> {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, queue).await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue(queue).await;
     let starts: Starts = Arc::default();
     let w = start_worker(&q, recording(&starts, 1, Duration::ZERO), 4).await;
     let schedulers = JobSchedulers::new(&conn, queue).unwrap();
@@ -488,9 +471,7 @@ async fn a_skewed_host_clock_neither_starts_jobs_early_nor_late() {
     let _serial = SERIAL.lock().await;
     let _unskew = Unskew;
     for skew in [400i64, -400] {
-        let redis = RedisServer::start();
-        let conn = redis.connect().await;
-        let q = Queue::new(&conn, "skew").await.unwrap();
+        let (_redis, conn, q) = RedisServer::with_queue("skew").await;
         // The jobs are added on the real clock (explicit timestamps); the
         // worker runs on a clock `skew` ms off Redis's.
         echomq::clock::set_skew_ms(skew);

@@ -199,10 +199,8 @@ async fn corrupt_hashes_fail_with_a_reason_and_the_queue_flows_on() {
     ];
     sets.extend((0..40).map(|_| corrupt_hash().new_tree(&mut runner).unwrap().current()));
 
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("foreign").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "foreign").await.unwrap();
     let keys = q.keys().clone();
     let now = echomq::clock::now_ms();
 

@@ -139,10 +139,8 @@ async fn stop(w: Running) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_at_concurrency_16_finishes_in_fewer_calls_than_jobs() {
     const N: usize = 600;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("gc16").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "gc16").await.unwrap();
     add_jobs(&q, N, 7).await;
     log_every_command(&c).await;
     let mut w = start(
@@ -176,10 +174,8 @@ async fn a_burst_at_concurrency_16_finishes_in_fewer_calls_than_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_job_at_concurrency_1_always_goes_alone() {
     const N: usize = 40;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("gc1").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "gc1").await.unwrap();
     log_every_command(&c).await;
     let mut w = start(
         &q,
@@ -208,10 +204,8 @@ async fn a_lone_job_at_concurrency_1_always_goes_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_commit_off_sends_every_finish_alone() {
     const N: usize = 300;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("gc0").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "gc0").await.unwrap();
     add_jobs(&q, N, 0).await;
     log_every_command(&c).await;
     let mut w = start(

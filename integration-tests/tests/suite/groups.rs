@@ -80,10 +80,8 @@ fn fast(args: GroupFeederArgs) -> GroupFeederArgs {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_group_finishes_within_its_fair_share() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("fair").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "fair").await.unwrap();
     // The worst order for a FIFO queue: the big tenant first, the small last.
     let mut group_of: HashMap<String, &str> = HashMap::new();
     // The others' jobs take 20 ms, the small group's none: what is measured
@@ -155,10 +153,8 @@ async fn a_small_group_finishes_within_its_fair_share() {
 async fn group_concurrency_holds_under_a_mixed_fleet() {
     const GROUPS: usize = 4;
     const PER_GROUP: usize = 30;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("mixed").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "mixed").await.unwrap();
     let limits = [1u64, 2, 3, 2];
     let mut group_of: HashMap<String, usize> = HashMap::new();
     for (g, limit) in limits.iter().enumerate() {
@@ -259,10 +255,8 @@ async fn a_group_rate_limit_holds_in_every_window() {
     const MAX: usize = 5;
     const WINDOW: u64 = 400;
     const N: usize = 20;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("rated").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "rated").await.unwrap();
     queue
         .groups()
         .set_rate_limit("r", MAX as u64, Duration::from_millis(WINDOW))
@@ -318,9 +312,7 @@ async fn a_group_rate_limit_holds_in_every_window() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_and_resume_a_group() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let queue = Queue::new(&conn, "pausing").await.unwrap();
+    let (_redis, conn, queue) = RedisServer::with_queue("pausing").await;
     // A group may be paused before it exists; a second pause changes nothing.
     assert!(queue.groups().pause("p").await.unwrap());
     assert!(!queue.groups().pause("p").await.unwrap());
@@ -370,10 +362,8 @@ async fn pause_and_resume_a_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_add_past_max_size_is_refused_and_writes_nothing() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("sized").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "sized").await.unwrap();
     queue.groups().set_max_size("m", 2).await.unwrap();
     add_group(&queue, "m", 2, Json::Null).await;
     let before = snapshot(&c, "sized", Mask::default()).await;
@@ -421,10 +411,8 @@ async fn a_killed_feeder_loses_nothing_and_runs_nothing_twice() {
     const GROUPS: usize = 20;
     const PER_GROUP: usize = 100;
     const N: u64 = (GROUPS * PER_GROUP) as u64;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("killed").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "killed").await.unwrap();
     for g in 0..GROUPS {
         add_group(
             &queue,
@@ -517,10 +505,8 @@ async fn a_killed_feeder_loses_nothing_and_runs_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_jobs_read_back_with_their_group_and_can_be_removed() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("rm").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "rm").await.unwrap();
     let id = queue
         .add(
             "g",
@@ -584,10 +570,8 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
     const PER_GROUP: usize = 24;
     const MAX: usize = 6;
     const WINDOW: u64 = 300;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("wdef").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "wdef").await.unwrap();
     assert_eq!(
         queue.groups().defaults().await.unwrap(),
         GroupDefaults::default()
@@ -722,9 +706,7 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_endpoint_exports_the_busiest_groups_only() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let queue = Queue::new(&conn, "gm").await.unwrap();
+    let (_redis, conn, queue) = RedisServer::with_queue("gm").await;
     for i in 0..15 {
         add_group(&queue, &format!("m{i:02}"), i + 1, Json::Null).await;
     }

@@ -134,10 +134,8 @@ async fn a_sigkilled_worker_process_holding_group_jobs_loses_nothing() {
     const PER_GROUP: usize = 30;
     const N: u64 = (GROUPS * PER_GROUP) as u64;
     const CONCURRENCY: u64 = 2;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("gkill").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "gkill").await.unwrap();
     add_groups(
         &queue,
         "k",

@@ -55,10 +55,8 @@ async fn feeder(conn: &echomq::Connection, queue: &str) -> ActorRef<GroupFeederM
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grouped_flow_children_run_under_their_group_and_release_the_parent() {
     const PER_GROUP: usize = 8;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("gflow").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "gflow").await.unwrap();
     let flows = FlowProducer::new(&conn);
     for gid in ["a", "b"] {
         queue.groups().set_concurrency(gid, 1).await.unwrap();
@@ -238,10 +236,8 @@ async fn redis_ms(c: &fred::prelude::Client) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_group_jobs_run_when_due_under_their_budget_across_a_feeder_restart() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("gdelay").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "gdelay").await.unwrap();
     let limits = [("d", 1u64), ("e", 2)];
     let mut group_of: HashMap<String, &str> = HashMap::new();
     let mut delayed_ids = Vec::new();
@@ -386,10 +382,8 @@ async fn delayed_group_jobs_run_when_due_under_their_budget_across_a_feeder_rest
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deduplicated_group_add_writes_nothing_and_the_finish_frees_the_id() {
     use echomq::Deduplication;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("gdedup").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "gdedup").await.unwrap();
     let dedup = |id: &str| grouped("a").deduplication(Deduplication::new(id));
     let owner = queue.add("g", &json!(1), dedup("x")).await.unwrap();
     let before = snapshot(&c, "gdedup", Mask::default()).await;
@@ -501,10 +495,8 @@ async fn a_deduplicated_group_add_writes_nothing_and_the_finish_frees_the_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_busiest_groups_are_the_true_top_across_more_than_a_page() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("gbusy").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "gbusy").await.unwrap();
     let mut expected: Vec<(String, u64)> = Vec::new();
     let mut jobs = Vec::new();
     // 240 small groups first in id order, the 10 big ones last: a top of the

@@ -22,9 +22,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_handle_controls_its_set_and_outlives_a_restart() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let queue = Queue::new(&conn, "handles").await.unwrap();
+    let (_redis, conn, queue) = RedisServer::with_queue("handles").await;
     let host = Host::start().await.unwrap();
     let worker = host
         .add_worker(WorkerArgs::new(
@@ -97,9 +95,7 @@ async fn a_worker_handle_controls_its_set_and_outlives_a_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_events_feeder_and_relay_handles_survive_restarts_and_close_in_order() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let queue = Queue::new(&conn, "handles2").await.unwrap();
+    let (_redis, conn, queue) = RedisServer::with_queue("handles2").await;
     let host = Host::start().await.unwrap();
 
     // QueueEvents: a subscription through the handle outlives a restart.

@@ -16,10 +16,8 @@ use serde_json::{json, Value as Json};
 const N: usize = 10_000;
 
 async fn node_and_rust_workers_complete_10000_jobs_exactly_once(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("fleet").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "fleet").await.unwrap();
 
     let node_ids = js.bullmq(
         "add-many",

@@ -400,9 +400,7 @@ async fn rust_flow_runs_on_node_workers(js: NodeBullmq) {
 /// waiting-children and returns `WaitingChildren`; the child runs on a Node
 /// worker, and the parent is resumed on the Rust worker and sees the value.
 async fn rust_parent_waits_for_a_child_run_by_node(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "q").await.unwrap();
+    let (redis, conn, q) = RedisServer::with_queue("q").await;
     let data = json!({"spawn": {"queue": "q2", "name": "kid", "data": {"mode": "ok", "ret": 42}}});
     q.add("parent", &data, JobOptions::new().job_id("p"))
         .await
@@ -448,9 +446,7 @@ async fn rust_parent_waits_for_a_child_run_by_node(js: NodeBullmq) {
 /// The same pattern the other way: a Node processor spawns a child that a
 /// Rust worker runs, and is resumed (WaitingChildrenError).
 async fn node_parent_waits_for_a_child_run_by_rust(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "q").await.unwrap();
+    let (redis, conn, q) = RedisServer::with_queue("q").await;
     let data = json!({"spawn": {"queue": "q2", "name": "kid", "data": {"mode": "ok", "ret": "v"}}});
     q.add("parent", &data, JobOptions::new().job_id("p"))
         .await

@@ -34,9 +34,7 @@ fn base64(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_get_workers_lists_echomq_workers() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let queue = Queue::new(&conn, "wq").await.unwrap();
+    let (redis, conn, queue) = RedisServer::with_queue("wq").await;
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let mut workers = Vec::new();
     for name in ["r1", "r2"] {
@@ -83,10 +81,8 @@ async fn node_get_workers_lists_echomq_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranges_jobs_counts_and_states_agree_on_both_sides() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("rg").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "rg").await.unwrap();
     let url = redis.url();
 
     // 6 completed and 4 failed, finished by a Rust worker.

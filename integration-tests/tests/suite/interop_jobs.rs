@@ -378,10 +378,8 @@ async fn node_produces_the_mix_and_an_echomq_worker_processes_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn echomq_produces_the_mix_and_a_node_worker_processes_it() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("mix2").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "mix2").await.unwrap();
     let mut ids = Vec::new();
     for (name, data, node_opts) in mix() {
         ids.push(queue.add(name, &data, rust_opts(&node_opts)).await.unwrap());

@@ -448,10 +448,8 @@ async fn rust_and_node_workers_share_the_global_concurrency() {
 
 #[tokio::test]
 async fn rust_and_node_workers_share_one_worker_rate_limiter() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue(Q).await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, Q).await.unwrap();
     let limit = RateLimit {
         max: 2,
         duration: Duration::from_millis(500),

@@ -198,10 +198,8 @@ async fn python_produces_and_an_echomq_worker_processes() {
     let Some(python) = python_bullmq() else {
         return;
     };
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("py1").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "py1").await.unwrap();
 
     let jobs: Vec<Json> = mix()
         .into_iter()
@@ -265,10 +263,8 @@ async fn echomq_produces_and_a_python_worker_processes() {
     let Some(python) = python_bullmq() else {
         return;
     };
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("py2").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "py2").await.unwrap();
     for (name, data, opts) in mix() {
         queue.add(name, &data, rust_opts(&opts)).await.unwrap();
     }

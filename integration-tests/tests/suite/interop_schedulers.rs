@@ -238,10 +238,8 @@ async fn assert_chain(
 }
 
 async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("se").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "se").await.unwrap();
     let first = js.bullmq(
         "upsert-scheduler",
         &redis.url(),
@@ -266,10 +264,8 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
 }
 
 async fn node_cron_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("sc").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "sc").await.unwrap();
     js.bullmq(
         "upsert-scheduler",
         &redis.url(),
@@ -288,10 +284,8 @@ async fn node_cron_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
 }
 
 async fn echomq_every_scheduler_runs_on_node_then_rust_workers(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("sr").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "sr").await.unwrap();
     let schedulers = JobSchedulers::new(&conn, "sr").unwrap();
     let first = schedulers
         .upsert(&SchedulerSpec::every("s2", Duration::from_secs(1)))

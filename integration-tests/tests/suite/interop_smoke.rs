@@ -62,9 +62,7 @@ async fn node_added_jobs_read_back_in_rust() {
 
 #[tokio::test]
 async fn rust_added_jobs_read_back_in_node() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "mix").await.unwrap();
+    let (redis, conn, q) = RedisServer::with_queue("mix").await;
     q.add("plain", &json!({"n": 1}), JobOptions::new())
         .await
         .unwrap();

@@ -72,10 +72,8 @@ async fn rust_checker(
 }
 
 async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("kn").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "kn").await.unwrap();
     let id = queue
         .add(
             "j",
@@ -143,10 +141,8 @@ async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust(js: N
 }
 
 async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("kr").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "kr").await.unwrap();
     let id = queue
         .add(
             "j",
@@ -190,10 +186,8 @@ async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node(js: Nod
 }
 
 async fn defa_set_by_echomq_is_applied_by_a_node_worker(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("dr").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "dr").await.unwrap();
     let id = queue
         .add(
             "j",
@@ -234,10 +228,8 @@ async fn defa_set_by_echomq_is_applied_by_a_node_worker(js: NodeBullmq) {
 }
 
 async fn defa_set_by_node_is_applied_by_an_echomq_worker(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("dn").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "dn").await.unwrap();
     let id = queue
         .add(
             "j",
@@ -305,10 +297,8 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker(js: NodeBullmq) {
 }
 
 async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("lr").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "lr").await.unwrap();
     let mut sweeper = js.spawn(
         "worker.js",
         &redis.url(),
@@ -472,10 +462,8 @@ async fn echomq_lock_renewal_clears_the_mark_of_a_node_sweep(js: NodeBullmq) {
 /// jobs), records `stc`=1, appends `waiting{prev:active}` then `stalled`, and
 /// leaves in `stalled` exactly the ids active after it.
 async fn a_recovered_job_runs_next_and_the_stalled_set_is_refreshed(js: NodeBullmq) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, queue) = RedisServer::with_queue("rn").await;
     let c = redis.client().await;
-    let queue = Queue::new(&conn, "rn").await.unwrap();
     let add = async |name: &str| {
         queue
             .add(name, &json!({"mode": "ok"}), JobOptions::new())

@@ -42,10 +42,8 @@ async fn events_from(c: &Client, key: &str, from: usize) -> Vec<(String, Vec<(St
 }
 
 async fn setup(name: &str) -> (RedisServer, Connection, Client, Queue, QueueKeys) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue(name).await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, name).await.unwrap();
     let k = q.keys().clone();
     (redis, conn, c, q, k)
 }

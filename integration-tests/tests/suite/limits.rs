@@ -26,10 +26,8 @@ async fn add_n(q: &Queue, n: usize) {
 
 #[tokio::test]
 async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("gl").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "gl").await.unwrap();
 
     assert_eq!(q.limits().get_global_concurrency().await.unwrap(), None);
     assert_eq!(q.limits().get_global_rate_limit().await.unwrap(), None);
@@ -98,10 +96,8 @@ async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
 
 #[tokio::test]
 async fn rate_limit_ttl_follows_the_limiter_key() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("rl").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "rl").await.unwrap();
 
     assert_eq!(
         q.limits().rate_limit_ttl(None).await.unwrap(),
@@ -156,10 +152,8 @@ async fn rate_limit_ttl_follows_the_limiter_key() {
 
 #[tokio::test]
 async fn rust_workers_honour_the_global_concurrency() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("gc").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "gc").await.unwrap();
     q.limits().set_global_concurrency(2).await.unwrap();
     add_n(&q, 10).await;
     let ran: Ran = Default::default();
@@ -185,9 +179,7 @@ async fn rust_workers_honour_the_global_concurrency() {
 #[tokio::test]
 async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
     for global in [false, true] {
-        let redis = RedisServer::start();
-        let conn = redis.connect().await;
-        let q = Queue::new(&conn, "lim").await.unwrap();
+        let (redis, conn, q) = RedisServer::with_queue("lim").await;
         let limit = RateLimit {
             max: 2,
             duration: Duration::from_millis(400),

@@ -51,10 +51,8 @@ async fn stats_with_evalsha(
 /// processors wait to be released, and shares its held set with its
 /// LockManager; the locks are then renewed for three lock lifetimes.
 async fn one_call_per_tick(n: usize) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("lm").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "lm").await.unwrap();
     // A tick comes a renew window (lock/2) after the previous call ended,
     // so a lock must outlive the window plus one call and the scheduling
     // delay of a starved machine. With 10000 locks that call takes hundreds

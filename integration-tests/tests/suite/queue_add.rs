@@ -10,10 +10,8 @@ use serde_json::json;
 
 #[tokio::test]
 async fn standard_add_writes_hash_wait_marker_and_events() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("mail").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "mail").await.unwrap();
 
     let id = q
         .add("welcome", &json!({"to": "a@b.c"}), JobOptions::new())
@@ -67,10 +65,8 @@ async fn standard_add_writes_hash_wait_marker_and_events() {
 
 #[tokio::test]
 async fn fifo_and_lifo_order_in_wait() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("q").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "q").await.unwrap();
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     q.add("b", &json!({}), JobOptions::new()).await.unwrap();
     q.add("c", &json!({}), JobOptions::new().lifo(true))
@@ -83,10 +79,8 @@ async fn fifo_and_lifo_order_in_wait() {
 
 #[tokio::test]
 async fn delayed_add_uses_the_sequenced_score_and_delay_marker() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("d").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "d").await.unwrap();
     let ts = 1_700_000_000_000u64;
     for _ in 0..3 {
         q.add(
@@ -133,10 +127,8 @@ async fn delayed_add_uses_the_sequenced_score_and_delay_marker() {
 
 #[tokio::test]
 async fn prioritized_add_uses_priority_score() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("p").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "p").await.unwrap();
     q.add("x", &json!({}), JobOptions::new().priority(3))
         .await
         .unwrap();
@@ -169,10 +161,8 @@ async fn prioritized_add_uses_priority_score() {
 
 #[tokio::test]
 async fn custom_id_duplicate_is_not_stored_twice() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("dup").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "dup").await.unwrap();
     let opts = JobOptions::new()
         .job_id("abc")
         .attempts(3)
@@ -271,10 +261,8 @@ async fn invalid_input_is_a_typed_error_and_writes_nothing() {
 
 #[tokio::test]
 async fn add_bulk_is_one_round_trip_and_keeps_order() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("bulk").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "bulk").await.unwrap();
     let jobs: Vec<NewJob> = (0..1000)
         .map(|i| NewJob {
             name: "n".into(),
@@ -312,10 +300,8 @@ async fn add_bulk_is_one_round_trip_and_keeps_order() {
 
 #[tokio::test]
 async fn scripts_reload_after_script_flush() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("flush").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "flush").await.unwrap();
     c.script_flush(false).await.unwrap();
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     c.script_flush(false).await.unwrap();

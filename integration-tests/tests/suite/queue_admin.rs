@@ -25,10 +25,8 @@ const TWO32: f64 = 4_294_967_296.0;
 // ---------------------------------------------------------------- helpers
 
 async fn setup(name: &str) -> (RedisServer, Connection, Client, Queue) {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue(name).await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, name).await.unwrap();
     (redis, conn, c, q)
 }
 

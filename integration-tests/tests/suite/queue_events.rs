@@ -20,9 +20,7 @@ async fn next_event(sub: &mut echomq::queue_events::Subscription) -> Delivery {
 
 #[tokio::test]
 async fn events_arrive_typed_and_in_order_from_spawn_on() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "ev").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("ev").await;
     q.add("before", &json!({}), JobOptions::new())
         .await
         .unwrap(); // not delivered: before spawn
@@ -70,9 +68,7 @@ async fn events_arrive_typed_and_in_order_from_spawn_on() {
 
 #[tokio::test]
 async fn a_restart_from_the_last_id_loses_nothing() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "rs").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("rs").await;
     let mut args = QueueEventsArgs::new(conn.clone(), "rs");
     args.block = Duration::from_millis(200);
     let (qe, h) = Actor::spawn(None, QueueEvents, args.clone()).await.unwrap();
@@ -108,10 +104,8 @@ async fn a_restart_from_the_last_id_loses_nothing() {
 
 #[tokio::test]
 async fn a_trimmed_stream_yields_a_gap() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("gap").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "gap").await.unwrap();
     q.add("x", &json!({}), JobOptions::new()).await.unwrap();
     let first: Value = c.xrange("emq:gap:events", "-", "+", Some(1)).await.unwrap();
     let cursor = match first {
@@ -145,9 +139,7 @@ async fn a_trimmed_stream_yields_a_gap() {
 
 #[tokio::test]
 async fn a_slow_subscriber_is_told_it_lagged() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "lag").await.unwrap();
+    let (redis, conn, q) = RedisServer::with_queue("lag").await;
     let mut args = QueueEventsArgs::new(conn.clone(), "lag");
     args.block = Duration::from_millis(200);
     let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
@@ -197,9 +189,7 @@ async fn a_slow_subscriber_is_told_it_lagged() {
 async fn wait_until_finished_sees_completions_and_failures_before_and_after_subscribing() {
     use echomq::worker::{processor_fn, ProcessError};
     use echomq::{queue::Finished, queue_events::wait_until_finished, WorkerArgs, WorkerSetSpec};
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "wuf").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("wuf").await;
     let mut args = QueueEventsArgs::new(conn.clone(), "wuf");
     args.block = Duration::from_millis(200);
     let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();

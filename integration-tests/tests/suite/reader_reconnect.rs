@@ -82,10 +82,8 @@ async fn renamed(c: &Client, name: &str, cmd: &str, old: &str) {
 
 #[tokio::test]
 async fn queue_events_reconnects_under_its_name() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("named").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "named").await.unwrap();
     let args = QueueEventsArgs::new(conn.clone(), "named").block(Duration::from_millis(500));
     let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
     let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 100).unwrap();

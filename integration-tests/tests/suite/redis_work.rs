@@ -48,10 +48,8 @@ async fn command_counts(c: &Client) -> BTreeMap<String, u64> {
 /// Processes `n` pre-added jobs with one slot on a fresh server and returns
 /// the commands counted from the worker's start until it is idle again.
 async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("work").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "work").await.unwrap();
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| NewJob {
             name: "w".into(),

@@ -54,10 +54,8 @@ async fn check_now(
 
 #[tokio::test]
 async fn a_dead_workers_job_is_recovered_after_two_sweeps() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("s").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "s").await.unwrap();
     q.add("j", &json!({}), JobOptions::new()).await.unwrap();
     let id = take(&conn, &q, "tok-1", 30_000).await.unwrap();
     // The worker dies: its lock expires.
@@ -126,10 +124,8 @@ async fn a_dead_workers_job_is_recovered_after_two_sweeps() {
 
 #[tokio::test]
 async fn stalling_twice_sets_the_deferred_failure() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("s2").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "s2").await.unwrap();
     q.add("j", &json!({}), JobOptions::new()).await.unwrap();
     let (actor, _h) = Actor::spawn(None, StalledChecker, args(&conn, "s2", None))
         .await
@@ -157,10 +153,8 @@ async fn stalling_twice_sets_the_deferred_failure() {
 
 #[tokio::test]
 async fn a_renewed_lock_is_never_recovered() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("s3").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "s3").await.unwrap();
     q.add("j", &json!({}), JobOptions::new()).await.unwrap();
     const LOCK_MS: u64 = 1000;
     let taken_at = timeline::now_ms(&c).await;
@@ -207,10 +201,8 @@ async fn a_renewed_lock_is_never_recovered() {
 
 #[tokio::test]
 async fn fifty_racing_checkers_move_each_job_exactly_once() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("race").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "race").await.unwrap();
     for _ in 0..100 {
         q.add("j", &json!({}), JobOptions::new()).await.unwrap();
     }
@@ -282,10 +274,8 @@ async fn fifty_racing_checkers_move_each_job_exactly_once() {
 
 #[tokio::test]
 async fn a_scheduler_iteration_that_stalls_is_requeued_never_failed() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("sch").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "sch").await.unwrap();
     // A scheduler iteration as the scheduler scripts would store it.
     let id = "repeat:nightly:1700000000000";
     c.hset::<(), _, _>(
@@ -336,10 +326,8 @@ async fn a_scheduler_iteration_that_stalls_is_requeued_never_failed() {
 
 #[tokio::test]
 async fn stopping_and_restarting_mid_run_loses_nothing() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("restart").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "restart").await.unwrap();
     for _ in 0..20 {
         q.add("j", &json!({}), JobOptions::new()).await.unwrap();
     }
@@ -384,10 +372,8 @@ async fn a_sigkilled_worker_process_loses_nothing() {
     use echomq::{WorkerArgs, WorkerMsg, WorkerSetSpec};
     use echomq_integration_tests::{NodeChild, NullSupervisor};
 
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("kill").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "kill").await.unwrap();
     let mut ids = Vec::new();
     for _ in 0..3 {
         ids.push(

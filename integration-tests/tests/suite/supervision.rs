@@ -66,10 +66,8 @@ async fn add_set(host: &ActorRef<HostSupervisorMsg>, spec: WorkerSetSpec) -> Chi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_supervisor_restarts_every_actor_while_jobs_flow() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("sup").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "sup").await.unwrap();
 
     let runs: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let r2 = runs.clone();
@@ -317,9 +315,7 @@ fn quick_worker(q: &Queue, run_for: Duration) -> WorkerArgs {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cleanly_closed_set_is_not_restarted() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "clean").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("clean").await;
     let (host, _h) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
         .await
         .unwrap();
@@ -404,9 +400,7 @@ impl Actor for Parent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_member_is_restarted_within_the_budget_and_the_set_gives_up_beyond_it() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "budget").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("budget").await;
     let (tx, mut failures) = tokio::sync::mpsc::unbounded_channel();
     let (parent, _ph) = Actor::spawn(None, Parent, tx).await.unwrap();
     let (host, host_handle) = Actor::spawn_linked(
@@ -460,9 +454,7 @@ async fn a_panicking_member_is_restarted_within_the_budget_and_the_set_gives_up_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_events_subscriber_keeps_receiving_across_restarts() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "qer").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("qer").await;
     let subscribers = Subscribers::new();
     let mut sub = subscribers.subscribe(1000);
     let args = QueueEventsArgs::new(conn.clone(), "qer")
@@ -540,10 +532,8 @@ async fn a_queue_events_subscriber_keeps_receiving_across_restarts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_supervisor_runs_a_set_and_closes_it_in_order() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("order").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "order").await.unwrap();
     let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
         .await
         .unwrap();

@@ -23,38 +23,17 @@ use fred::prelude::*;
 use ractor::{Actor, ActorRef};
 use serde_json::{json, Value as Json};
 
-/// The ms part of a stream entry id: Redis's clock when it was written.
-fn at(id: &str) -> u64 {
-    id.split('-').next().unwrap().parse().unwrap()
-}
-
 async fn stream_with_ids(c: &Client, key: &str) -> Vec<(u64, String, Json)> {
-    let raw: Value = c.xrange(key, "-", "+", None).await.unwrap();
-    let Value::Array(entries) = raw else {
-        return Vec::new();
-    };
-    entries
+    echomq_integration_tests::timeline::stamps(c, key)
+        .await
         .into_iter()
-        .filter_map(|e| {
-            let Value::Array(mut parts) = e else {
-                return None;
-            };
-            let fields = parts.pop()?;
-            let id = parts.pop()?.as_string()?;
-            let Value::Array(kv) = fields else {
-                return None;
-            };
+        .map(|s| {
             let mut m = serde_json::Map::new();
-            let mut name = String::new();
-            for pair in kv.chunks(2) {
-                let k = pair[0].as_string().unwrap_or_default();
-                let v = pair[1].as_string().unwrap_or_default();
-                if k == "event" {
-                    name = v.clone();
-                }
+            m.insert("event".into(), Json::String(s.name.clone()));
+            for (k, v) in s.fields {
                 m.insert(k, Json::String(v));
             }
-            Some((at(&id), name, Json::Object(m)))
+            (s.at_ms, s.name, Json::Object(m))
         })
         .collect()
 }
@@ -98,10 +77,8 @@ fn stubborn(ms: u64, finished: Arc<AtomicUsize>) -> Arc<dyn echomq::Processor> {
 /// second attempt times out too and the job fails for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_past_its_timeout_fails_with_a_timeout_reason_and_is_retried() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("to").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "to").await.unwrap();
     let id = q
         .add(
             "slow",
@@ -164,9 +141,7 @@ async fn a_job_past_its_timeout_fails_with_a_timeout_reason_and_is_retried() {
 /// still be sleeping.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stubborn_processor_frees_its_slot_after_the_grace_period() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "slot").await.unwrap();
+    let (_redis, conn, q) = RedisServer::with_queue("slot").await;
     let first = q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     let second = q.add("b", &json!({}), JobOptions::new()).await.unwrap();
     let finished = Arc::new(AtomicUsize::new(0));
@@ -222,9 +197,7 @@ fn patient(
 /// reason; with `Retry` it runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_from_another_connection_stops_the_running_job() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "cx").await.unwrap();
+    let (redis, conn, q) = RedisServer::with_queue("cx").await;
     let cancelled = Arc::new(AtomicUsize::new(0));
     let at = Arc::new(std::sync::Mutex::new(None));
     let (tx, mut events) = tokio::sync::mpsc::channel(100);
@@ -299,10 +272,8 @@ async fn a_cancel_from_another_connection_stops_the_running_job() {
 /// unknown id, changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_of_a_waiting_or_delayed_job_removes_it() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("cw").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "cw").await.unwrap();
     let waiting = q.add("w", &json!({}), JobOptions::new()).await.unwrap();
     let delayed = q
         .add(
@@ -397,10 +368,8 @@ async fn a_cancel_takes_effect_while_the_holder_is_partitioned_away() {
 /// (the lock is gone) and the job stays failed with the cancel's reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_of_a_job_held_by_bullmq_node_refuses_its_finish() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("cn").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "cn").await.unwrap();
     let id = q
         .add(
             "n",

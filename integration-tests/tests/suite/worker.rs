@@ -65,16 +65,7 @@ async fn zcard(c: &Client, key: &str) -> u64 {
     c.zcard(key).await.unwrap()
 }
 
-async fn wait_for(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
-}
+use echomq_integration_tests::wait_until as wait_for;
 
 async fn add_many(q: &Queue, n: usize, opts: JobOptions) -> Vec<String> {
     let mut ids = Vec::new();
@@ -100,10 +91,8 @@ fn opts(concurrency: usize) -> WorkerOptions {
 
 async fn exactly_once(concurrency: usize) {
     const N: usize = 2000;
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("thr").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "thr").await.unwrap();
     add_many(&q, N, JobOptions::new()).await;
 
     let seen: Arc<Mutex<HashMap<String, u32>>> = Default::default();
@@ -178,10 +167,8 @@ fn always_fail() -> Arc<dyn echomq::Processor> {
 
 #[tokio::test]
 async fn retry_with_fixed_backoff_lands_in_delayed_with_bullmq_score() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("rt").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "rt").await.unwrap();
     let id = q
         .add(
             "x",
@@ -232,10 +219,8 @@ async fn retry_with_fixed_backoff_lands_in_delayed_with_bullmq_score() {
 
 #[tokio::test]
 async fn exponential_backoff_doubles_then_fails_for_good() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("ex").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "ex").await.unwrap();
     let id = q
         .add(
             "x",
@@ -254,29 +239,15 @@ async fn exponential_backoff_doubles_then_fails_for_good() {
     .await;
     // Each `delayed` entry carries the due time; its stream id, the time of
     // the failure: attempt 1 waits 200 ms, attempt 2 waits 400 ms.
-    let raw: Value = c.xrange("emq:ex:events", "-", "+", None).await.unwrap();
-    let mut waits = Vec::new();
-    for entry in raw.into_array() {
-        let mut parts = entry.into_array();
-        let fields: Vec<String> = parts
-            .pop()
-            .unwrap()
-            .into_array()
-            .into_iter()
-            .filter_map(|v| v.as_string())
-            .collect();
-        let stream_id = parts.pop().unwrap().as_string().unwrap();
-        if fields
-            .chunks(2)
-            .any(|kv| kv[0] == "event" && kv[1] == "delayed")
-        {
-            let due: i64 = fields.chunks(2).find(|kv| kv[0] == "delay").unwrap()[1]
-                .parse()
-                .unwrap();
-            let at: i64 = stream_id.split('-').next().unwrap().parse().unwrap();
-            waits.push(due - at);
-        }
-    }
+    let waits: Vec<i64> = echomq_integration_tests::timeline::stamps(&c, "emq:ex:events")
+        .await
+        .into_iter()
+        .filter(|s| s.name == "delayed")
+        .map(|s| {
+            let due: i64 = s.fields.iter().find(|(k, _)| k == "delay").unwrap().1.parse().unwrap();
+            due - s.at_ms as i64
+        })
+        .collect();
     assert_eq!(waits.len(), 2);
     assert!((195..=205).contains(&waits[0]), "{waits:?}");
     assert!((395..=405).contains(&waits[1]), "{waits:?}");
@@ -307,10 +278,8 @@ async fn exponential_backoff_doubles_then_fails_for_good() {
 
 #[tokio::test]
 async fn retry_without_backoff_goes_straight_back_to_wait() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("nb").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "nb").await.unwrap();
     let id = q
         .add("x", &json!({}), JobOptions::new().attempts(2))
         .await
@@ -334,10 +303,8 @@ async fn retry_without_backoff_goes_straight_back_to_wait() {
 
 #[tokio::test]
 async fn unrecoverable_error_fails_at_once() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("un").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "un").await.unwrap();
     let id = q
         .add("x", &json!({}), JobOptions::new().attempts(5))
         .await
@@ -358,10 +325,8 @@ async fn unrecoverable_error_fails_at_once() {
 
 #[tokio::test]
 async fn deferred_failure_fails_without_running_the_processor() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("df").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "df").await.unwrap();
     let id = q
         .add("x", &json!({}), JobOptions::new().attempts(5))
         .await
@@ -396,10 +361,8 @@ async fn deferred_failure_fails_without_running_the_processor() {
 
 #[tokio::test]
 async fn max_started_attempts_fails_on_pick_up() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("ms").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "ms").await.unwrap();
     let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
     let _: () = c.hset(format!("emq:ms:{id}"), ("ats", "2")).await.unwrap();
     let mut o = opts(1);
@@ -416,10 +379,8 @@ async fn max_started_attempts_fails_on_pick_up() {
 
 #[tokio::test]
 async fn panicking_processor_fails_its_job_and_the_worker_goes_on() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("pn").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "pn").await.unwrap();
     let bad = q.add("bad", &json!({}), JobOptions::new()).await.unwrap();
     let good = q.add("good", &json!({}), JobOptions::new()).await.unwrap();
     let p = processor_fn(|job: JobContext| async move {
@@ -448,10 +409,8 @@ async fn panicking_processor_fails_its_job_and_the_worker_goes_on() {
 
 #[tokio::test]
 async fn progress_logs_and_data_from_the_processor() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("pl").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "pl").await.unwrap();
     let id = q
         .add("x", &json!({"v": 1}), JobOptions::new())
         .await
@@ -478,10 +437,8 @@ async fn progress_logs_and_data_from_the_processor() {
 
 #[tokio::test]
 async fn pause_and_resume() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("pr").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "pr").await.unwrap();
     let p = processor_fn(|_job: JobContext| async move { Ok::<_, ProcessError>(Json::Null) });
     let mut o = opts(4);
     // Resume must not wait for a drain-delay timeout.
@@ -506,10 +463,8 @@ async fn pause_and_resume() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_concurrency_up_and_down_under_load() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("sc").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "sc").await.unwrap();
     add_many(&q, 400, JobOptions::new()).await;
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
@@ -561,10 +516,8 @@ async fn set_concurrency_up_and_down_under_load() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_waits_for_running_jobs_then_moves_the_rest_back_none_lost() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("cl").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "cl").await.unwrap();
     // Two quick jobs finish within the deadline; two slow ones are cancelled.
     let quick = add_many(&q, 2, JobOptions::new()).await;
     let p = processor_fn(|job: JobContext| async move {
@@ -639,9 +592,7 @@ async fn close_waits_for_running_jobs_then_moves_the_rest_back_none_lost() {
 
 #[tokio::test]
 async fn job_added_while_the_worker_blocks_is_taken_at_once() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let q = Queue::new(&conn, "wk").await.unwrap();
+    let (redis, conn, q) = RedisServer::with_queue("wk").await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let p = processor_fn(move |_job: JobContext| {
         let tx = tx.clone();
@@ -696,10 +647,8 @@ async fn job_added_while_the_worker_blocks_is_taken_at_once() {
 /// to `wait`, for another worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_taken_after_the_worker_stopped_goes_back_to_wait() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("late").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "late").await.unwrap();
     let ran: Arc<Mutex<Vec<String>>> = Arc::default();
     let r = ran.clone();
     let p = processor_fn(move |job: JobContext| {
@@ -866,10 +815,8 @@ async fn killed_blocking_connection_does_not_leave_a_deaf_worker() {
 
 #[tokio::test]
 async fn rate_limited_and_self_delayed_jobs_count_no_attempt() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("rl").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "rl").await.unwrap();
     let limited = q
         .add("limited", &json!({}), JobOptions::new())
         .await
@@ -912,10 +859,8 @@ async fn rate_limited_and_self_delayed_jobs_count_no_attempt() {
 
 #[tokio::test]
 async fn killed_worker_leaves_no_blocking_connection_behind() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("gone").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "gone").await.unwrap();
     let p = processor_fn(|_job: JobContext| async move { Ok::<_, ProcessError>(Json::Null) });
     let mut o = opts(1);
     o.name = Some("w2".into());
@@ -946,10 +891,8 @@ fn always_complete(runs: Arc<AtomicUsize>) -> Arc<dyn echomq::Processor> {
 #[tokio::test]
 async fn max_started_attempts_zero_means_no_limit() {
     // BullMQ's `maxStartedAttempts: 0` (like undefined) sets no limit.
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("ms0").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "ms0").await.unwrap();
     let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
     let _: () = c.hset(format!("emq:ms0:{id}"), ("ats", "5")).await.unwrap();
     let mut o = opts(1);
@@ -968,10 +911,8 @@ async fn max_started_attempts_zero_means_no_limit() {
 /// A job whose completion the script refuses (children pending or failed)
 /// is failed with Node's own `failedReason`.
 async fn refused_completion_reason(queue: &str, children_key: &str) -> String {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue(queue).await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, queue).await.unwrap();
     let id = q
         .add("parent", &json!({}), JobOptions::new())
         .await

@@ -16,10 +16,8 @@ use ractor::{call_t, Actor};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_produce_every_iteration_exactly_once() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("sched").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "sched").await.unwrap();
     let runs: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let (host, _) = Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
         .await
@@ -90,10 +88,8 @@ async fn an_iteration_whose_successor_cannot_be_made_is_not_run() {
     // BullMQ never runs a scheduler iteration without producing the next one:
     // an error that is not a connection error leaves the job unprocessed in
     // `active`, for the stalled checker.
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
+    let (redis, conn, q) = RedisServer::with_queue("bad").await;
     let c = redis.client().await;
-    let q = Queue::new(&conn, "bad").await.unwrap();
     let job = "emq:bad:repeat:broken:1";
     let _: () = c
         .hset(

@@ -20,13 +20,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-fn echomq(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_echomq"))
-        .args(["--url", url])
-        .args(args)
-        .output()
-        .expect("the echomq binary runs")
-}
+use crate::cli::run as echomq;
 
 fn lines_file(tag: &str, n: usize, bad: Option<usize>) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!(

@@ -10,13 +10,7 @@ use echomq_integration_tests::keyspace::{assert_same, snapshot, Mask};
 use echomq_integration_tests::{bullmq, RedisServer};
 use serde_json::{json, Value as Json};
 
-fn echomq(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_echomq"))
-        .args(["--url", url])
-        .args(args)
-        .output()
-        .expect("the echomq binary runs")
-}
+use crate::cli::run as echomq;
 
 /// The lines as a JSON-lines file of this test (`tag`), in the temp dir.
 fn write_lines(tag: &str, lines: &[Json]) -> std::path::PathBuf {

@@ -9,13 +9,7 @@ use std::time::{Duration, Instant};
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 
-fn echomq(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_echomq"))
-        .args(["--url", url])
-        .args(args)
-        .output()
-        .expect("the echomq binary runs")
-}
+use crate::cli::run as echomq;
 
 fn ok(url: &str, args: &[&str]) -> String {
     let out = echomq(url, args);
@@ -32,7 +26,7 @@ struct Worker(Child);
 
 impl Worker {
     fn start(url: &str, queue: &str) -> Worker {
-        let child = Command::new(env!("CARGO_BIN_EXE_echomq"))
+        let child = crate::cli::command()
             .args([
                 "--url",
                 url,
@@ -59,12 +53,8 @@ impl Drop for Worker {
     }
 }
 
-async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+async fn wait_for(what: &str, f: impl AsyncFnMut() -> bool) {
+    echomq_integration_tests::wait_until(what, Duration::from_secs(30), f).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -205,7 +195,7 @@ async fn work_takes_batches_and_times_jobs_out() {
 
     let id = ok(&url, &["add", "tq", "slow", "{}"]).trim().to_owned();
     let _worker = {
-        let child = Command::new(env!("CARGO_BIN_EXE_echomq"))
+        let child = crate::cli::command()
             .args(["--url", &url, "work", "tq", "--processor", "sleep:60000"])
             .args(["--default-timeout", "300", "--quiet"])
             .stdout(Stdio::null())

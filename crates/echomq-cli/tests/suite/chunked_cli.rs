@@ -14,11 +14,7 @@ use fred::prelude::*;
 const CHUNK: usize = echomq::queue::DEFAULT_CHUNK as usize;
 
 fn echomq(url: &str, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_echomq"))
-        .args(["--url", url])
-        .args(args)
-        .output()
-        .expect("the echomq binary runs");
+    let out = crate::cli::run(url, args);
     assert!(
         out.status.success(),
         "echomq {args:?}: {}",

@@ -13,18 +13,7 @@ use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::{json, Value as Json};
 
-fn echomq(url: &str, args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_echomq"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ECHOMQ_") || k == "REDIS_URL" || k == "RUST_LOG" {
-            c.env_remove(k);
-        }
-    }
-    c.args(["--url", url])
-        .args(args)
-        .output()
-        .expect("the echomq binary runs")
-}
+use crate::cli::run as echomq;
 
 fn ok(url: &str, args: &[&str]) -> String {
     let out = echomq(url, args);

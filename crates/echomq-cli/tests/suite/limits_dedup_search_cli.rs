@@ -9,13 +9,7 @@ use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::json;
 
-fn echomq(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_echomq"))
-        .args(["--url", url])
-        .args(args)
-        .output()
-        .expect("the echomq binary runs")
-}
+use crate::cli::run as echomq;
 
 fn ok(url: &str, args: &[&str]) -> String {
     let out = echomq(url, args);

@@ -5,6 +5,7 @@ mod add_bulk_chunks;
 mod add_bulk_names;
 mod cancel_cli;
 mod chunked_cli;
+mod cli;
 mod diagnose;
 mod groups_cli;
 mod limits_dedup_search_cli;

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn echomq(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_echomq"))
+    crate::cli::command()
         .args(args)
         .output()
         .unwrap()
@@ -28,7 +28,7 @@ struct Subscriber {
 
 impl Subscriber {
     fn start(url: &str, args: &[&str]) -> Subscriber {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_echomq"))
+        let mut child = crate::cli::command()
             .args(["--url", url, "relay", "subscribe"])
             .args(args)
             .stdout(Stdio::piped())

@@ -11,9 +11,7 @@ use echomq_integration_tests::RedisServer;
 
 const TOKEN: &str = "cli-test-token-0123456789";
 
-fn echomq() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_echomq"))
-}
+use crate::cli::command as echomq;
 
 /// One HTTP/1.1 GET; the status line and body.
 fn get(addr: &str, path: &str, bearer: Option<&str>) -> (String, String) {

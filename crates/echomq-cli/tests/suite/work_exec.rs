@@ -57,12 +57,7 @@ impl Work {
         env: &[(&str, &str)],
     ) -> Work {
         let log = tempfile::NamedTempFile::new().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_echomq"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("ECHOMQ_") || k == "REDIS_URL" || k == "RUST_LOG" {
-                cmd.env_remove(k);
-            }
-        }
+        let mut cmd = crate::cli::command();
         cmd.args([
             "work",
             queue,

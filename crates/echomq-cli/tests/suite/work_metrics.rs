@@ -10,12 +10,7 @@ use echomq_integration_tests::RedisServer;
 use serde_json::json;
 
 fn work(url: &str, queue: &str, extra: &[&str]) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_echomq"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ECHOMQ_") || k == "REDIS_URL" || k == "RUST_LOG" {
-            c.env_remove(k);
-        }
-    }
+    let mut c = crate::cli::command();
     c.args(["--url", url, "work", queue, "--quiet"])
         .args(extra)
         .output()

@@ -11,16 +11,7 @@ use echomq::{JobOptions, Queue};
 use echomq_integration_tests::RedisServer;
 use serde_json::json;
 
-fn echomq() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_echomq"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ECHOMQ_") || k.starts_with("OTEL_") || k == "REDIS_URL" || k == "RUST_LOG"
-        {
-            c.env_remove(k);
-        }
-    }
-    c
-}
+use crate::cli::command as echomq;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

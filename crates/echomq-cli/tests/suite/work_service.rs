@@ -10,16 +10,7 @@ use echomq::{JobOptions, Queue};
 use echomq_integration_tests::restartable::RestartableRedis;
 use serde_json::json;
 
-fn echomq() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_echomq"));
-    // The test's own environment must not configure the command.
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ECHOMQ_") || k == "REDIS_URL" || k == "RUST_LOG" {
-            c.env_remove(k);
-        }
-    }
-    c
-}
+use crate::cli::command as echomq;
 
 #[test]
 fn a_bounded_wait_for_an_absent_redis_exits_3_with_one_readable_line() {
