@@ -67,7 +67,11 @@ fn decode(entry: Value) -> Option<Stamp> {
         name: get("event"),
         job_id: get("jobId"),
         prev: get("prev"),
-        fields: pairs.iter().filter(|(k, _)| k != "event").cloned().collect(),
+        fields: pairs
+            .iter()
+            .filter(|(k, _)| k != "event")
+            .cloned()
+            .collect(),
     })
 }
 

@@ -363,7 +363,7 @@ pub use crate::timeline::Stamp as Event;
 /// The whole events stream of `queue`, in order; empty when Redis cannot
 /// be read.
 pub async fn read_events(client: &Client, queue: &Queue) -> Vec<Event> {
-    crate::timeline::read(client, queue.keys().events())
+    crate::timeline::read(client, &queue.keys().events())
         .await
         .unwrap_or_default()
 }

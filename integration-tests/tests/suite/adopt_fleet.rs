@@ -267,7 +267,10 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
                 .unwrap()
                 .parse()
                 .unwrap();
-            assert!(finished <= parent_started, "{key} finished after its parent started");
+            assert!(
+                finished <= parent_started,
+                "{key} finished after its parent started"
+            );
         }
     }
     // The global rate limit held for both clients: the limiter's windows are
@@ -282,7 +285,10 @@ async fn a_node_fleet_adopts_echomq_workers_and_retires_its_own() {
     assert!(starts.len() as u64 > 2 * LIMIT, "{} starts", starts.len());
     for (i, t) in starts.iter().enumerate() {
         let within = starts[i..].iter().take_while(|u| **u < t + WINDOW).count() as u64;
-        assert!(within <= 2 * LIMIT, "{within} starts within {WINDOW} ms from {t}");
+        assert!(
+            within <= 2 * LIMIT,
+            "{within} starts within {WINDOW} ms from {t}"
+        );
     }
     // The audit of the adopted queue is clean.
     let mut config = ConnectionConfig::with_url(url.clone());

@@ -1,7 +1,7 @@
 //! The consistency audit finds what it should, and nothing on a healthy queue.
 
 use echomq::audit::{Audit, AuditOptions, Severity};
-use echomq::{JobOptions, Queue};
+use echomq::JobOptions;
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::json;

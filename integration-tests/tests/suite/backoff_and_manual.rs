@@ -102,7 +102,7 @@ async fn a_custom_backoff_type_is_computed_by_the_worker_strategy() {
 
 #[tokio::test]
 async fn without_a_strategy_a_custom_type_fails_for_good() {
-    let (_redis, conn, q) = RedisServer::with_queue("nb").await;
+    let (_redis, _conn, q) = RedisServer::with_queue("nb").await;
     q.add(
         "x",
         &json!({}),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use echomq::worker::{batch_processor_fn, BatchOptions, BatchResults};
 use echomq::{
-    JobContext, JobOptions, NewJob, ProcessError, Queue, WorkerArgs, WorkerEvent, WorkerSetSpec,
+    JobContext, JobOptions, NewJob, ProcessError, WorkerArgs, WorkerEvent, WorkerSetSpec,
 };
 use echomq_integration_tests::keyspace::{self, Mask};
 use echomq_integration_tests::{bullmq, wait_until, NullSupervisor, RedisServer};
@@ -34,7 +34,7 @@ use echomq_integration_tests::evalsha_calls;
 /// 3 failures are retried (attempts 2) and complete on their second run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_50_with_3_failures_completes_47_and_retries_3() {
-    let (redis, conn, q) = RedisServer::with_queue("batch").await;
+    let (redis, _conn, q) = RedisServer::with_queue("batch").await;
     let c = redis.client().await;
     q.add_bulk(jobs(50, JobOptions::new().attempts(2)))
         .await
@@ -122,7 +122,7 @@ async fn a_batch_of_50_with_3_failures_completes_47_and_retries_3() {
 /// and the locks renewed meanwhile in one extendLocks per tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_taken_and_finished_in_one_round_trip_each_and_its_locks_renewed() {
-    let (redis, conn, q) = RedisServer::with_queue("rt").await;
+    let (redis, _conn, q) = RedisServer::with_queue("rt").await;
     let c = redis.client().await;
     q.add_bulk(jobs(20, JobOptions::new())).await.unwrap();
     let (release, released) = tokio::sync::watch::channel(false);
@@ -200,7 +200,7 @@ async fn a_batch_is_taken_and_finished_in_one_round_trip_each_and_its_locks_rene
 async fn a_batch_leaves_the_keyspace_of_single_jobs() {
     let mut snapshots = Vec::new();
     for batched in [false, true] {
-        let (redis, conn, q) = RedisServer::with_queue("ks").await;
+        let (redis, _conn, q) = RedisServer::with_queue("ks").await;
         let c = redis.client().await;
         // One creation time on both servers: the keyspaces differ by nothing
         // but the worker.
@@ -265,7 +265,7 @@ async fn a_batch_leaves_the_keyspace_of_single_jobs() {
 /// A batch short of `min_size` waits for it, up to its timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_waits_for_its_min_size_until_its_timeout() {
-    let (redis, conn, q) = RedisServer::with_queue("min").await;
+    let (redis, _conn, q) = RedisServer::with_queue("min").await;
     let c = redis.client().await;
     let sizes = Arc::new(Mutex::new(Vec::new()));
     let seen = sizes.clone();
@@ -309,7 +309,7 @@ async fn a_batch_waits_for_its_min_size_until_its_timeout() {
 /// returns each to wait once its lock expires, and each completes once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_sigkilled_mid_batch_loses_no_job_of_the_batch() {
-    let (redis, conn, q) = RedisServer::with_queue("kb").await;
+    let (redis, _conn, q) = RedisServer::with_queue("kb").await;
     let c = redis.client().await;
     let ids = q
         .add_bulk(

@@ -231,7 +231,7 @@ async fn retry_promote_and_obliterate_move_a_chunk_per_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_bulk_goes_in_pipelined_chunks() {
-    let (redis, conn, q) = RedisServer::with_queue("q").await;
+    let (redis, _conn, q) = RedisServer::with_queue("q").await;
     let c = redis.client().await;
     let jobs: Vec<NewJob> = (0..3 * ADD_BULK_CHUNK + 10)
         .map(|i| NewJob {

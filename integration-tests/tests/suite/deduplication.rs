@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use echomq::{Deduplication, Error, JobOptions, JobState, Queue};
+use echomq::{Deduplication, Error, JobOptions, JobState};
 use echomq_integration_tests::{events, state, timeline, wait_until, RedisServer};
 use fred::prelude::*;
 use serde_json::{json, Value as Json};
@@ -32,7 +32,7 @@ async fn deduplicated(c: &Client, queue: &str) -> Vec<(String, String, String)> 
 
 #[tokio::test]
 async fn simple_mode_keeps_the_owner_until_the_key_is_freed() {
-    let (redis, conn, q) = RedisServer::with_queue("dd").await;
+    let (redis, _conn, q) = RedisServer::with_queue("dd").await;
     let c = redis.client().await;
 
     let first = q
@@ -122,7 +122,7 @@ async fn event_at(c: &Client, queue: &str, event: &str, id: &str, last: bool) ->
 #[tokio::test]
 async fn throttle_mode_expires_with_the_ttl() {
     const TTL: u64 = 300;
-    let (redis, conn, q) = RedisServer::with_queue("th").await;
+    let (redis, _conn, q) = RedisServer::with_queue("th").await;
     let c = redis.client().await;
     for n in 0..20 {
         let d = format!("T{n}");
@@ -180,7 +180,7 @@ async fn throttle_mode_expires_with_the_ttl() {
 #[tokio::test]
 async fn debounce_mode_restarts_the_window_on_every_dropped_add() {
     const TTL: u64 = 400;
-    let (redis, conn, q) = RedisServer::with_queue("db").await;
+    let (redis, _conn, q) = RedisServer::with_queue("db").await;
     let c = redis.client().await;
     'attempt: for n in 0..10 {
         let d = format!("B{n}");
@@ -225,7 +225,7 @@ async fn debounce_mode_restarts_the_window_on_every_dropped_add() {
 
 #[tokio::test]
 async fn replace_mode_swaps_a_delayed_owner_for_the_newest_add() {
-    let (redis, conn, q) = RedisServer::with_queue("rp").await;
+    let (redis, _conn, q) = RedisServer::with_queue("rp").await;
     let c = redis.client().await;
     let opts = |n: u64| {
         dedup(
@@ -267,7 +267,7 @@ async fn replace_mode_swaps_a_delayed_owner_for_the_newest_add() {
 
 #[tokio::test]
 async fn a_bad_deduplication_is_refused_before_any_write() {
-    let (redis, conn, q) = RedisServer::with_queue("bad").await;
+    let (redis, _conn, q) = RedisServer::with_queue("bad").await;
     let c = redis.client().await;
     let err = q
         .add("a", &json!(1), dedup(Deduplication::new("")))

@@ -215,7 +215,7 @@ async fn delayed_on(q: &Queue, concurrency: usize, n: u64) -> Vec<Late> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_jobs_start_on_time_on_an_idle_worker() {
     let _serial = SERIAL.lock().await;
-    let (_redis, conn, q) = RedisServer::with_queue("idle").await;
+    let (_redis, _conn, q) = RedisServer::with_queue("idle").await;
     let lates = delayed_on(&q, 8, 16).await;
     check("idle worker, delayed jobs", &lates);
 }
@@ -223,7 +223,7 @@ async fn delayed_jobs_start_on_time_on_an_idle_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_jobs_start_on_time_on_a_busy_worker() {
     let _serial = SERIAL.lock().await;
-    let (_redis, conn, q) = RedisServer::with_queue("busy").await;
+    let (_redis, _conn, q) = RedisServer::with_queue("busy").await;
     // Ordinary 40 ms jobs keep arriving every 15 ms (two or three in flight)
     // while the delayed ones fall due; slots stay free for them.
     let starts: Starts = Arc::default();
@@ -279,7 +279,7 @@ async fn delayed_jobs_start_on_time_on_a_busy_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_worker_takes_a_due_job_as_soon_as_a_slot_frees() {
     let _serial = SERIAL.lock().await;
-    let (_redis, conn, q) = RedisServer::with_queue("full").await;
+    let (_redis, _conn, q) = RedisServer::with_queue("full").await;
     // Both slots busy until `free_at`; the delayed jobs fall due before it.
     let freed: Arc<Mutex<Vec<u64>>> = Arc::default();
     let starts: Starts = Arc::default();
@@ -340,7 +340,7 @@ async fn a_full_worker_takes_a_due_job_as_soon_as_a_slot_frees() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backoff_retries_start_on_time() {
     let _serial = SERIAL.lock().await;
-    let (redis, conn, q) = RedisServer::with_queue("retry").await;
+    let (redis, _conn, q) = RedisServer::with_queue("retry").await;
     let c = redis.client().await;
     let starts: Starts = Arc::default();
     let w = start_worker(&q, recording(&starts, 3, Duration::ZERO), 4).await;
@@ -471,7 +471,7 @@ async fn a_skewed_host_clock_neither_starts_jobs_early_nor_late() {
     let _serial = SERIAL.lock().await;
     let _unskew = Unskew;
     for skew in [400i64, -400] {
-        let (_redis, conn, q) = RedisServer::with_queue("skew").await;
+        let (_redis, _conn, q) = RedisServer::with_queue("skew").await;
         // The jobs are added on the real clock (explicit timestamps); the
         // worker runs on a clock `skew` ms off Redis's.
         echomq::clock::set_skew_ms(skew);

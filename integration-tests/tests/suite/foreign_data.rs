@@ -23,7 +23,7 @@ use echomq::protocol::call::{Reply, ScriptCall};
 use echomq::protocol::packing::FetchOpts;
 use echomq::protocol::DecodeError;
 use echomq::worker::{processor_fn, JobContext, ProcessError, WorkerStatus};
-use echomq::{JobOptions, JobState, Queue, WorkerArgs, WorkerMsg, WorkerOptions};
+use echomq::{JobOptions, JobState, WorkerArgs, WorkerMsg, WorkerOptions};
 use echomq_integration_tests::{wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
 use proptest::prelude::*;
@@ -199,7 +199,7 @@ async fn corrupt_hashes_fail_with_a_reason_and_the_queue_flows_on() {
     ];
     sets.extend((0..40).map(|_| corrupt_hash().new_tree(&mut runner).unwrap().current()));
 
-    let (redis, conn, q) = RedisServer::with_queue("foreign").await;
+    let (redis, _conn, q) = RedisServer::with_queue("foreign").await;
     let c = redis.client().await;
     let keys = q.keys().clone();
     let now = echomq::clock::now_ms();

@@ -362,7 +362,7 @@ async fn pause_and_resume_a_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_add_past_max_size_is_refused_and_writes_nothing() {
-    let (redis, conn, queue) = RedisServer::with_queue("sized").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("sized").await;
     let c = redis.client().await;
     queue.groups().set_max_size("m", 2).await.unwrap();
     add_group(&queue, "m", 2, Json::Null).await;
@@ -505,7 +505,7 @@ async fn a_killed_feeder_loses_nothing_and_runs_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_jobs_read_back_with_their_group_and_can_be_removed() {
-    let (redis, conn, queue) = RedisServer::with_queue("rm").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("rm").await;
     let c = redis.client().await;
     let id = queue
         .add(
@@ -706,7 +706,7 @@ async fn the_worker_group_option_is_every_groups_default_and_the_last_started_ho
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_endpoint_exports_the_busiest_groups_only() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (_redis, conn, queue) = RedisServer::with_queue("gm").await;
+    let (_redis, _conn, queue) = RedisServer::with_queue("gm").await;
     for i in 0..15 {
         add_group(&queue, &format!("m{i:02}"), i + 1, Json::Null).await;
     }

@@ -12,7 +12,7 @@ use echomq::host::{HandleError, Host};
 use echomq::relay::{RelayArgs, RelayDelivery, RelayMsg};
 use echomq::worker::processor_fn;
 use echomq::{
-    Delivery, EventKind, JobOptions, JobSchedulerArgs, JobSchedulerMsg, ProcessError, Queue,
+    Delivery, EventKind, JobOptions, JobSchedulerArgs, JobSchedulerMsg, ProcessError,
     QueueEventsArgs, QueueEventsMsg, SchedulerSpec, WorkerArgs, WorkerMsg,
 };
 use echomq_integration_tests::{wait_until, RedisServer};

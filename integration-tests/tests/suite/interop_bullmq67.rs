@@ -368,7 +368,7 @@ async fn reschedule_moves_a_delayed_owner_to_the_dropped_adds_due_time() {
 /// (the worker reads due times from the scores), not at the old one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_echomq_worker_runs_a_job_rescheduled_by_node_at_its_new_time() {
-    let (redis, conn, q) = RedisServer::with_queue(Q).await;
+    let (redis, _conn, q) = RedisServer::with_queue(Q).await;
     let d = json!({"id": "D", "reschedule": true});
     let out = bullmq(
         "ops",
@@ -728,6 +728,8 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "removeGroup-7",
         // Group commit (docs/decisions.md §16).
         "moveJobsToFinished-15",
+        // `echomq adopt` (docs/migrating.md).
+        "adoptLegacyRepeatable-5",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {
@@ -746,7 +748,7 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_paused_by_either_version_stays_paused_for_the_other() {
     for js in [NodeBullmq::V6_7, NodeBullmq::V6_7_0, NodeBullmq::V6_2] {
-        let (redis, conn, q) = RedisServer::with_queue(Q).await;
+        let (redis, _conn, q) = RedisServer::with_queue(Q).await;
         let url = redis.url();
         js.bullmq(
             "ops",

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use echomq::worker::{processor_fn, JobContext};
-use echomq::{JobOptions, NewJob, ProcessError, Queue, WorkerArgs, WorkerMsg, WorkerSetSpec};
+use echomq::{JobOptions, NewJob, ProcessError, WorkerArgs, WorkerMsg, WorkerSetSpec};
 use echomq_integration_tests::NullSupervisor;
 use echomq_integration_tests::{NodeBullmq, RedisServer};
 use fred::prelude::*;
@@ -16,7 +16,7 @@ use serde_json::{json, Value as Json};
 const N: usize = 10_000;
 
 async fn node_and_rust_workers_complete_10000_jobs_exactly_once(js: NodeBullmq) {
-    let (redis, conn, queue) = RedisServer::with_queue("fleet").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("fleet").await;
     let c = redis.client().await;
 
     let node_ids = js.bullmq(

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use echomq::worker::{processor_fn, JobContext};
-use echomq::{JobOptions, JobState, Queue, WorkerArgs, WorkerMsg};
+use echomq::{JobOptions, JobState, WorkerArgs, WorkerMsg};
 use echomq_integration_tests::{bullmq, NodeChild, RedisServer};
 use echomq_integration_tests::{wait_until, NullSupervisor};
 use fred::prelude::*;
@@ -34,7 +34,7 @@ fn base64(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_get_workers_lists_echomq_workers() {
-    let (redis, conn, queue) = RedisServer::with_queue("wq").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("wq").await;
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let mut workers = Vec::new();
     for name in ["r1", "r2"] {
@@ -81,7 +81,7 @@ async fn node_get_workers_lists_echomq_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranges_jobs_counts_and_states_agree_on_both_sides() {
-    let (redis, conn, queue) = RedisServer::with_queue("rg").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("rg").await;
     let c = redis.client().await;
     let url = redis.url();
 

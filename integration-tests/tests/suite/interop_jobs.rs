@@ -378,7 +378,7 @@ async fn node_produces_the_mix_and_an_echomq_worker_processes_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn echomq_produces_the_mix_and_a_node_worker_processes_it() {
-    let (redis, conn, queue) = RedisServer::with_queue("mix2").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("mix2").await;
     let c = redis.client().await;
     let mut ids = Vec::new();
     for (name, data, node_opts) in mix() {

@@ -448,7 +448,7 @@ async fn rust_and_node_workers_share_the_global_concurrency() {
 
 #[tokio::test]
 async fn rust_and_node_workers_share_one_worker_rate_limiter() {
-    let (redis, conn, q) = RedisServer::with_queue(Q).await;
+    let (redis, _conn, q) = RedisServer::with_queue(Q).await;
     let c = redis.client().await;
     let limit = RateLimit {
         max: 2,

@@ -198,7 +198,7 @@ async fn python_produces_and_an_echomq_worker_processes() {
     let Some(python) = python_bullmq() else {
         return;
     };
-    let (redis, conn, queue) = RedisServer::with_queue("py1").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("py1").await;
     let c = redis.client().await;
 
     let jobs: Vec<Json> = mix()
@@ -263,7 +263,7 @@ async fn echomq_produces_and_a_python_worker_processes() {
     let Some(python) = python_bullmq() else {
         return;
     };
-    let (redis, conn, queue) = RedisServer::with_queue("py2").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("py2").await;
     let c = redis.client().await;
     for (name, data, opts) in mix() {
         queue.add(name, &data, rust_opts(&opts)).await.unwrap();

@@ -238,7 +238,7 @@ async fn assert_chain(
 }
 
 async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
-    let (redis, conn, queue) = RedisServer::with_queue("se").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("se").await;
     let c = redis.client().await;
     let first = js.bullmq(
         "upsert-scheduler",
@@ -264,7 +264,7 @@ async fn node_every_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
 }
 
 async fn node_cron_scheduler_runs_on_rust_then_node_workers(js: NodeBullmq) {
-    let (redis, conn, queue) = RedisServer::with_queue("sc").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("sc").await;
     let c = redis.client().await;
     js.bullmq(
         "upsert-scheduler",

@@ -62,7 +62,7 @@ async fn node_added_jobs_read_back_in_rust() {
 
 #[tokio::test]
 async fn rust_added_jobs_read_back_in_node() {
-    let (redis, conn, q) = RedisServer::with_queue("mix").await;
+    let (redis, _conn, q) = RedisServer::with_queue("mix").await;
     q.add("plain", &json!({"n": 1}), JobOptions::new())
         .await
         .unwrap();

@@ -72,7 +72,7 @@ async fn rust_checker(
 }
 
 async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust(js: NodeBullmq) {
-    let (redis, conn, queue) = RedisServer::with_queue("kn").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("kn").await;
     let c = redis.client().await;
     let id = queue
         .add(
@@ -141,7 +141,7 @@ async fn a_killed_node_worker_is_recovered_by_echomq_and_completed_by_rust(js: N
 }
 
 async fn a_killed_rust_worker_is_recovered_by_node_and_completed_by_node(js: NodeBullmq) {
-    let (redis, conn, queue) = RedisServer::with_queue("kr").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("kr").await;
     let c = redis.client().await;
     let id = queue
         .add(
@@ -228,7 +228,7 @@ async fn defa_set_by_echomq_is_applied_by_a_node_worker(js: NodeBullmq) {
 }
 
 async fn defa_set_by_node_is_applied_by_an_echomq_worker(js: NodeBullmq) {
-    let (redis, conn, queue) = RedisServer::with_queue("dn").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("dn").await;
     let c = redis.client().await;
     let id = queue
         .add(
@@ -297,7 +297,7 @@ async fn defa_set_by_node_is_applied_by_an_echomq_worker(js: NodeBullmq) {
 }
 
 async fn echomq_lock_renewal_survives_a_node_checker_sweeping_every_100ms(js: NodeBullmq) {
-    let (redis, conn, queue) = RedisServer::with_queue("lr").await;
+    let (redis, _conn, queue) = RedisServer::with_queue("lr").await;
     let c = redis.client().await;
     let mut sweeper = js.spawn(
         "worker.js",

@@ -26,7 +26,7 @@ async fn add_n(q: &Queue, n: usize) {
 
 #[tokio::test]
 async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
-    let (redis, conn, q) = RedisServer::with_queue("gl").await;
+    let (redis, _conn, q) = RedisServer::with_queue("gl").await;
     let c = redis.client().await;
 
     assert_eq!(q.limits().get_global_concurrency().await.unwrap(), None);
@@ -96,7 +96,7 @@ async fn global_limits_are_set_read_and_removed_and_bad_values_write_nothing() {
 
 #[tokio::test]
 async fn rate_limit_ttl_follows_the_limiter_key() {
-    let (redis, conn, q) = RedisServer::with_queue("rl").await;
+    let (redis, _conn, q) = RedisServer::with_queue("rl").await;
     let c = redis.client().await;
 
     assert_eq!(
@@ -152,7 +152,7 @@ async fn rate_limit_ttl_follows_the_limiter_key() {
 
 #[tokio::test]
 async fn rust_workers_honour_the_global_concurrency() {
-    let (redis, conn, q) = RedisServer::with_queue("gc").await;
+    let (redis, _conn, q) = RedisServer::with_queue("gc").await;
     let c = redis.client().await;
     q.limits().set_global_concurrency(2).await.unwrap();
     add_n(&q, 10).await;
@@ -179,7 +179,7 @@ async fn rust_workers_honour_the_global_concurrency() {
 #[tokio::test]
 async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
     for global in [false, true] {
-        let (redis, conn, q) = RedisServer::with_queue("lim").await;
+        let (redis, _conn, q) = RedisServer::with_queue("lim").await;
         let limit = RateLimit {
             max: 2,
             duration: Duration::from_millis(400),

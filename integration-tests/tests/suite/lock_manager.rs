@@ -51,7 +51,7 @@ async fn stats_with_evalsha(
 /// processors wait to be released, and shares its held set with its
 /// LockManager; the locks are then renewed for three lock lifetimes.
 async fn one_call_per_tick(n: usize) {
-    let (redis, conn, q) = RedisServer::with_queue("lm").await;
+    let (redis, _conn, q) = RedisServer::with_queue("lm").await;
     let c = redis.client().await;
     // A tick comes a renew window (lock/2) after the previous call ended,
     // so a lock must outlive the window plus one call and the scheduling

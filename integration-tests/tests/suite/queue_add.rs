@@ -10,7 +10,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn standard_add_writes_hash_wait_marker_and_events() {
-    let (redis, conn, q) = RedisServer::with_queue("mail").await;
+    let (redis, _conn, q) = RedisServer::with_queue("mail").await;
     let c = redis.client().await;
 
     let id = q
@@ -65,7 +65,7 @@ async fn standard_add_writes_hash_wait_marker_and_events() {
 
 #[tokio::test]
 async fn fifo_and_lifo_order_in_wait() {
-    let (redis, conn, q) = RedisServer::with_queue("q").await;
+    let (redis, _conn, q) = RedisServer::with_queue("q").await;
     let c = redis.client().await;
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     q.add("b", &json!({}), JobOptions::new()).await.unwrap();
@@ -79,7 +79,7 @@ async fn fifo_and_lifo_order_in_wait() {
 
 #[tokio::test]
 async fn delayed_add_uses_the_sequenced_score_and_delay_marker() {
-    let (redis, conn, q) = RedisServer::with_queue("d").await;
+    let (redis, _conn, q) = RedisServer::with_queue("d").await;
     let c = redis.client().await;
     let ts = 1_700_000_000_000u64;
     for _ in 0..3 {
@@ -127,7 +127,7 @@ async fn delayed_add_uses_the_sequenced_score_and_delay_marker() {
 
 #[tokio::test]
 async fn prioritized_add_uses_priority_score() {
-    let (redis, conn, q) = RedisServer::with_queue("p").await;
+    let (redis, _conn, q) = RedisServer::with_queue("p").await;
     let c = redis.client().await;
     q.add("x", &json!({}), JobOptions::new().priority(3))
         .await
@@ -161,7 +161,7 @@ async fn prioritized_add_uses_priority_score() {
 
 #[tokio::test]
 async fn custom_id_duplicate_is_not_stored_twice() {
-    let (redis, conn, q) = RedisServer::with_queue("dup").await;
+    let (redis, _conn, q) = RedisServer::with_queue("dup").await;
     let c = redis.client().await;
     let opts = JobOptions::new()
         .job_id("abc")
@@ -261,7 +261,7 @@ async fn invalid_input_is_a_typed_error_and_writes_nothing() {
 
 #[tokio::test]
 async fn add_bulk_is_one_round_trip_and_keeps_order() {
-    let (redis, conn, q) = RedisServer::with_queue("bulk").await;
+    let (redis, _conn, q) = RedisServer::with_queue("bulk").await;
     let c = redis.client().await;
     let jobs: Vec<NewJob> = (0..1000)
         .map(|i| NewJob {
@@ -300,7 +300,7 @@ async fn add_bulk_is_one_round_trip_and_keeps_order() {
 
 #[tokio::test]
 async fn scripts_reload_after_script_flush() {
-    let (redis, conn, q) = RedisServer::with_queue("flush").await;
+    let (redis, _conn, q) = RedisServer::with_queue("flush").await;
     let c = redis.client().await;
     c.script_flush(false).await.unwrap();
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();

@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use echomq::protocol::EventKind;
-use echomq::{
-    Delivery, JobOptions, Queue, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom,
-};
+use echomq::{Delivery, JobOptions, QueueEvents, QueueEventsArgs, QueueEventsMsg, StartFrom};
 use echomq_integration_tests::{timeline, wait_until, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};

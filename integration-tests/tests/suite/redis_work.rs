@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use echomq::worker::{processor_fn, JobContext, ProcessError};
-use echomq::{KeepJobs, NewJob, Queue, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};
+use echomq::{KeepJobs, NewJob, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions};
 use echomq_integration_tests::{state, wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
@@ -48,7 +48,7 @@ async fn command_counts(c: &Client) -> BTreeMap<String, u64> {
 /// Processes `n` pre-added jobs with one slot on a fresh server and returns
 /// the commands counted from the worker's start until it is idle again.
 async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
-    let (redis, conn, q) = RedisServer::with_queue("work").await;
+    let (redis, _conn, q) = RedisServer::with_queue("work").await;
     let c = redis.client().await;
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| NewJob {

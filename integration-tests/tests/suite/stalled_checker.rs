@@ -372,7 +372,7 @@ async fn a_sigkilled_worker_process_loses_nothing() {
     use echomq::{WorkerArgs, WorkerMsg, WorkerSetSpec};
     use echomq_integration_tests::{NodeChild, NullSupervisor};
 
-    let (redis, conn, q) = RedisServer::with_queue("kill").await;
+    let (redis, _conn, q) = RedisServer::with_queue("kill").await;
     let c = redis.client().await;
     let mut ids = Vec::new();
     for _ in 0..3 {

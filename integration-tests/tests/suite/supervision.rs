@@ -315,7 +315,7 @@ fn quick_worker(q: &Queue, run_for: Duration) -> WorkerArgs {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cleanly_closed_set_is_not_restarted() {
-    let (_redis, conn, q) = RedisServer::with_queue("clean").await;
+    let (_redis, _conn, q) = RedisServer::with_queue("clean").await;
     let (host, _h) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
         .await
         .unwrap();
@@ -400,7 +400,7 @@ impl Actor for Parent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_member_is_restarted_within_the_budget_and_the_set_gives_up_beyond_it() {
-    let (_redis, conn, q) = RedisServer::with_queue("budget").await;
+    let (_redis, _conn, q) = RedisServer::with_queue("budget").await;
     let (tx, mut failures) = tokio::sync::mpsc::unbounded_channel();
     let (parent, _ph) = Actor::spawn(None, Parent, tx).await.unwrap();
     let (host, host_handle) = Actor::spawn_linked(
@@ -532,7 +532,7 @@ async fn a_queue_events_subscriber_keeps_receiving_across_restarts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_supervisor_runs_a_set_and_closes_it_in_order() {
-    let (redis, conn, q) = RedisServer::with_queue("order").await;
+    let (redis, _conn, q) = RedisServer::with_queue("order").await;
     let c = redis.client().await;
     let (host, host_handle) = Actor::spawn(None, HostSupervisor, RestartIntensity::default())
         .await

@@ -77,7 +77,7 @@ fn stubborn(ms: u64, finished: Arc<AtomicUsize>) -> Arc<dyn echomq::Processor> {
 /// second attempt times out too and the job fails for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_past_its_timeout_fails_with_a_timeout_reason_and_is_retried() {
-    let (redis, conn, q) = RedisServer::with_queue("to").await;
+    let (redis, _conn, q) = RedisServer::with_queue("to").await;
     let c = redis.client().await;
     let id = q
         .add(
@@ -141,7 +141,7 @@ async fn a_job_past_its_timeout_fails_with_a_timeout_reason_and_is_retried() {
 /// still be sleeping.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stubborn_processor_frees_its_slot_after_the_grace_period() {
-    let (_redis, conn, q) = RedisServer::with_queue("slot").await;
+    let (_redis, _conn, q) = RedisServer::with_queue("slot").await;
     let first = q.add("a", &json!({}), JobOptions::new()).await.unwrap();
     let second = q.add("b", &json!({}), JobOptions::new()).await.unwrap();
     let finished = Arc::new(AtomicUsize::new(0));
@@ -197,7 +197,7 @@ fn patient(
 /// reason; with `Retry` it runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_from_another_connection_stops_the_running_job() {
-    let (redis, conn, q) = RedisServer::with_queue("cx").await;
+    let (redis, _conn, q) = RedisServer::with_queue("cx").await;
     let cancelled = Arc::new(AtomicUsize::new(0));
     let at = Arc::new(std::sync::Mutex::new(None));
     let (tx, mut events) = tokio::sync::mpsc::channel(100);
@@ -272,7 +272,7 @@ async fn a_cancel_from_another_connection_stops_the_running_job() {
 /// unknown id, changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_of_a_waiting_or_delayed_job_removes_it() {
-    let (redis, conn, q) = RedisServer::with_queue("cw").await;
+    let (redis, _conn, q) = RedisServer::with_queue("cw").await;
     let c = redis.client().await;
     let waiting = q.add("w", &json!({}), JobOptions::new()).await.unwrap();
     let delayed = q
@@ -368,7 +368,7 @@ async fn a_cancel_takes_effect_while_the_holder_is_partitioned_away() {
 /// (the lock is gone) and the job stays failed with the cancel's reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_of_a_job_held_by_bullmq_node_refuses_its_finish() {
-    let (redis, conn, q) = RedisServer::with_queue("cn").await;
+    let (redis, _conn, q) = RedisServer::with_queue("cn").await;
     let c = redis.client().await;
     let id = q
         .add(

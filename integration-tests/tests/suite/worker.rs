@@ -91,7 +91,7 @@ fn opts(concurrency: usize) -> WorkerOptions {
 
 async fn exactly_once(concurrency: usize) {
     const N: usize = 2000;
-    let (redis, conn, q) = RedisServer::with_queue("thr").await;
+    let (redis, _conn, q) = RedisServer::with_queue("thr").await;
     let c = redis.client().await;
     add_many(&q, N, JobOptions::new()).await;
 
@@ -167,7 +167,7 @@ fn always_fail() -> Arc<dyn echomq::Processor> {
 
 #[tokio::test]
 async fn retry_with_fixed_backoff_lands_in_delayed_with_bullmq_score() {
-    let (redis, conn, q) = RedisServer::with_queue("rt").await;
+    let (redis, _conn, q) = RedisServer::with_queue("rt").await;
     let c = redis.client().await;
     let id = q
         .add(
@@ -219,7 +219,7 @@ async fn retry_with_fixed_backoff_lands_in_delayed_with_bullmq_score() {
 
 #[tokio::test]
 async fn exponential_backoff_doubles_then_fails_for_good() {
-    let (redis, conn, q) = RedisServer::with_queue("ex").await;
+    let (redis, _conn, q) = RedisServer::with_queue("ex").await;
     let c = redis.client().await;
     let id = q
         .add(
@@ -244,7 +244,14 @@ async fn exponential_backoff_doubles_then_fails_for_good() {
         .into_iter()
         .filter(|s| s.name == "delayed")
         .map(|s| {
-            let due: i64 = s.fields.iter().find(|(k, _)| k == "delay").unwrap().1.parse().unwrap();
+            let due: i64 = s
+                .fields
+                .iter()
+                .find(|(k, _)| k == "delay")
+                .unwrap()
+                .1
+                .parse()
+                .unwrap();
             due - s.at_ms as i64
         })
         .collect();
@@ -278,7 +285,7 @@ async fn exponential_backoff_doubles_then_fails_for_good() {
 
 #[tokio::test]
 async fn retry_without_backoff_goes_straight_back_to_wait() {
-    let (redis, conn, q) = RedisServer::with_queue("nb").await;
+    let (redis, _conn, q) = RedisServer::with_queue("nb").await;
     let c = redis.client().await;
     let id = q
         .add("x", &json!({}), JobOptions::new().attempts(2))
@@ -303,7 +310,7 @@ async fn retry_without_backoff_goes_straight_back_to_wait() {
 
 #[tokio::test]
 async fn unrecoverable_error_fails_at_once() {
-    let (redis, conn, q) = RedisServer::with_queue("un").await;
+    let (redis, _conn, q) = RedisServer::with_queue("un").await;
     let c = redis.client().await;
     let id = q
         .add("x", &json!({}), JobOptions::new().attempts(5))
@@ -325,7 +332,7 @@ async fn unrecoverable_error_fails_at_once() {
 
 #[tokio::test]
 async fn deferred_failure_fails_without_running_the_processor() {
-    let (redis, conn, q) = RedisServer::with_queue("df").await;
+    let (redis, _conn, q) = RedisServer::with_queue("df").await;
     let c = redis.client().await;
     let id = q
         .add("x", &json!({}), JobOptions::new().attempts(5))
@@ -361,7 +368,7 @@ async fn deferred_failure_fails_without_running_the_processor() {
 
 #[tokio::test]
 async fn max_started_attempts_fails_on_pick_up() {
-    let (redis, conn, q) = RedisServer::with_queue("ms").await;
+    let (redis, _conn, q) = RedisServer::with_queue("ms").await;
     let c = redis.client().await;
     let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
     let _: () = c.hset(format!("emq:ms:{id}"), ("ats", "2")).await.unwrap();
@@ -379,7 +386,7 @@ async fn max_started_attempts_fails_on_pick_up() {
 
 #[tokio::test]
 async fn panicking_processor_fails_its_job_and_the_worker_goes_on() {
-    let (redis, conn, q) = RedisServer::with_queue("pn").await;
+    let (redis, _conn, q) = RedisServer::with_queue("pn").await;
     let c = redis.client().await;
     let bad = q.add("bad", &json!({}), JobOptions::new()).await.unwrap();
     let good = q.add("good", &json!({}), JobOptions::new()).await.unwrap();
@@ -409,7 +416,7 @@ async fn panicking_processor_fails_its_job_and_the_worker_goes_on() {
 
 #[tokio::test]
 async fn progress_logs_and_data_from_the_processor() {
-    let (redis, conn, q) = RedisServer::with_queue("pl").await;
+    let (redis, _conn, q) = RedisServer::with_queue("pl").await;
     let c = redis.client().await;
     let id = q
         .add("x", &json!({"v": 1}), JobOptions::new())
@@ -437,7 +444,7 @@ async fn progress_logs_and_data_from_the_processor() {
 
 #[tokio::test]
 async fn pause_and_resume() {
-    let (redis, conn, q) = RedisServer::with_queue("pr").await;
+    let (redis, _conn, q) = RedisServer::with_queue("pr").await;
     let c = redis.client().await;
     let p = processor_fn(|_job: JobContext| async move { Ok::<_, ProcessError>(Json::Null) });
     let mut o = opts(4);
@@ -463,7 +470,7 @@ async fn pause_and_resume() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_concurrency_up_and_down_under_load() {
-    let (redis, conn, q) = RedisServer::with_queue("sc").await;
+    let (redis, _conn, q) = RedisServer::with_queue("sc").await;
     let c = redis.client().await;
     add_many(&q, 400, JobOptions::new()).await;
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -516,7 +523,7 @@ async fn set_concurrency_up_and_down_under_load() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_waits_for_running_jobs_then_moves_the_rest_back_none_lost() {
-    let (redis, conn, q) = RedisServer::with_queue("cl").await;
+    let (redis, _conn, q) = RedisServer::with_queue("cl").await;
     let c = redis.client().await;
     // Two quick jobs finish within the deadline; two slow ones are cancelled.
     let quick = add_many(&q, 2, JobOptions::new()).await;
@@ -592,7 +599,7 @@ async fn close_waits_for_running_jobs_then_moves_the_rest_back_none_lost() {
 
 #[tokio::test]
 async fn job_added_while_the_worker_blocks_is_taken_at_once() {
-    let (redis, conn, q) = RedisServer::with_queue("wk").await;
+    let (redis, _conn, q) = RedisServer::with_queue("wk").await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let p = processor_fn(move |_job: JobContext| {
         let tx = tx.clone();
@@ -647,7 +654,7 @@ async fn job_added_while_the_worker_blocks_is_taken_at_once() {
 /// to `wait`, for another worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_taken_after_the_worker_stopped_goes_back_to_wait() {
-    let (redis, conn, q) = RedisServer::with_queue("late").await;
+    let (redis, _conn, q) = RedisServer::with_queue("late").await;
     let c = redis.client().await;
     let ran: Arc<Mutex<Vec<String>>> = Arc::default();
     let r = ran.clone();
@@ -815,7 +822,7 @@ async fn killed_blocking_connection_does_not_leave_a_deaf_worker() {
 
 #[tokio::test]
 async fn rate_limited_and_self_delayed_jobs_count_no_attempt() {
-    let (redis, conn, q) = RedisServer::with_queue("rl").await;
+    let (redis, _conn, q) = RedisServer::with_queue("rl").await;
     let c = redis.client().await;
     let limited = q
         .add("limited", &json!({}), JobOptions::new())
@@ -859,7 +866,7 @@ async fn rate_limited_and_self_delayed_jobs_count_no_attempt() {
 
 #[tokio::test]
 async fn killed_worker_leaves_no_blocking_connection_behind() {
-    let (redis, conn, q) = RedisServer::with_queue("gone").await;
+    let (redis, _conn, q) = RedisServer::with_queue("gone").await;
     let c = redis.client().await;
     let p = processor_fn(|_job: JobContext| async move { Ok::<_, ProcessError>(Json::Null) });
     let mut o = opts(1);
@@ -891,7 +898,7 @@ fn always_complete(runs: Arc<AtomicUsize>) -> Arc<dyn echomq::Processor> {
 #[tokio::test]
 async fn max_started_attempts_zero_means_no_limit() {
     // BullMQ's `maxStartedAttempts: 0` (like undefined) sets no limit.
-    let (redis, conn, q) = RedisServer::with_queue("ms0").await;
+    let (redis, _conn, q) = RedisServer::with_queue("ms0").await;
     let c = redis.client().await;
     let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
     let _: () = c.hset(format!("emq:ms0:{id}"), ("ats", "5")).await.unwrap();
@@ -911,7 +918,7 @@ async fn max_started_attempts_zero_means_no_limit() {
 /// A job whose completion the script refuses (children pending or failed)
 /// is failed with Node's own `failedReason`.
 async fn refused_completion_reason(queue: &str, children_key: &str) -> String {
-    let (redis, conn, q) = RedisServer::with_queue(queue).await;
+    let (redis, _conn, q) = RedisServer::with_queue(queue).await;
     let c = redis.client().await;
     let id = q
         .add("parent", &json!({}), JobOptions::new())

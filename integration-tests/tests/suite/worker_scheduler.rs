@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use echomq::worker::processor_fn;
-use echomq::{
-    JobSchedulers, Queue, SchedulerSpec, WorkerArgs, WorkerMsg, WorkerOptions, WorkerSetSpec,
-};
+use echomq::{JobSchedulers, SchedulerSpec, WorkerArgs, WorkerMsg, WorkerOptions, WorkerSetSpec};
 use echomq_integration_tests::{timeline, wait_until, RedisServer};
 use fred::prelude::*;
 use ractor::{call_t, Actor};
@@ -88,7 +86,7 @@ async fn an_iteration_whose_successor_cannot_be_made_is_not_run() {
     // BullMQ never runs a scheduler iteration without producing the next one:
     // an error that is not a connection error leaves the job unprocessed in
     // `active`, for the stalled checker.
-    let (redis, conn, q) = RedisServer::with_queue("bad").await;
+    let (redis, _conn, q) = RedisServer::with_queue("bad").await;
     let c = redis.client().await;
     let job = "emq:bad:repeat:broken:1";
     let _: () = c

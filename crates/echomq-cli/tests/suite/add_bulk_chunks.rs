@@ -8,7 +8,6 @@
 //! swallows the server's. Redis runs what it was sent; the client never
 //! hears back.
 
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,8 +4,6 @@
 //! keyspace, and a name BullMQ does not have is refused before anything is
 //! written.
 
-use std::process::{Command, Output};
-
 use echomq_integration_tests::keyspace::{assert_same, snapshot, Mask};
 use echomq_integration_tests::{bullmq, RedisServer};
 use serde_json::{json, Value as Json};

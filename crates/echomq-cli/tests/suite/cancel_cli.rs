@@ -3,8 +3,8 @@
 //! cancel reaches that worker, the job fails (or retries) with the reason,
 //! a job not started yet is removed, and bad input writes nothing.
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;

@@ -5,7 +5,7 @@
 //! real binary against a real redis-server, every command recorded with
 //! `MONITOR`.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use echomq_integration_tests::scale::{fill, range_of, Call, Monitor};
 use echomq_integration_tests::RedisServer;

@@ -5,8 +5,6 @@
 //! with the worker's group option (`--group-concurrency`,
 //! `--group-rate-limit`). Bad values are refused with nothing written.
 
-use std::process::{Command, Output};
-
 use echomq::groups::GroupDefaults;
 use echomq::Queue;
 use echomq_integration_tests::RedisServer;

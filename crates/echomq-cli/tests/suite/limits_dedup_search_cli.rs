@@ -2,8 +2,6 @@
 //! (issue 16) run as the binary against a real Redis: clear refusals that
 //! write nothing, and the same meta fields the Queue API writes.
 
-use std::process::{Command, Output};
-
 use echomq::{Deduplication, JobOptions, Queue};
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;

@@ -15,10 +15,7 @@ use serde_json::{json, Value};
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn echomq(args: &[&str]) -> Output {
-    crate::cli::command()
-        .args(args)
-        .output()
-        .unwrap()
+    crate::cli::command().args(args).output().unwrap()
 }
 
 /// A running `echomq relay subscribe`, once it said it is subscribed.

@@ -2,8 +2,6 @@
 //! metrics as it finishes jobs; without it nothing is recorded, and 0 is a
 //! configuration error.
 
-use std::process::Command;
-
 use echomq::protocol::call::metrics::MetricsKind;
 use echomq::{JobOptions, Queue};
 use echomq_integration_tests::RedisServer;

@@ -3,7 +3,7 @@
 //! readable line; a missing queue is a configuration error (exit 2).
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use echomq::{JobOptions, Queue};
