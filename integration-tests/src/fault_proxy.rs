@@ -63,6 +63,29 @@ struct Control {
     /// Connections opened before this epoch stop forwarding and are closed
     /// with a FIN after the delay.
     close: (u64, Duration),
+    /// A request carrying these bytes reaches Redis but its connection is
+    /// reset before the reply comes back, while the budget lasts.
+    lose_reply: Option<LoseReply>,
+}
+
+/// The needle, what is left of its budget, and the proxy's count of
+/// replies lost.
+#[derive(Clone, Debug)]
+struct LoseReply {
+    needle: Arc<[u8]>,
+    left: Arc<AtomicU64>,
+    lost: Arc<AtomicU64>,
+}
+
+/// How a connection ends, other than by its two sides closing.
+enum Fate {
+    /// Reset (RST) both ways.
+    Reset,
+    /// No more forwarding; FINs after the delay.
+    CloseAfter(Duration),
+    /// The client's side is reset; the request already on its way is run
+    /// by Redis, whose reply is read here and dropped.
+    LoseReply,
 }
 
 /// A running proxy; it stops accepting and drops its connections when
@@ -72,6 +95,8 @@ pub struct FaultProxy {
     control: watch::Sender<Control>,
     epoch: Arc<AtomicU64>,
     accepted: Arc<AtomicU64>,
+    /// Replies lost by `lose_replies_to`.
+    replies_lost: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -86,6 +111,7 @@ impl FaultProxy {
             mode: FaultMode::Pass,
             reset_epoch: 0,
             close: (0, Duration::ZERO),
+            lose_reply: None,
         });
         let epoch = Arc::new(AtomicU64::new(1));
         let accepted = Arc::new(AtomicU64::new(0));
@@ -111,6 +137,7 @@ impl FaultProxy {
             control,
             epoch,
             accepted,
+            replies_lost: Arc::default(),
             task,
         }
     }
@@ -147,6 +174,24 @@ impl FaultProxy {
         let e = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         self.control.send_modify(|c| c.close = (e, delay));
     }
+
+    /// The next `times` requests that carry `needle` (a script's SHA1, say)
+    /// reach Redis, which runs them, but the client's connection is reset
+    /// before their replies arrive: a reply lost in flight, deterministically.
+    /// [`FaultProxy::replies_lost`] counts them.
+    pub fn lose_replies_to(&self, needle: &[u8], times: u64) {
+        let lose = LoseReply {
+            needle: Arc::from(needle),
+            left: Arc::new(AtomicU64::new(times)),
+            lost: self.replies_lost.clone(),
+        };
+        self.control.send_modify(|c| c.lose_reply = Some(lose));
+    }
+
+    /// Replies lost by [`FaultProxy::lose_replies_to`] so far.
+    pub fn replies_lost(&self) -> u64 {
+        self.replies_lost.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for FaultProxy {
@@ -170,9 +215,11 @@ async fn connection(
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
     let dead = AtomicBool::new(false);
+    let doomed = tokio::sync::Notify::new();
     let fate = {
         let mut rx = rx.clone();
         let dead = &dead;
+        let doomed = &doomed;
         async move {
             loop {
                 {
@@ -181,20 +228,23 @@ async fn connection(
                         dead.store(true, Ordering::SeqCst);
                     }
                     if c.reset_epoch > born {
-                        return None;
+                        return Fate::Reset;
                     }
                     if c.close.0 > born {
-                        return Some(c.close.1);
+                        return Fate::CloseAfter(c.close.1);
                     }
                 }
-                if rx.changed().await.is_err() {
-                    return None;
+                tokio::select! {
+                    changed = rx.changed() => if changed.is_err() {
+                        return Fate::Reset;
+                    },
+                    _ = doomed.notified() => return Fate::LoseReply,
                 }
             }
         }
     };
     let verdict = tokio::select! {
-        _ = async { tokio::join!(pump(&mut cr, &mut sw, &rx, &dead), pump(&mut sr, &mut cw, &rx, &dead)) } => {
+        _ = async { tokio::join!(pump(&mut cr, &mut sw, &rx, &dead, Some(&doomed)), pump(&mut sr, &mut cw, &rx, &dead, None)) } => {
             // Both sides closed: pass the FINs on.
             let _ = sw.shutdown().await;
             let _ = cw.shutdown().await;
@@ -204,12 +254,27 @@ async fn connection(
     };
     rx.mark_unchanged();
     match verdict {
-        None => {
+        Fate::Reset => {
             // No FIN on the way out: the zero linger turns the close into RST.
             sw.forget();
             cw.forget();
         }
-        Some(delay) => {
+        Fate::LoseReply => {
+            cw.forget();
+            drop(cr);
+            // Redis runs what it was sent; its replies are read until it has
+            // been quiet a while, then dropped with the connection.
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(Ok(n)) =
+                tokio::time::timeout(Duration::from_millis(200), sr.read(&mut buf)).await
+            {
+                if n == 0 {
+                    break;
+                }
+            }
+            sw.forget();
+        }
+        Fate::CloseAfter(delay) => {
             // Nothing is forwarded any more; the FIN comes after the delay.
             tokio::time::sleep(delay).await;
             let _ = sw.shutdown().await;
@@ -225,6 +290,7 @@ async fn pump(
     to: &mut OwnedWriteHalf,
     rx: &watch::Receiver<Control>,
     dead: &AtomicBool,
+    doomed: Option<&tokio::sync::Notify>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -262,6 +328,24 @@ async fn pump(
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;
+        }
+        // Requests only (`doomed` is the client-to-Redis direction): one
+        // carrying the needle dooms the connection once it is on its way.
+        if let (Some(doomed), Some(lose)) = (doomed, rx.borrow().lose_reply.clone()) {
+            let hit = buf[..n]
+                .windows(lose.needle.len())
+                .any(|w| w == &lose.needle[..]);
+            if hit
+                && lose
+                    .left
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
+                    .is_ok()
+            {
+                lose.lost.fetch_add(1, Ordering::SeqCst);
+                dead.store(true, Ordering::SeqCst);
+                doomed.notify_one();
+                return;
+            }
         }
     }
 }

@@ -272,15 +272,16 @@ fn finishes_hit_by_a_reset() -> &'static std::sync::atomic::AtomicU64 {
 
 /// A c16 burst of `N` jobs through a proxy that resets every connection
 /// every `every`, `resets` times (the burst is still running when it ends:
-/// asserted), then lets the network be; with the worker's locks, stalled
-/// check and
-/// group commit at their defaults. Replies of finishing calls are lost and
+/// asserted), and besides loses the reply of `lose` `moveJobsToFinished`
+/// calls that Redis ran (the connection reset as the call reaches Redis:
+/// counted by the proxy, asserted), then lets the network be; with the
+/// worker's locks, stalled check and group commit at their defaults. Replies of finishing calls are lost and
 /// resent, fetch-next replies are lost (those jobs come back through the
 /// stalled checker); the worker must go on until the queue drains, every job
 /// completed exactly once — one `completed` entry per id in the events
 /// stream — and none reported as a lost lock (a resend that finds its own
 /// first send applied is done).
-async fn reset_storm(every: Duration, resets: usize) -> usize {
+async fn reset_storm(every: Duration, resets: usize, lose: u64) -> usize {
     use echomq_integration_tests::fault_proxy::{FaultMode, FaultProxy};
     use echomq_integration_tests::timeline;
     use std::sync::atomic::Ordering;
@@ -320,6 +321,8 @@ async fn reset_storm(every: Duration, resets: usize) -> usize {
         base: Duration::from_millis(4),
         jitter: Duration::from_millis(2),
     });
+    let group_sha = ScriptId::MoveJobsToFinished.def().unwrap().sha1;
+    proxy.lose_replies_to(group_sha.as_bytes(), lose);
 
     let mut reported = HashSet::new();
     let mut lock_lost = 0;
@@ -382,11 +385,10 @@ async fn reset_storm(every: Duration, resets: usize) -> usize {
     // is that resets hit live connections, and finishing calls in flight.
     let reconnections = proxy.accepted() - accepted_before;
     assert!(reconnections > 0, "no reset hit a live connection");
+    // Every lost reply the proxy was told to make, it made: group calls
+    // Redis ran whose replies never came back.
+    assert_eq!(proxy.replies_lost(), lose, "replies of group calls lost");
     let hit = hits.load(Ordering::Relaxed);
-    assert!(
-        hit > 0,
-        "no reset landed while a finishing call was in flight"
-    );
     // The queue drained, each job finished once: one `completed` entry per id.
     let counts = q.counts().await.unwrap();
     assert_eq!(
@@ -403,18 +405,20 @@ async fn reset_storm(every: Duration, resets: usize) -> usize {
     assert!(per_id.values().all(|n| *n == 1), "a job finished twice");
     let groups = calls_of(&c, ScriptId::MoveJobsToFinished).await;
     eprintln!(
-        "{made} resets, {reconnections} reconnections, {hit} finishing calls hit in flight, \
-         {lock_lost} lock-lost reports, {} completions reported; {groups} group calls logged",
+        "{made} resets, {reconnections} reconnections, {lose} group replies lost, \
+         {hit} finishing calls failed on the connection, {lock_lost} lock-lost reports, \
+         {} completions reported; {groups} group calls logged",
         reported.len()
     );
     assert!(groups > 0, "no group call was made");
     lock_lost
 }
 
-/// 30 resets, 60 ms apart, during the burst.
+/// 30 resets, 60 ms apart, and 10 lost replies of group calls, during the
+/// burst.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_replies_of_group_calls_lose_no_job_and_finish_none_twice() {
-    let lock_lost = reset_storm(Duration::from_millis(60), 30).await;
+    let lock_lost = reset_storm(Duration::from_millis(60), 30, 10).await;
     assert_eq!(
         lock_lost, 0,
         "a resend of an applied finish is no lost lock"
@@ -428,6 +432,6 @@ async fn lost_replies_of_group_calls_lose_no_job_and_finish_none_twice() {
 async fn a_long_reset_storm_stops_no_worker_and_the_queue_drains() {
     // Lost-lock reports are counted, not refused, here: over 30 s of resets
     // a renewal can fail for a whole lock's life (docs/reliability.md).
-    let lock_lost = reset_storm(Duration::from_millis(150), 200).await;
+    let lock_lost = reset_storm(Duration::from_millis(150), 200, 20).await;
     eprintln!("{lock_lost} lock-lost reports over the storm");
 }
