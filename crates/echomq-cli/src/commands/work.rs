@@ -88,7 +88,8 @@ pub(crate) struct Args {
     /// Stalled-check interval in ms [default: 30000].
     #[arg(long, env = "ECHOMQ_STALLED_INTERVAL")]
     stalled_interval: Option<u64>,
-    /// Stop after this many processed jobs.
+    /// Take at most this many jobs (no fetch past it), then exit once they
+    /// are finished.
     #[arg(long, env = "ECHOMQ_MAX_JOBS")]
     max_jobs: Option<u64>,
     /// Worker name (listed by BullMQ's getWorkers).

@@ -9,6 +9,7 @@ mod cli;
 mod diagnose;
 mod groups_cli;
 mod limits_dedup_search_cli;
+mod max_jobs;
 mod relay_cli;
 mod ui_cli;
 mod work_exec;

@@ -160,6 +160,7 @@ impl Worker {
                     active: core.seam().held_count(),
                     processed: counters.processed(),
                     failed: counters.failed(),
+                    takes_left: core.takes_left(),
                 });
             }
             WorkerMsg::AttachLockManager(lm) => {

@@ -85,6 +85,9 @@ pub struct WorkerCounts {
     pub processed: u64,
     /// Failed attempts.
     pub failed: u64,
+    /// What is left of [`WorkerOptions::max_jobs`](super::options::WorkerOptions::max_jobs),
+    /// when set.
+    pub takes_left: Option<u64>,
 }
 
 /// What [`WorkerMsg::Close`] answers once the worker has let every job go.

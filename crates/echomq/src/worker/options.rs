@@ -92,6 +92,12 @@ pub struct WorkerOptions {
     /// (`WorkerArgs::batched`) finish in their own way and ignore it; so do
     /// manual workers.
     pub group_commit: usize,
+    /// The most jobs this worker takes in its life (`echomq work
+    /// --max-jobs`): past it, it fetches nothing more — neither a
+    /// `moveToActive` nor a fetch-next of a finishing call — and its
+    /// [`WorkerCounts::takes_left`](super::messages::WorkerCounts) reads 0. A
+    /// take whose call brought no job is given back. Default none (no limit).
+    pub max_jobs: Option<u64>,
 }
 
 impl Default for WorkerOptions {
@@ -116,6 +122,7 @@ impl Default for WorkerOptions {
             default_timeout: None,
             group: None,
             group_commit: 2,
+            max_jobs: None,
         }
     }
 }

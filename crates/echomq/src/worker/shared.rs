@@ -86,6 +86,8 @@ pub(crate) struct WorkerShared {
     myself: ActorRef<WorkerMsg>,
     events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
     finisher: Option<Finisher>,
+    /// What is left of `max_jobs`: every take reserves one first.
+    takes_left: Option<AtomicU64>,
 }
 
 impl WorkerShared {
@@ -105,6 +107,7 @@ impl WorkerShared {
             (opts.group_commit > 0 && matches!(processor, WorkerProcessor::Jobs(_)) && one_slot)
                 .then(|| Finisher::new(opts.group_commit));
         WorkerShared {
+            takes_left: opts.max_jobs.map(AtomicU64::new),
             finisher,
             name: opts.name.as_deref().map(Arc::from),
             gate: Arc::new(SlotGate::new(opts.concurrency)),
@@ -174,6 +177,32 @@ impl WorkerShared {
 
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Reserves up to `n` takes of `max_jobs` before a call that may take
+    /// jobs; answers how many it may take (`n` without a limit).
+    pub fn reserve_takes(&self, n: u64) -> u64 {
+        let Some(left) = &self.takes_left else {
+            return n;
+        };
+        let mut got = 0;
+        let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| {
+            got = l.min(n);
+            Some(l - got)
+        });
+        got
+    }
+
+    /// Gives back takes reserved for a call that took fewer jobs.
+    pub fn return_takes(&self, n: u64) {
+        if let Some(left) = &self.takes_left {
+            left.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+
+    /// What is left of `max_jobs`, when set.
+    pub fn takes_left(&self) -> Option<u64> {
+        self.takes_left.as_ref().map(|l| l.load(Ordering::SeqCst))
     }
 
     /// This queue's metric handles.

@@ -65,7 +65,9 @@ pub(super) async fn work(
                         status.processed, rate, status.failed, status.active, held
                     );
                 }
-                if settings.max_jobs.is_some_and(|m| status.processed >= m) {
+                // The worker fetches nothing past --max-jobs (WorkerOptions::
+                // max_jobs); once it has taken them all and holds none, done.
+                if status.takes_left == Some(0) && status.active == 0 {
                     break "max jobs reached";
                 }
             }
@@ -107,5 +109,6 @@ fn worker_args(queue: Queue, settings: &Settings, processor: Arc<dyn Processor>)
         args.options = args.options.limiter(limit);
     }
     args.options.group = settings.group;
+    args.options.max_jobs = settings.max_jobs;
     args
 }

@@ -271,15 +271,29 @@ impl Fetcher {
         }
     }
 
+    /// The worker took its `max_jobs`: it fetches nothing more, and the loop
+    /// waits for its stop (alive, so the watchdog leaves it be).
+    async fn park(&self, permit: SlotPermit) -> Next {
+        drop(permit);
+        self.core.blocking().set_deadline(0);
+        self.stop.cancelled().await;
+        Next::Exit
+    }
+
     /// moveToActive with a fresh token; a job taken runs in its own task. A
     /// batched worker takes a batch instead.
     async fn fetch(&self, permit: SlotPermit) -> Next {
         let core = &self.core;
         if let WorkerProcessor::Batches(_, batch) = core.processor() {
             let batch = *batch;
-            let jobs = crate::worker::process::batch::take(core, batch)
+            let cap = core.reserve_takes(batch.size as u64);
+            if cap == 0 {
+                return self.park(permit).await;
+            }
+            let jobs = crate::worker::process::batch::take(core, batch, cap as usize)
                 .instrument(tracing::debug_span!("fetch_batch"))
                 .await;
+            core.return_takes(cap - jobs.len() as u64);
             if !jobs.is_empty() {
                 if !core.alive() {
                     // As for a single job below: a batch taken after the
@@ -300,6 +314,9 @@ impl Fetcher {
         }
         // A fresh token per fetched job; fetch-next reuses it for the job it
         // brings, as BullMQ does.
+        if core.reserve_takes(1) == 0 {
+            return self.park(permit).await;
+        }
         let token: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
         let span = tracing::debug_span!("fetch");
         match core.move_to_active(&token).instrument(span).await {
@@ -317,10 +334,13 @@ impl Fetcher {
                         return Next::Exit;
                     }
                     tokio::spawn(run::run_slot(core.clone(), permit, job));
+                } else {
+                    core.return_takes(1);
                 }
                 Next::Again
             }
             Err(e) => {
+                core.return_takes(1);
                 warn!(error = %e, "moveToActive failed");
                 self.back_off(permit, Duration::from_millis(500)).await
             }

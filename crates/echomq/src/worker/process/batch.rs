@@ -31,11 +31,16 @@ const FILL_POLL: Duration = Duration::from_millis(20);
 
 /// Takes a batch for the slot `permit`: up to `size` jobs per round trip,
 /// again until `min_size` or the timeout; empty when nothing was taken.
-pub(crate) async fn take(core: &Arc<WorkerShared>, batch: BatchOptions) -> Vec<ActiveJob> {
+pub(crate) async fn take(
+    core: &Arc<WorkerShared>,
+    batch: BatchOptions,
+    cap: usize,
+) -> Vec<ActiveJob> {
     let deadline = Instant::now() + batch.timeout;
-    let mut jobs = Vec::with_capacity(batch.size);
+    let size = batch.size.min(cap);
+    let mut jobs = Vec::with_capacity(size);
     loop {
-        let want = batch.size - jobs.len();
+        let want = size - jobs.len();
         let tokens: Vec<Arc<str>> = (0..want)
             .map(|_| Arc::from(uuid::Uuid::new_v4().to_string()))
             .collect();
@@ -65,7 +70,7 @@ pub(crate) async fn take(core: &Arc<WorkerShared>, batch: BatchOptions) -> Vec<A
                 }
             }
         }
-        let full = jobs.len() == batch.size;
+        let full = jobs.len() == size;
         let closing = !core.alive() || core.gate().snapshot().closing;
         // Nothing there: the fetcher waits for a marker as for a single job.
         let nothing = jobs.is_empty() && empty;

@@ -380,8 +380,13 @@ async fn finish_then(
     let completing = matches!(t, Transition::Complete(_));
     loop {
         let id = job.id().to_owned();
-        let applied = job.apply(&t, fetch && fetch_next(core));
-        match applied.instrument(debug_span!("finish")).await {
+        // A fetch-next is a take: it reserves one of `max_jobs` first.
+        let take = fetch && fetch_next(core) && core.reserve_takes(1) == 1;
+        let applied = job.apply(&t, take).instrument(debug_span!("finish")).await;
+        if take && !matches!(applied, Ok(FinishOutcome::Done { next: Some(_) })) {
+            core.return_takes(1);
+        }
+        match applied {
             Ok(FinishOutcome::Done { next }) => {
                 core.counters().transition();
                 core.telemetry().job_transition(completing);
