@@ -136,7 +136,8 @@ impl KeepJobs {
 ///
 /// ```
 /// use echomq_protocol::{Deduplication, JobOptions};
-/// let opts = JobOptions::new().deduplication(Deduplication::new("user-7").ttl(5_000).extend(true));
+/// use std::time::Duration;
+/// let opts = JobOptions::new().deduplication(Deduplication::new("user-7").ttl(Duration::from_secs(5)).extend(true));
 /// assert!(opts.validate().is_ok());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -167,9 +168,9 @@ impl Deduplication {
         }
     }
 
-    /// Sets `ttl` (ms).
-    pub fn ttl(mut self, ms: u64) -> Self {
-        self.ttl = Some(ms);
+    /// Sets `ttl` (stored in whole ms, as BullMQ).
+    pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.ttl = Some(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         self
     }
 
@@ -890,7 +891,9 @@ mod tests {
 
     #[test]
     fn deduplication_is_stored_as_de_with_the_settings_given() {
-        let d = Deduplication::new("u7").ttl(5000).extend(true);
+        let d = Deduplication::new("u7")
+            .ttl(std::time::Duration::from_secs(5))
+            .extend(true);
         let o = JobOptions::new().deduplication(d.clone());
         assert_eq!(
             Value::Object(o.to_stored()),
@@ -990,7 +993,9 @@ mod tests {
 
     #[test]
     fn reschedule_round_trips() {
-        let d = Deduplication::new("r").ttl(10).reschedule(true);
+        let d = Deduplication::new("r")
+            .ttl(std::time::Duration::from_millis(10))
+            .reschedule(true);
         assert_eq!(
             d.to_value(),
             json!({"id": "r", "ttl": 10, "reschedule": true})

@@ -126,7 +126,7 @@ async fn throttle_mode_expires_with_the_ttl() {
     let c = redis.client().await;
     for n in 0..20 {
         let d = format!("T{n}");
-        let opts = || dedup(Deduplication::new(&d).ttl(TTL));
+        let opts = || dedup(Deduplication::new(&d).ttl(Duration::from_millis(TTL)));
         let owner = q.add("a", &json!(1), opts()).await.unwrap();
         let ttl: i64 = c.pttl(format!("emq:th:de:{d}")).await.unwrap();
         assert!(ttl <= TTL as i64, "ttl {ttl}");
@@ -184,7 +184,13 @@ async fn debounce_mode_restarts_the_window_on_every_dropped_add() {
     let c = redis.client().await;
     'attempt: for n in 0..10 {
         let d = format!("B{n}");
-        let opts = || dedup(Deduplication::new(&d).ttl(TTL).extend(true));
+        let opts = || {
+            dedup(
+                Deduplication::new(&d)
+                    .ttl(Duration::from_millis(TTL))
+                    .extend(true),
+            )
+        };
         let owner = q.add("a", &json!(1), opts()).await.unwrap();
         let first = event_at(&c, "db", "added", &owner, false).await;
         let mut prev = first;
@@ -230,7 +236,7 @@ async fn replace_mode_swaps_a_delayed_owner_for_the_newest_add() {
     let opts = |n: u64| {
         dedup(
             Deduplication::new("R")
-                .ttl(5_000)
+                .ttl(Duration::from_millis(5_000))
                 .extend(true)
                 .replace(true),
         )

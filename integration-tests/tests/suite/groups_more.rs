@@ -427,7 +427,7 @@ async fn a_deduplicated_group_add_writes_nothing_and_the_finish_frees_the_id() {
         .add(
             "g",
             &json!(4),
-            grouped("a").deduplication(Deduplication::new("y").ttl(60_000)),
+            grouped("a").deduplication(Deduplication::new("y").ttl(Duration::from_millis(60_000))),
         )
         .await
         .unwrap();

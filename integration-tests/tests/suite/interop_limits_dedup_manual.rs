@@ -45,7 +45,11 @@ async fn deduplication_is_one_protocol_for_both_clients() {
     let c = redis.client().await;
     let q = Queue::new(&conn, Q).await.unwrap();
     let de = json!({"id": "N", "ttl": 60000, "extend": true});
-    let rust_de = || Deduplication::new("N").ttl(60_000).extend(true);
+    let rust_de = || {
+        Deduplication::new("N")
+            .ttl(Duration::from_millis(60_000))
+            .extend(true)
+    };
 
     // Node owns N; a Rust add with the same settings is dropped in its favour.
     let r = node(&url, json!([["add", "a", {"v": 1}, {"deduplication": de}]]));
@@ -73,7 +77,11 @@ async fn deduplication_is_one_protocol_for_both_clients() {
         .add(
             "b",
             &json!({"v": 3}),
-            JobOptions::new().deduplication(Deduplication::new("R").ttl(60_000).extend(true)),
+            JobOptions::new().deduplication(
+                Deduplication::new("R")
+                    .ttl(Duration::from_millis(60_000))
+                    .extend(true),
+            ),
         )
         .await
         .unwrap();
