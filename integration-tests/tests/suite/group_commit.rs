@@ -294,6 +294,10 @@ async fn reset_storm(every: Duration, resets: usize, lose: u64) -> usize {
     config.command_timeout = Duration::from_secs(2);
     let conn = echomq::Connection::connect(config).await.unwrap();
     let q = Queue::new(&conn, "gcf").await.unwrap();
+    // The test reads the queue straight from Redis, not through the proxy:
+    // its own reads must not meet the faults it makes.
+    let direct = redis.connect().await;
+    let seen = Queue::new(&direct, "gcf").await.unwrap();
     add_jobs(&q, N, 0).await;
     log_every_command(&c).await;
 
@@ -355,12 +359,12 @@ async fn reset_storm(every: Duration, resets: usize, lose: u64) -> usize {
                 made += 1;
                 if made == resets {
                     proxy.set_mode(FaultMode::Pass);
-                    storm_over_at = Some(q.counts().await.map(|c| c.completed).unwrap_or(0));
+                    storm_over_at = Some(seen.counts().await.unwrap().completed);
                 }
                 next_reset = tokio::time::Instant::now() + every;
             }
             _ = tokio::time::sleep_until(next_look), if made == resets => {
-                let counts = q.counts().await.unwrap();
+                let counts = seen.counts().await.unwrap();
                 if counts.completed as usize == N {
                     break;
                 }
@@ -390,7 +394,7 @@ async fn reset_storm(every: Duration, resets: usize, lose: u64) -> usize {
     assert_eq!(proxy.replies_lost(), lose, "replies of group calls lost");
     let hit = hits.load(Ordering::Relaxed);
     // The queue drained, each job finished once: one `completed` entry per id.
-    let counts = q.counts().await.unwrap();
+    let counts = seen.counts().await.unwrap();
     assert_eq!(
         (counts.waiting, counts.active, counts.failed),
         (0, 0, 0),
