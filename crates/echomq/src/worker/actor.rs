@@ -160,7 +160,7 @@ impl Worker {
                     active: core.seam().held_count(),
                     processed: counters.processed(),
                     failed: counters.failed(),
-                    takes_left: core.takes_left(),
+                    takes_left: core.takes().map(|t| t.left()),
                 });
             }
             WorkerMsg::AttachLockManager(lm) => {

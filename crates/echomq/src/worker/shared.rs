@@ -15,6 +15,7 @@ use ractor::{ActorRef, ActorStatus};
 use super::fetch::blocking::BlockingConn;
 use super::fetch::gate::SlotGate;
 use super::fetch::hints::FetchHints;
+use super::fetch::takes::Takes;
 use super::finish::finisher::Finisher;
 use super::messages::{WorkerEvent, WorkerMsg};
 use super::options::{WorkerOptions, WorkerProcessor};
@@ -86,8 +87,8 @@ pub(crate) struct WorkerShared {
     myself: ActorRef<WorkerMsg>,
     events: Option<tokio::sync::mpsc::Sender<WorkerEvent>>,
     finisher: Option<Finisher>,
-    /// What is left of `max_jobs`: every take reserves one first.
-    takes_left: Option<AtomicU64>,
+    /// What is left of `max_jobs`.
+    takes: Option<Takes>,
 }
 
 impl WorkerShared {
@@ -107,7 +108,7 @@ impl WorkerShared {
             (opts.group_commit > 0 && matches!(processor, WorkerProcessor::Jobs(_)) && one_slot)
                 .then(|| Finisher::new(opts.group_commit));
         WorkerShared {
-            takes_left: opts.max_jobs.map(AtomicU64::new),
+            takes: opts.max_jobs.map(Takes::new),
             finisher,
             name: opts.name.as_deref().map(Arc::from),
             gate: Arc::new(SlotGate::new(opts.concurrency)),
@@ -179,30 +180,22 @@ impl WorkerShared {
         &self.counters
     }
 
-    /// Reserves up to `n` takes of `max_jobs` before a call that may take
-    /// jobs; answers how many it may take (`n` without a limit).
+    /// What is left of `max_jobs`, when set (fetch/takes.rs).
+    pub fn takes(&self) -> Option<&Takes> {
+        self.takes.as_ref()
+    }
+
+    /// Reserves up to `n` takes before a call that may take jobs; `n`
+    /// without a limit.
     pub fn reserve_takes(&self, n: u64) -> u64 {
-        let Some(left) = &self.takes_left else {
-            return n;
-        };
-        let mut got = 0;
-        let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| {
-            got = l.min(n);
-            Some(l - got)
-        });
-        got
+        self.takes.as_ref().map_or(n, |t| t.reserve(n))
     }
 
     /// Gives back takes reserved for a call that took fewer jobs.
     pub fn return_takes(&self, n: u64) {
-        if let Some(left) = &self.takes_left {
-            left.fetch_add(n, Ordering::SeqCst);
+        if let Some(t) = &self.takes {
+            t.give_back(n);
         }
-    }
-
-    /// What is left of `max_jobs`, when set.
-    pub fn takes_left(&self) -> Option<u64> {
-        self.takes_left.as_ref().map(|l| l.load(Ordering::SeqCst))
     }
 
     /// This queue's metric handles.

@@ -271,13 +271,18 @@ impl Fetcher {
         }
     }
 
-    /// The worker took its `max_jobs`: it fetches nothing more, and the loop
-    /// waits for its stop (alive, so the watchdog leaves it be).
+    /// No take of `max_jobs` is left: the loop waits, alive (so the
+    /// watchdog leaves it be), until one is given back or it is stopped.
     async fn park(&self, permit: SlotPermit) -> Next {
         drop(permit);
         self.core.blocking().set_deadline(0);
-        self.stop.cancelled().await;
-        Next::Exit
+        let Some(takes) = self.core.takes() else {
+            return Next::Again;
+        };
+        tokio::select! {
+            _ = self.stop.cancelled() => Next::Exit,
+            _ = takes.given_back() => Next::Again,
+        }
     }
 
     /// moveToActive with a fresh token; a job taken runs in its own task. A

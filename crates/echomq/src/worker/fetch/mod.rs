@@ -9,3 +9,4 @@ pub(crate) mod fetcher;
 pub(crate) mod gate;
 pub(crate) mod hints;
 pub(crate) mod limiter;
+pub(crate) mod takes;
