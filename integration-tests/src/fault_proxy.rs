@@ -65,13 +65,13 @@ struct Control {
     close: (u64, Duration),
     /// A request carrying these bytes reaches Redis but its connection is
     /// reset before the reply comes back, while the budget lasts.
-    lose_reply: Option<LoseReply>,
+    lose_reply: Option<ReplyLoss>,
 }
 
 /// The needle, what is left of its budget, and the proxy's count of
 /// replies lost.
 #[derive(Clone, Debug)]
-struct LoseReply {
+struct ReplyLoss {
     needle: Arc<[u8]>,
     left: Arc<AtomicU64>,
     lost: Arc<AtomicU64>,
@@ -180,7 +180,7 @@ impl FaultProxy {
     /// before their replies arrive: a reply lost in flight, deterministically.
     /// [`FaultProxy::replies_lost`] counts them.
     pub fn lose_replies_to(&self, needle: &[u8], times: u64) {
-        let lose = LoseReply {
+        let lose = ReplyLoss {
             needle: Arc::from(needle),
             left: Arc::new(AtomicU64::new(times)),
             lost: self.replies_lost.clone(),

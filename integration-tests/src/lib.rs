@@ -368,7 +368,6 @@ impl ractor::Actor for NullSupervisor {
     }
 }
 
-/// Polls `f` every 10 ms until it holds; panics with `what` after `limit`.
 /// A Worker and its LockManager linked to `supervisor`, with no
 /// StalledChecker (for tests that run the stalled check themselves): the set
 /// the host spawns (`WorkerSetSpec::spawn_linked`), less its checker.
@@ -390,9 +389,7 @@ pub async fn spawn_worker(
     Ok((set.worker, set.lock_manager))
 }
 
-/// Waits until `f` holds, asking every 10 ms; panics naming `what` when
-/// `limit` passes first. The one wait of the tests: on something they can
-/// observe, under one deadline.
+/// Polls `f` every 10 ms until it holds; panics with `what` after `limit`.
 pub async fn wait_until(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) {
     let t0 = Instant::now();
     while t0.elapsed() < limit {
