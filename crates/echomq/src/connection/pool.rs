@@ -217,12 +217,16 @@ impl Connection {
                 }
             }
         };
-        self.wait_for_replicas(client, &[&route]).await?;
+        if script.writes() {
+            self.wait_for_replicas(client, &[&route]).await?;
+        }
         Ok(call.decode(reply)?)
     }
 
     /// The durability mode's `WAIT`, on the connection (and cluster node) that
-    /// ran the calls, once per distinct route.
+    /// ran the calls, once per distinct route. Only after scripts that write
+    /// (`ScriptId::writes`): a read has nothing to lose in a failover, and
+    /// while a new primary's replicas attach it would fail for nothing.
     async fn wait_for_replicas(
         &self,
         client: &Client,
@@ -330,7 +334,12 @@ impl Connection {
                 raw[i] = r;
             }
         }
-        let routes: Vec<&fred::types::CustomCommand> = encoded.iter().map(|(c, _)| c).collect();
+        let routes: Vec<&fred::types::CustomCommand> = encoded
+            .iter()
+            .zip(calls)
+            .filter(|(_, call)| call.script().writes())
+            .map(|((c, _), _)| c)
+            .collect();
         if let Err(e) = self.wait_for_replicas(client, &routes).await {
             // Every write of the batch is as uncertain as the WAIT.
             let msg = e.to_string();
