@@ -52,6 +52,14 @@ bench-scale: _ensure-redis _ensure-node-packages
     cargo build --release -q -p echomq-cli
     cargo run --release -q -p echomq-integration-tests --bin bench_scale
 
+# The group-commit equality proof at length (docs/decisions.md §16): CASES
+# random scenarios, each finished as single calls, as random groups and by
+# BullMQ's own moveToFinished on three servers, whole keyspaces and replies
+# compared (`just test` runs 256). Record the last run in decisions.md.
+prove CASES="10000": _ensure-redis _ensure-node-packages
+    ECHOMQ_GROUP_COMMIT_CASES={{CASES}} cargo test -p echomq-integration-tests --test suite \
+        group_commit_equality::
+
 # Fuzz the decoders of foreign data for SECONDS per target (libFuzzer on the
 # stable toolchain, fuzz/run.sh; docs/decisions.md §11); TARGETS picks some
 # (job_hash job_opts event reply scheduler relay_names names cron url).

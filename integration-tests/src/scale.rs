@@ -267,3 +267,169 @@ mod tests {
         );
     }
 }
+
+/// How one command's work grows, by what its arguments say: the allowlist of
+/// the bound tests. Every command a client sends or a script runs is put in
+/// one of these classes by [`cost`]; one that fits none is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// O(1) or O(log N) in the size of what it touches, per element it
+    /// names: `HGET`, `ZADD`, `LPUSH`, `BZPOPMIN`…
+    Constant,
+    /// At most as many elements as an argument says, checked against the
+    /// bound: a range, a `LIMIT`, a `COUNT`, a `MAXLEN`, the elements named.
+    Bounded(i64),
+    /// O(N) in a structure whose size the runtime bounds by itself: `LREM`
+    /// of the `active` list (at most the workers' concurrency, BullMQ's own
+    /// finish), `HGETALL` of a job, a scheduler or the `meta` hash (a fixed
+    /// set of fields).
+    SmallStructure,
+}
+
+/// Commands O(1)/O(log N) per element named (their element count is checked
+/// as arguments).
+const CONSTANT: &[&str] = &[
+    "GET",
+    "SET",
+    "SETNX",
+    "PSETEX",
+    "GETDEL",
+    "EXISTS",
+    "TYPE",
+    "PTTL",
+    "TTL",
+    "EXPIRE",
+    "PEXPIRE",
+    "PEXPIREAT",
+    "PERSIST",
+    "INCR",
+    "INCRBY",
+    "DECR",
+    "DECRBY",
+    "HGET",
+    "HSET",
+    "HSETNX",
+    "HMSET",
+    "HMGET",
+    "HEXISTS",
+    "HDEL",
+    "HINCRBY",
+    "HLEN",
+    "HSTRLEN",
+    "SADD",
+    "SREM",
+    "SISMEMBER",
+    "SCARD",
+    "ZADD",
+    "ZREM",
+    "ZSCORE",
+    "ZMSCORE",
+    "ZCARD",
+    "ZINCRBY",
+    "ZRANK",
+    "ZREVRANK",
+    "ZCOUNT",
+    "LPUSH",
+    "RPUSH",
+    "LPOP",
+    "RPOP",
+    "LLEN",
+    "RPOPLPUSH",
+    "LMOVE",
+    "BZPOPMIN",
+    "BZPOPMAX",
+    "XADD",
+    "XLEN",
+    "XDEL",
+    "DEL",
+    "UNLINK",
+    "TIME",
+    "PING",
+    "ECHO",
+    "CLIENT",
+    "INFO",
+    "QUIT",
+    "HELLO",
+    "AUTH",
+    "SELECT",
+    "SUBSCRIBE",
+    "PUBLISH",
+    "EVALSHA",
+    "EVAL",
+    "SCRIPT",
+    "WAIT",
+    "PUBSUB",
+];
+
+/// The number after `word` (`LIMIT off COUNT` takes the second).
+fn after(args: &[String], word: &str, skip: usize) -> Option<i64> {
+    let i = args.iter().position(|a| a.eq_ignore_ascii_case(word))?;
+    args.get(i + 1 + skip)?.parse().ok()
+}
+
+/// Classifies `command` (upper case) with `args` against `max` elements per
+/// command, or says why it is not bounded.
+pub fn cost(command: &str, args: &[String], max: i64) -> Result<Cost, String> {
+    let within = |n: Option<i64>, what: &str| match n {
+        Some(n) if (0..=max).contains(&n) => Ok(Cost::Bounded(n)),
+        Some(n) => Err(format!("{what} {n} is over the bound {max}")),
+        None => Err(format!("no {what}: the whole structure")),
+    };
+    match command {
+        // The elements named: a call sends a bounded number of them.
+        c if CONSTANT.contains(&c) => {
+            if args.len() as i64 > 2 * max + 8 {
+                Err(format!("{} arguments (bound {max} elements)", args.len()))
+            } else {
+                Ok(Cost::Constant)
+            }
+        }
+        "LRANGE" | "ZRANGE" | "ZREVRANGE" => {
+            if args.iter().any(|a| a.eq_ignore_ascii_case("BYSCORE")) {
+                return within(after(args, "LIMIT", 1), "LIMIT count");
+            }
+            within(range_of(command, args), "range")
+        }
+        "ZRANGEBYSCORE" | "ZREVRANGEBYSCORE" => within(after(args, "LIMIT", 1), "LIMIT count"),
+        "ZREMRANGEBYRANK" => within(
+            range_of("ZRANGE", &[String::new(), args[1].clone(), args[2].clone()]),
+            "range",
+        ),
+        "ZPOPMIN" | "ZPOPMAX" => within(args.get(1).map_or(Some(1), |n| n.parse().ok()), "count"),
+        "SCAN" | "SSCAN" | "HSCAN" | "ZSCAN" => within(after(args, "COUNT", 0), "COUNT"),
+        "XRANGE" | "XREVRANGE" | "XREAD" | "XREADGROUP" => within(after(args, "COUNT", 0), "COUNT"),
+        "LPOS" => within(after(args, "MAXLEN", 0).filter(|n| *n > 0), "MAXLEN"),
+        // From the nearer end: `LINDEX k -1` is O(1).
+        "LINDEX" => {
+            let i: Option<i64> = args.get(1).and_then(|i| i.parse().ok());
+            within(i.map(|i| if i < 0 { -i - 1 } else { i }), "index")
+        }
+        // What it removes: `start` from the head, `-stop - 1` from the tail.
+        "LTRIM" => {
+            let n = |i: usize| args.get(i).and_then(|a| a.parse::<i64>().ok());
+            match (n(1), n(2)) {
+                (Some(start), Some(stop)) if start >= 0 && stop < 0 => {
+                    within(Some(start.max(-stop - 1)), "trimmed")
+                }
+                _ => Err("a trim whose removed count its arguments do not say".into()),
+            }
+        }
+        "LREM" if args.first().is_some_and(|k| k.ends_with(":active")) => Ok(Cost::SmallStructure),
+        "HGETALL" => {
+            let key = args.first().map(String::as_str).unwrap_or_default();
+            // `<prefix>:<queue>:` then the rest: a job id, `meta`, `repeat:<id>`.
+            let rest = key.splitn(3, ':').nth(2).unwrap_or_default();
+            let small = rest == "meta"
+                || rest
+                    .strip_prefix("repeat:")
+                    .is_some_and(|id| !id.contains(':'))
+                || (!rest.contains(':') && !rest.is_empty());
+            if small {
+                Ok(Cost::SmallStructure)
+            } else {
+                Err(format!("HGETALL of {key}, a hash that grows"))
+            }
+        }
+        _ => Err("not a classified command".into()),
+    }
+}

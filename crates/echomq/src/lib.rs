@@ -45,6 +45,8 @@ pub mod stalled_checker;
 pub mod supervision;
 mod sync;
 pub mod telemetry;
+#[cfg(test)]
+mod test_redis;
 pub mod worker;
 
 pub use connection::{Connection, ConnectionConfig, RetryPolicy};

@@ -13,7 +13,9 @@
 //!
 //! Environment: `BENCH_SIZES=1000,100000` picks the sizes (default 10^3,
 //! 10^5, 10^6; `BENCH_HUGE=1` adds 10^7); `BENCH_ONLY=`
-//! `curve`, `memory` or `held` picks sections; `BENCH_ECHOMQ=<path>` is the
+//! `curve`, `memory`, `held` or `linear` picks sections (`linear`: BullMQ's
+//! calls that are O(N) by design, at 10^5 and 10^6, for docs/scale.md;
+//! `BENCH_LINEAR=100000` picks its sizes); `BENCH_ECHOMQ=<path>` is the
 //! release `echomq` binary (for the dashboard and `echomq work`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -117,6 +119,64 @@ async fn run() {
     if only("held") {
         held_jobs(10_000).await;
     }
+    if only("linear") {
+        let sizes: Vec<u64> = std::env::var("BENCH_LINEAR")
+            .ok()
+            .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![100_000, 1_000_000]);
+        println!("\n| call (O(N) by design) | jobs | wall ms | longest Redis command |");
+        println!("| --- | ---: | ---: | --- |");
+        for n in sizes {
+            linear_calls(n).await;
+        }
+    }
+}
+
+/// BullMQ's own scripts that walk a structure by design, on `n` waiting and
+/// `n` completed jobs: removing the oldest waiting job (`LREM` of `wait`
+/// from the head reaches the tail), re-prioritising the newest (`LREM -1`
+/// from the tail reaches the head), and `clean` with limit 0 (every
+/// completed job in one call). Each measured once, on Redis's slow log.
+async fn linear_calls(n: u64) {
+    let redis = RedisServer::start();
+    let c = redis.client().await;
+    let conn = redis.connect().await;
+    fill(&c, "q", n, n, DATA).await;
+    let q = Queue::new(&conn, "q").await.unwrap();
+    // fill writes the completed ids first, then the waiting ones, each
+    // pushed at the head: the oldest waiting job is at the tail.
+    let (oldest, newest) = ((n + 1).to_string(), (2 * n).to_string());
+    let row = |what: &str, step: Step| {
+        println!(
+            "| {what} | {n} | {:.1} | {} {:.1} ms |",
+            step.max_ms,
+            step.slow_cmd,
+            step.slow_us as f64 / 1e3
+        );
+    };
+    let step = timed(&c, 1, || async {
+        q.remove(&oldest, false).await.unwrap();
+    })
+    .await;
+    row(
+        "`remove` of the oldest waiting job (removeJob: LREM wait)",
+        step,
+    );
+    let step = timed(&c, 1, || async {
+        q.change_priority(&newest, 5, false).await.unwrap();
+    })
+    .await;
+    row(
+        "`change_priority` of the newest waiting job (LREM -1 wait)",
+        step,
+    );
+    let step = timed(&c, 1, || async {
+        q.clean(Duration::ZERO, 0, JobState::Completed)
+            .await
+            .unwrap();
+    })
+    .await;
+    row("`clean` of completed with limit 0 (cleanJobsInSet)", step);
 }
 
 async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {

@@ -5,8 +5,9 @@
 //! A scenario is an async function returning one [`Row`] of the results
 //! table; [`catalogue`] lists them in catalogue order, [`run_all`] runs a
 //! selection a few at a time and [`table`] prints the Markdown table. The
-//! `chaos` binary runs them all (`just chaos`), `tests/suite/chaos_fast.rs` the
-//! ones that take seconds, `soak` mixes the faults under a running workload.
+//! `chaos` binary runs them all (`just chaos`), `tests/suite/chaos_fast.rs`
+//! those of the `Fast` and `Ci` tiers ([`Tier`]), `soak` mixes the faults
+//! under a running workload.
 
 pub mod accounting;
 pub mod cluster_faults;
@@ -135,20 +136,35 @@ type RowFuture = Pin<Box<dyn Future<Output = Row> + Send>>;
 pub struct Scenario {
     /// Catalogue id.
     pub id: &'static str,
-    /// Takes seconds: part of `tests/suite/chaos_fast.rs`.
-    pub fast: bool,
+    /// Where it runs besides `just chaos`.
+    pub tier: Tier,
     /// Runs it.
     pub run: Arc<dyn Fn(Ctx) -> RowFuture + Send + Sync>,
 }
 
-fn sc<F, Fut>(id: &'static str, fast: bool, f: F) -> Scenario
+/// Which test of the suite runs a scenario (every one runs in `just chaos`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// Takes seconds: `chaos_fast::the_fast_scenarios_pass`, in every `just test`.
+    Fast,
+    /// Takes up to a minute and asserts counts rather than timings (no "no
+    /// stall within x s" on a loaded machine): `chaos_fast::the_ci_scenarios_pass`,
+    /// in every `just test` too, alone (.config/nextest.toml).
+    Ci,
+    /// Needs what the suite does not start (a cluster, network namespaces
+    /// as root, netem), or holds a timing only a quiet machine keeps:
+    /// `just chaos` only.
+    Manual,
+}
+
+fn sc<F, Fut>(id: &'static str, tier: Tier, f: F) -> Scenario
 where
     F: Fn(Ctx) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Row> + Send + 'static,
 {
     Scenario {
         id,
-        fast,
+        tier,
         run: Arc::new(move |ctx| Box::pin(f(ctx))),
     }
 }
@@ -162,54 +178,54 @@ pub fn catalogue() -> Vec<Scenario> {
     use scale_faults as s;
     use worker_faults as w;
     vec![
-        sc("F01", false, w::f01),
-        sc("F02", false, w::f02),
-        sc("F03", false, w::f03),
-        sc("F04", false, w::f04),
-        sc("F05", false, w::f05),
-        sc("F06", false, w::f06),
-        sc("F07", false, w::f07),
-        sc("F08", true, w::f08),
-        sc("F09", false, w::f09),
-        sc("F10", false, w::f10),
-        sc("F11", true, l::f11),
-        sc("F12", false, l::f12),
-        sc("F13", true, l::f13),
-        sc("F14", false, l::f14),
-        sc("F15", false, l::f15),
-        sc("F16", false, r::f16),
-        sc("F17", false, r::f17),
-        sc("F18", false, r::f18),
-        sc("F19", false, r::f19),
-        sc("F20", false, r::f20),
-        sc("F21", false, r::f21),
-        sc("F22", false, r::f22),
-        sc("F23", false, r::f23),
-        sc("F24", false, r::f24),
-        sc("F25", false, r::f25),
-        sc("F26", true, r::f26),
-        sc("F27", false, s::f27),
-        sc("F28", false, s::f28),
-        sc("F29", false, s::f29),
-        sc("F30", false, s::f30),
-        sc("F31", false, i::f31),
-        sc("F32", false, i::f32),
-        sc("F33", true, i::f33),
-        sc("F34", true, i::f34),
-        sc("F35", true, i::f35),
-        sc("F36", false, i::f36),
-        sc("F37", true, n::f37),
-        sc("F38", false, cluster_faults::f38),
-        sc("F39", false, cluster_faults::f39),
-        sc("F40", false, n::f40),
-        sc("F40b", false, n::f40b),
-        sc("F41", false, partition_faults::f41),
-        sc("F42", false, partition_faults::f42),
-        sc("F43", false, partition_faults::f43),
-        sc("F44", false, partition_faults::f44),
-        sc("F45", false, partition_faults::f45),
-        sc("F46", false, partition_faults::f46),
-        sc("F47", false, partition_faults::f47),
+        sc("F01", Tier::Manual, w::f01),
+        sc("F02", Tier::Ci, w::f02),
+        sc("F03", Tier::Ci, w::f03),
+        sc("F04", Tier::Ci, w::f04),
+        sc("F05", Tier::Manual, w::f05),
+        sc("F06", Tier::Manual, w::f06),
+        sc("F07", Tier::Manual, w::f07),
+        sc("F08", Tier::Fast, w::f08),
+        sc("F09", Tier::Ci, w::f09),
+        sc("F10", Tier::Ci, w::f10),
+        sc("F11", Tier::Fast, l::f11),
+        sc("F12", Tier::Ci, l::f12),
+        sc("F13", Tier::Fast, l::f13),
+        sc("F14", Tier::Manual, l::f14),
+        sc("F15", Tier::Manual, l::f15),
+        sc("F16", Tier::Ci, r::f16),
+        sc("F17", Tier::Manual, r::f17),
+        sc("F18", Tier::Ci, r::f18),
+        sc("F19", Tier::Ci, r::f19),
+        sc("F20", Tier::Ci, r::f20),
+        sc("F21", Tier::Ci, r::f21),
+        sc("F22", Tier::Manual, r::f22),
+        sc("F23", Tier::Ci, r::f23),
+        sc("F24", Tier::Ci, r::f24),
+        sc("F25", Tier::Ci, r::f25),
+        sc("F26", Tier::Fast, r::f26),
+        sc("F27", Tier::Manual, s::f27),
+        sc("F28", Tier::Ci, s::f28),
+        sc("F29", Tier::Manual, s::f29),
+        sc("F30", Tier::Manual, s::f30),
+        sc("F31", Tier::Ci, i::f31),
+        sc("F32", Tier::Ci, i::f32),
+        sc("F33", Tier::Fast, i::f33),
+        sc("F34", Tier::Fast, i::f34),
+        sc("F35", Tier::Fast, i::f35),
+        sc("F36", Tier::Manual, i::f36),
+        sc("F37", Tier::Fast, n::f37),
+        sc("F38", Tier::Manual, cluster_faults::f38),
+        sc("F39", Tier::Manual, cluster_faults::f39),
+        sc("F40", Tier::Ci, n::f40),
+        sc("F40b", Tier::Ci, n::f40b),
+        sc("F41", Tier::Manual, partition_faults::f41),
+        sc("F42", Tier::Manual, partition_faults::f42),
+        sc("F43", Tier::Manual, partition_faults::f43),
+        sc("F44", Tier::Manual, partition_faults::f44),
+        sc("F45", Tier::Manual, partition_faults::f45),
+        sc("F46", Tier::Manual, partition_faults::f46),
+        sc("F47", Tier::Manual, partition_faults::f47),
     ]
 }
 

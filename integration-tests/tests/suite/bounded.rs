@@ -9,15 +9,15 @@ use std::time::Duration;
 use echomq::audit::{Audit, AuditOptions};
 use echomq::queue::{ADD_BULK_CHUNK, DEFAULT_CHUNK};
 use echomq::{JobOptions, JobState, NewJob, Queue};
-use echomq_integration_tests::scale::{fill, range_of, Call, Monitor};
+use echomq_integration_tests::scale::{cost, fill, range_of, Call, Monitor};
 use echomq_integration_tests::{state, RedisServer};
 use fred::prelude::*;
 use serde_json::json;
 
-/// Checks every recorded call: at most `max_inner` commands inside it, no
-/// range over more than `max_range` elements, no whole-structure read of a
-/// state (`LRANGE k 0 -1`, `ZRANGEBYSCORE` without `LIMIT`, `KEYS`,
-/// `SMEMBERS`). Returns the number of script calls.
+/// Checks every recorded call: at most `max_inner` commands inside it, and
+/// every command — sent or run by a script — of a class the allowlist
+/// knows, within `max_range` elements (`scale::cost`). Returns the number of
+/// script calls.
 fn assert_bounded(what: &str, calls: &[Call], max_inner: usize, max_range: i64) -> usize {
     let mut scripts = 0;
     for call in calls {
@@ -32,30 +32,12 @@ fn assert_bounded(what: &str, calls: &[Call], max_inner: usize, max_range: i64) 
         }
         let own = std::iter::once((call.command.clone(), call.args.clone()));
         for (command, args) in own.chain(call.inner.iter().cloned()) {
-            check_command(what, &command, &args, max_range);
+            if let Err(why) = cost(&command, &args, max_range) {
+                panic!("{what}: {command} {:?}: {why}", &args[..6.min(args.len())]);
+            }
         }
     }
     scripts
-}
-
-fn check_command(what: &str, command: &str, args: &[String], max_range: i64) {
-    assert!(
-        !matches!(command, "KEYS" | "SMEMBERS"),
-        "{what}: {command} {args:?} reads a whole keyspace or set"
-    );
-    if matches!(command, "LRANGE" | "ZRANGE" | "ZREVRANGE") {
-        let n = range_of(command, args);
-        assert!(
-            n.is_some_and(|n| n <= max_range),
-            "{what}: {command} {args:?} (bound {max_range})"
-        );
-    }
-    if command == "ZRANGEBYSCORE" {
-        assert!(
-            args.iter().any(|a| a.eq_ignore_ascii_case("LIMIT")),
-            "{what}: {command} {args:?} without LIMIT"
-        );
-    }
 }
 
 async fn big(waiting: u64, completed: u64) -> (RedisServer, echomq::Connection, Client, Queue) {
@@ -241,7 +223,9 @@ async fn add_bulk_goes_in_pipelined_chunks() {
         })
         .collect();
     let m = Monitor::start(redis.port(), &c).await;
+    let reads_before = reads_processed(&c).await;
     let ids = q.add_bulk(jobs).await.unwrap();
+    let reads = reads_processed(&c).await - reads_before;
     assert_eq!(ids.len(), 3 * ADD_BULK_CHUNK + 10);
     let calls = m.take(&c).await;
     assert_bounded("add_bulk", &calls, 40, 10);
@@ -249,6 +233,114 @@ async fn add_bulk_goes_in_pipelined_chunks() {
         calls.iter().filter(|c| c.command == "EVALSHA").count(),
         ids.len()
     );
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c.command.as_str(), "MULTI" | "EXEC")),
+        "add_bulk wrapped its calls in a transaction"
+    );
+    // One job per round trip would be a read per call; pipelined chunks
+    // arrive in a few socket reads each (16 KB a read, a chunk ~250 KB).
+    assert!(
+        reads * 10 < ids.len() as u64,
+        "{reads} socket reads for {} calls: not pipelined",
+        ids.len()
+    );
+}
+
+/// The server's socket reads so far (`INFO stats`), the monitor's included.
+async fn reads_processed(c: &Client) -> u64 {
+    let stats: String = state::cmd(c, "INFO", vec!["stats".into()]).await;
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("total_reads_processed:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO stats has total_reads_processed")
+}
+
+/// A search over 30 000 jobs that matches none reads a page per call, and a
+/// caller asking a page of a million ids gets `SEARCH_PAGE_MAX`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_read_a_page_per_call() {
+    use echomq::queue::{JobFilter, SEARCH_PAGE_MAX};
+    use echomq::RangeOrder;
+    let (redis, _conn, c, q) = big(30_000, 0).await;
+    let filter = JobFilter {
+        name: None,
+        data_contains: Some("no job has this".into()),
+    };
+    let m = Monitor::start(redis.port(), &c).await;
+    let found = q
+        .find_jobs(JobState::Waiting, &filter, 0, 10, RangeOrder::Ascending)
+        .await
+        .unwrap();
+    assert!(found.is_empty());
+    let calls = m.take(&c).await;
+    let scripts = assert_bounded("find_jobs", &calls, 2 * 500 + 10, 500);
+    // A full last page cannot tell it was the last: one more call finds the end.
+    assert_eq!(scripts, 30_000 / 500 + 1, "one call per page of 500 ids");
+
+    let (next, _) = q
+        .search_jobs_page(
+            JobState::Waiting,
+            &JobFilter::default(),
+            0,
+            1_000_000,
+            RangeOrder::Ascending,
+        )
+        .await
+        .unwrap();
+    assert_eq!(next, Some(SEARCH_PAGE_MAX));
+    let calls = m.take(&c).await;
+    let max = SEARCH_PAGE_MAX as usize;
+    assert_eq!(
+        assert_bounded("search page", &calls, 2 * max + 10, max as i64),
+        1
+    );
+}
+
+/// The allowlist itself: what it refuses and what it lets through.
+#[test]
+fn the_cost_allowlist_refuses_what_grows_with_the_queue() {
+    let a = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<String>>();
+    for (command, args) in [
+        ("KEYS", "emq:q:*"),
+        ("SMEMBERS", "emq:q:stalled"),
+        ("HKEYS", "emq:q:1"),
+        ("LRANGE", "emq:q:wait 0 -1"),
+        ("ZRANGE", "emq:q:completed 0 5000"),
+        ("ZRANGEBYSCORE", "emq:q:delayed -inf +inf"),
+        ("ZREMRANGEBYSCORE", "emq:q:completed -inf 100"),
+        ("LREM", "emq:q:wait 1 42"),
+        ("LPOS", "emq:q:wait 42"),
+        ("HGETALL", "emq:q:P:processed"),
+        ("SCAN", "0 MATCH emq:q:*"),
+        ("XRANGE", "emq:q:events - +"),
+        ("LTRIM", "emq:q:wait 0 5"),
+        ("LINDEX", "emq:q:wait 5000"),
+        ("ZUNIONSTORE", "emq:q:x 2 emq:q:a emq:q:b"),
+    ] {
+        assert!(
+            cost(command, &a(args), 1000).is_err(),
+            "{command} {args} passed"
+        );
+    }
+    for (command, args) in [
+        ("LREM", "emq:q:active -1 42"),
+        ("HGETALL", "emq:q:42"),
+        ("HGETALL", "emq:q:meta"),
+        ("LPOS", "emq:q:wait 42 MAXLEN 1000"),
+        ("ZRANGEBYSCORE", "emq:q:delayed 0 100 LIMIT 0 1000"),
+        ("SCAN", "0 MATCH emq:q:* COUNT 1000"),
+        ("LTRIM", "emq:q:wait 0 -1001"),
+        ("LINDEX", "emq:q:wait -1"),
+        ("HGET", "emq:q:42 data"),
+    ] {
+        assert!(
+            cost(command, &a(args), 1000).is_ok(),
+            "{command} {args} refused"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,7 +398,8 @@ async fn a_parent_with_10000_children_is_read_in_pages() {
     assert_eq!(deep.counts.unprocessed, 6000);
     let calls = m.take(&c).await;
     // paginate scans at most ten SSCAN rounds of COUNT 100 per call.
-    assert_bounded("children", &calls, 30, 100);
+    // SSCAN COUNT 100 rounds, and HSCAN COUNT 1000 steps of `processed`.
+    assert_bounded("children", &calls, 30, 1000);
     for call in &calls {
         if call.command == "HSCAN" {
             assert!(call.args.iter().any(|a| a == "COUNT"));

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use echomq_integration_tests::chaos::{self, Ctx};
+use echomq_integration_tests::chaos::{self, Ctx, Tier};
 use echomq_integration_tests::fault_proxy::{FaultMode, FaultProxy};
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
@@ -16,19 +16,34 @@ fn ctx() -> Ctx {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_fast_scenarios_pass() {
-    let fast: Vec<_> = chaos::catalogue().into_iter().filter(|s| s.fast).collect();
-    let ids: Vec<&str> = fast.iter().map(|s| s.id).collect();
-    let rows = chaos::run_all(&ctx(), fast, 2).await;
+/// Runs the catalogue's scenarios of `tier`, two at a time; every one must
+/// pass, and at least `min_ran` must have run (not skipped).
+async fn tier_passes(tier: Tier, min_ran: usize) {
+    let scenarios: Vec<_> = chaos::catalogue()
+        .into_iter()
+        .filter(|s| s.tier == tier)
+        .collect();
+    let ids: Vec<&str> = scenarios.iter().map(|s| s.id).collect();
+    let rows = chaos::run_all(&ctx(), scenarios, 2).await;
     let table = chaos::table(&rows);
+    eprintln!("{table}");
     assert_eq!(rows.len(), ids.len());
     assert!(rows.iter().all(|r| r.ok()), "{table}");
     let ran = rows
         .iter()
         .filter(|r| !matches!(r.verdict, chaos::Verdict::NotRun(_)))
         .count();
-    assert!(ran >= 6, "{table}");
+    assert!(ran >= min_ran, "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_fast_scenarios_pass() {
+    tier_passes(Tier::Fast, 6).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_ci_scenarios_pass() {
+    tier_passes(Tier::Ci, 16).await;
 }
 
 /// A plain client through the proxy, with a short command timeout.

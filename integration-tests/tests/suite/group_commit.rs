@@ -27,15 +27,32 @@ struct Running {
 }
 
 async fn start(queue: &Queue, options: WorkerOptions) -> Running {
-    let processor = processor_fn(|job: JobContext| async move {
+    start_with(queue, options, plain()).await
+}
+
+fn plain() -> std::sync::Arc<dyn echomq::worker::Processor> {
+    processor_fn(|job: JobContext| async move {
         // A yield lets the other slots finish around the same time, as real
         // work of equal length would.
         tokio::task::yield_now().await;
         if job.data()["fail"] == json!(true) {
             return Err(ProcessError::unrecoverable("told to fail"));
         }
+        // Retried: fails its first attempt (and, when "always", every one).
+        if job.data()["flaky"] == json!(true) && job.attempt() == 1
+            || job.data()["always"] == json!(true)
+        {
+            return Err(ProcessError::failed(format!("attempt {}", job.attempt())));
+        }
         Ok::<_, ProcessError>(json!({ "i": job.data()["i"] }))
-    });
+    })
+}
+
+async fn start_with(
+    queue: &Queue,
+    options: WorkerOptions,
+    processor: std::sync::Arc<dyn echomq::worker::Processor>,
+) -> Running {
     let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let (tx, rx) = tokio::sync::mpsc::channel(100_000);
     let mut args = WorkerArgs::new(queue.clone(), processor);
@@ -199,6 +216,224 @@ async fn a_lone_job_at_concurrency_1_always_goes_alone() {
     stop(w).await;
     assert_eq!(calls_of(&c, ScriptId::MoveJobsToFinished).await, 0);
     assert_eq!(calls_of(&c, ScriptId::MoveToFinished).await, N);
+}
+
+/// One workload of every finish the worker groups — completions, final and
+/// unrecoverable failures, retries, removal on completion and on failure,
+/// priorities, LIFO — run once with the worker's own grouping and once with
+/// group commit off: the two keyspaces are the same, clock values masked and
+/// the events stream compared as a multiset (the finishing order is timing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouping_leaves_the_keyspace_of_group_commit_off() {
+    use echomq::KeepJobs;
+    use echomq_integration_tests::keyspace::{assert_same, snapshot, Mask};
+    const N: usize = 400;
+    let mut keyspaces = Vec::new();
+    for in_flight in [WorkerOptions::default().group_commit, 0] {
+        let (redis, _conn, q) = RedisServer::with_queue("gceq").await;
+        let c = redis.client().await;
+        let jobs: Vec<NewJob> = (0..N)
+            .map(|i| {
+                let mut options = JobOptions::new().attempts(2);
+                if i % 5 == 0 {
+                    options = options.remove_on_complete(KeepJobs::Remove(true));
+                }
+                if i % 13 == 0 {
+                    options = options.remove_on_fail(KeepJobs::Remove(true));
+                }
+                if i % 6 == 0 {
+                    options = options.priority(1 + (i % 4) as i64);
+                } else if i % 9 == 0 {
+                    options = options.lifo(true);
+                }
+                NewJob {
+                    name: format!("n{}", i % 3),
+                    data: json!({
+                        "i": i,
+                        "fail": i % 7 == 0,
+                        "flaky": i % 4 == 1,
+                        "always": i % 11 == 2,
+                    }),
+                    options,
+                }
+            })
+            .collect();
+        for chunk in jobs.chunks(100) {
+            q.add_bulk(chunk.to_vec()).await.unwrap();
+        }
+        log_every_command(&c).await;
+        let mut w = start(
+            &q,
+            WorkerOptions::default()
+                .concurrency(16)
+                .group_commit(in_flight)
+                .drain_delay(Duration::from_millis(500)),
+        )
+        .await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let mut finished = HashSet::new();
+        while finished.len() < N {
+            let event = tokio::time::timeout_at(deadline, w.events.recv())
+                .await
+                .expect("every job finishes within 60 s")
+                .expect("the worker's events");
+            match event {
+                WorkerEvent::Completed { job_id }
+                | WorkerEvent::Failed {
+                    job_id,
+                    retrying: false,
+                    ..
+                } => assert!(finished.insert(job_id), "finished twice"),
+                WorkerEvent::LockLost { job_id } | WorkerEvent::FinishRejected { job_id } => {
+                    panic!("job {job_id} lost its finish")
+                }
+                _ => {}
+            }
+        }
+        stop(w).await;
+        let grouped = calls_of(&c, ScriptId::MoveJobsToFinished).await;
+        if in_flight == 0 {
+            assert_eq!(grouped, 0, "group commit off grouped");
+        } else {
+            assert!(grouped > 0, "the burst was never grouped");
+        }
+        let mut keyspace = snapshot(
+            &c,
+            "gceq",
+            Mask {
+                worked: true,
+                ..Mask::default()
+            },
+        )
+        .await;
+        let events = keyspace
+            .get_mut("events")
+            .and_then(|e| e[1].as_array_mut())
+            .expect("the events stream");
+        events.sort_by_key(|e| e.to_string());
+        // The two runs added their jobs at different times.
+        for value in keyspace.values_mut() {
+            if let Some(added) = value[1].get_mut("timestamp") {
+                *added = json!("<masked>");
+            }
+        }
+        keyspaces.push(keyspace);
+    }
+    assert_same(
+        "grouped (left) vs group commit off (right)",
+        &keyspaces[1],
+        &keyspaces[0],
+    );
+}
+
+/// A group call Redis fails part-way — a later entry's job key holds foreign
+/// data (a string), so the script stops with WRONGTYPE after the entries
+/// before it were written — goes again entry by entry; the entries the
+/// failed call had applied are reported completed, not as lost locks. A job
+/// an applied entry's fetch-next took in the failed call is unknown to the
+/// worker, as after a lost reply: the stalled checker brings it back (short
+/// locks here, so that takes seconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_failed_part_way_reports_what_it_applied() {
+    const N: usize = 400;
+    let (redis, _conn, q) = RedisServer::with_queue("gcfx").await;
+    let c = redis.client().await;
+    let foreign = |i: usize| i % 40 == 3;
+    let jobs: Vec<NewJob> = (0..N)
+        .map(|i| NewJob {
+            name: "n".into(),
+            data: json!({ "i": i, "foreign": foreign(i) }),
+            options: JobOptions::new(),
+        })
+        .collect();
+    q.add_bulk(jobs).await.unwrap();
+    let writer = c.clone();
+    let processor = processor_fn(move |job: JobContext| {
+        let writer = writer.clone();
+        async move {
+            tokio::task::yield_now().await;
+            if job.data()["foreign"] == json!(true) {
+                // Another program overwrote the job's key.
+                let key = format!("emq:gcfx:{}", job.id());
+                let _: () = writer.del(&key).await.unwrap();
+                let _: () = writer
+                    .set(&key, "foreign", None, None, false)
+                    .await
+                    .unwrap();
+            }
+            Ok::<_, ProcessError>(json!({ "i": job.data()["i"] }))
+        }
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::channel(100_000);
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    args.options = WorkerOptions::default()
+        .concurrency(16)
+        .lock_duration(Duration::from_secs(5))
+        .stalled_interval(Duration::from_secs(2))
+        .max_stalled_count(1000)
+        .drain_delay(Duration::from_millis(500));
+    args.events = Some(tx);
+    let host = echomq::Host::start().await.unwrap();
+    host.add_worker(args).await.unwrap();
+    let good = (0..N).filter(|i| !foreign(*i)).count();
+    let (mut completed, mut misreported) = (HashSet::new(), Vec::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while completed.len() + misreported.len() < good {
+        let Ok(event) = tokio::time::timeout_at(deadline, rx.recv()).await else {
+            panic!(
+                "{} of {good} good jobs reported within 120 s ({} as lost)",
+                completed.len(),
+                misreported.len()
+            );
+        };
+        match event.expect("the worker's events") {
+            WorkerEvent::Completed { job_id } => assert!(completed.insert(job_id), "twice"),
+            WorkerEvent::LockLost { job_id } | WorkerEvent::FinishRejected { job_id } => {
+                misreported.push(job_id)
+            }
+            _ => {}
+        }
+    }
+    let left = deadline - tokio::time::Instant::now();
+    echomq_integration_tests::wait_until("every good job completed", left, async || {
+        let in_set: i64 = c.zcard("emq:gcfx:completed").await.unwrap();
+        in_set as usize == good
+    })
+    .await;
+    let _ = host.close(Duration::from_millis(200)).await;
+    // Each foreign finish fails once alone; one that was in a group fails
+    // the group first: more failures than foreign jobs is the fault made.
+    let stats: String = cmd(&c, "INFO", vec!["errorstats".into()]).await;
+    let wrongtype: usize = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("errorstat_WRONGTYPE:count="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        wrongtype > N - good,
+        "no group call failed ({wrongtype} WRONGTYPE for {} foreign jobs)",
+        N - good
+    );
+    // Reported lost though completed: a completed job is in the set.
+    let mut wrongly = Vec::new();
+    for id in &misreported {
+        let score: Option<f64> = c.zscore("emq:gcfx:completed", id).await.unwrap();
+        if score.is_some() {
+            wrongly.push(id.clone());
+        }
+    }
+    assert_eq!(
+        wrongly,
+        Vec::<String>::new(),
+        "completed jobs reported lost"
+    );
+    let in_set: i64 = c.zcard("emq:gcfx:completed").await.unwrap();
+    assert_eq!(in_set as usize, good);
+    eprintln!(
+        "{wrongtype} WRONGTYPE for {} foreign jobs; {} reports of lost locks, all true",
+        N - good,
+        misreported.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

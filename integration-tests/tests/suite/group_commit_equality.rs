@@ -24,7 +24,8 @@
 //! alone (`stream-node-max-bytes 0`): with a byte bound, where a node ends
 //! would depend on the bytes of the clock's ids.
 //!
-//! `ECHOMQ_GROUP_COMMIT_CASES` sets the number of scenarios (default 16).
+//! `ECHOMQ_GROUP_COMMIT_CASES` sets the number of scenarios (default 256;
+//! `just prove` runs 10,000, its last run recorded in docs/decisions.md §16).
 
 use std::collections::BTreeMap;
 
@@ -55,7 +56,7 @@ fn cases() -> u32 {
     std::env::var("ECHOMQ_GROUP_COMMIT_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(16)
+        .unwrap_or(256)
 }
 
 // ------------------------------------------------------------- scenario

@@ -47,6 +47,11 @@ pub struct JobFilter {
 /// Ids read per call while [`Queue::find_jobs`] scans a state.
 const SCAN_PAGE: u64 = 500;
 
+/// The most ids one [`Queue::search_jobs_page`] call reads, whatever count it
+/// is asked: each id costs the script a read of its hash, so a call stays
+/// within a few ms at any queue size.
+pub const SEARCH_PAGE_MAX: u64 = 1000;
+
 impl JobState {
     /// BullMQ's name of the state, as `getJobState` answers it (`waiting`,
     /// `waiting-children`, `unknown`, …).
@@ -182,9 +187,10 @@ impl Queue {
         Ok(out)
     }
 
-    /// One bounded step of a search: reads `count` ids of `state` from
-    /// `cursor` (0-based, in the asked order) and answers the next cursor
-    /// (`None` once the state is exhausted) with the jobs `filter` keeps.
+    /// One bounded step of a search: reads `count` ids (at most
+    /// [`SEARCH_PAGE_MAX`]) of `state` from `cursor` (0-based, in the asked
+    /// order) and answers the next cursor (`None` once the state is
+    /// exhausted) with the jobs `filter` keeps.
     /// Unlike [`Queue::find_jobs`] the cost of one call is fixed by `count`,
     /// whatever the number of matches, so a caller can cap a request's work.
     pub async fn search_jobs_page(
@@ -200,7 +206,7 @@ impl Queue {
             keys: &self.keys,
             state: state.key_suffix(),
             cursor,
-            count,
+            count: count.clamp(1, SEARCH_PAGE_MAX),
             order,
             name: filter.name.as_deref(),
             text: filter.data_contains.as_deref(),

@@ -23,7 +23,7 @@ pub(crate) mod types;
 pub use self::add::ADD_BULK_CHUNK;
 pub use self::cancel::{CancelMode, CancelOutcome};
 pub use self::chunked::{Chunked, Progress, DEFAULT_CHUNK};
-pub use self::getters::{JobFilter, JobLogs, WorkerInfo};
+pub use self::getters::{JobFilter, JobLogs, WorkerInfo, SEARCH_PAGE_MAX};
 pub use self::handle::Queue;
 pub use self::handles::{Dedup, Flows, Groups, Limits, Telemetry};
 pub use self::limits::RateLimit;

@@ -275,3 +275,305 @@ fn copy_connection_error(e: &Error) -> Error {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The finisher against a real server: finishes queued behind a call in
+    //! flight leave in groups cut by count and by bytes, each owner gets its
+    //! own verdict, a group Redis refuses goes again entry by entry, and an
+    //! owner dropped with the lead in hand passes it on.
+
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use echomq_protocol::call::lifecycle::{EpochMs, FinishTarget, Refusal};
+    use echomq_protocol::packing::{FinishOpts, MetricsSize};
+    use echomq_protocol::{QueueKeys, ScriptErrorCode, ScriptId};
+    use fred::prelude::*;
+
+    use super::*;
+    use crate::test_redis::TestRedis;
+
+    const TOKEN: &str = "the-token";
+
+    type Pending<'a> = Pin<Box<dyn Future<Output = Answer> + 'a>>;
+
+    /// Job `id` in `active` under TOKEN's lock, as moveToActive leaves it.
+    async fn held(conn: &Connection, keys: &QueueKeys, id: &str) {
+        let c = conn.pool().next();
+        let fields = [
+            ("name", "t"),
+            ("data", "{}"),
+            ("opts", "{}"),
+            ("processedOn", "1"),
+        ];
+        let _: () = c.hset(keys.job(id), fields.to_vec()).await.unwrap();
+        let _: () = c.lpush(keys.fixed().active.as_str(), id).await.unwrap();
+        let _: () = c
+            .set(keys.lock(id), TOKEN, None, None, false)
+            .await
+            .unwrap();
+    }
+
+    fn completion<'a>(keys: &'a QueueKeys, id: &'a str, value: &'a str) -> MoveToFinished<'a> {
+        MoveToFinished {
+            keys,
+            id,
+            now: EpochMs(1_700_000_000_000),
+            target: FinishTarget::Completed,
+            value,
+            fetch_next: false,
+            opts: FinishOpts {
+                token: TOKEN,
+                name: None,
+                keep_jobs: None,
+                limiter: None,
+                lock_duration: 30_000,
+                attempts: 0,
+                max_metrics_size: MetricsSize::Off,
+            },
+            fields: &[],
+        }
+    }
+
+    async fn command(c: &fred::clients::Client, name: &'static str, args: Vec<&str>) -> Value {
+        use fred::types::{ClusterHash, CustomCommand};
+        let args: Vec<Value> = args.into_iter().map(Value::from).collect();
+        c.custom(
+            CustomCommand::new_static(name, ClusterHash::Random, false),
+            args,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Every command from now on is kept in the slow log.
+    async fn log_every_command(c: &fred::clients::Client) {
+        for (key, value) in [
+            ("slowlog-max-len", "100000"),
+            ("slowlog-log-slower-than", "0"),
+        ] {
+            command(c, "CONFIG", vec!["SET", key, value]).await;
+        }
+        command(c, "SLOWLOG", vec!["RESET"]).await;
+    }
+
+    /// (single moveToFinished calls, moveJobsToFinished calls) in the slow log.
+    async fn calls(c: &fred::clients::Client) -> (usize, usize) {
+        let sha = |id: ScriptId| id.def().unwrap().sha1;
+        let (single, group) = (
+            sha(ScriptId::MoveToFinished),
+            sha(ScriptId::MoveJobsToFinished),
+        );
+        let Value::Array(log) = command(c, "SLOWLOG", vec!["GET", "100000"]).await else {
+            panic!("SLOWLOG GET answers an array")
+        };
+        let count = |want: &str| {
+            log.iter()
+                .filter(|entry| {
+                    let Value::Array(parts) = entry else {
+                        return false;
+                    };
+                    let Some(Value::Array(args)) = parts.get(3) else {
+                        return false;
+                    };
+                    let text = |v: &Value| v.as_str().map(|s| s.to_string()).unwrap_or_default();
+                    args.len() > 1
+                        && text(&args[0]).eq_ignore_ascii_case("evalsha")
+                        && text(&args[1]) == want
+                })
+                .count()
+        };
+        (count(single), count(group))
+    }
+
+    /// Polls each future once, in order: the first sends its call, the
+    /// others find it in flight and queue behind it.
+    async fn poll_once_each(pending: &mut [Pending<'_>]) {
+        std::future::poll_fn(|cx| {
+            for p in pending.iter_mut() {
+                assert!(p.as_mut().poll(cx).is_pending(), "answered before its call");
+            }
+            Poll::Ready(())
+        })
+        .await;
+    }
+
+    async fn all(pending: Vec<Pending<'_>>) -> Vec<Answer> {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            futures_util::future::join_all(pending),
+        )
+        .await
+        .expect("every finish answered")
+    }
+
+    fn done(a: &Answer) -> bool {
+        matches!(a, Ok(Verdict::Done(None)))
+    }
+
+    #[tokio::test]
+    async fn queued_finishes_leave_in_one_group_and_each_gets_its_own_verdict() {
+        let redis = TestRedis::start();
+        let conn = redis.connect().await;
+        let keys = QueueKeys::new("emq", "fin").unwrap();
+        for id in ["a", "c", "d"] {
+            held(&conn, &keys, id).await;
+        }
+        // c's lock is another worker's now.
+        let _: () = conn
+            .pool()
+            .next()
+            .set(keys.lock("c"), "another", None, None, false)
+            .await
+            .unwrap();
+        log_every_command(conn.pool().next()).await;
+        let finisher = Finisher::new(1);
+        let calls_of: Vec<MoveToFinished<'_>> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|id| completion(&keys, id, "1"))
+            .collect();
+        let mut pending: Vec<Pending<'_>> = calls_of
+            .iter()
+            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
+            .collect();
+        poll_once_each(&mut pending).await;
+        let answers = all(pending).await;
+        assert!(done(&answers[0]), "{:?}", answers[0]);
+        assert!(
+            matches!(answers[1], Ok(Verdict::Refused(Refusal::Missing))),
+            "{:?}",
+            answers[1]
+        );
+        assert!(
+            matches!(
+                answers[2],
+                Ok(Verdict::Refused(Refusal::LockLost(
+                    ScriptErrorCode::JobLockMismatch
+                )))
+            ),
+            "{:?}",
+            answers[2]
+        );
+        assert!(done(&answers[3]), "{:?}", answers[3]);
+        // a alone (nothing in flight), then b, c and d together.
+        assert_eq!(calls(conn.pool().next()).await, (1, 1));
+        assert_eq!(finisher.state().in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn groups_are_cut_at_the_group_size_and_at_the_byte_bound() {
+        let redis = TestRedis::start();
+        let conn = redis.connect().await;
+        let keys = QueueKeys::new("emq", "cut").unwrap();
+        let ids: Vec<String> = (0..21).map(|i| format!("j{i}")).collect();
+        for id in &ids {
+            held(&conn, &keys, id).await;
+        }
+        log_every_command(conn.pool().next()).await;
+        let finisher = Finisher::new(1);
+        // One in flight, 20 behind it: a group of GROUP_SIZE, then the rest.
+        let small: Vec<MoveToFinished<'_>> =
+            ids.iter().map(|id| completion(&keys, id, "1")).collect();
+        let mut pending: Vec<Pending<'_>> = small
+            .iter()
+            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
+            .collect();
+        poll_once_each(&mut pending).await;
+        assert!(all(pending).await.iter().all(done));
+        assert_eq!(calls(conn.pool().next()).await, (1, 2));
+
+        // Values of 400 KB: two fit under MAX_BYTES, three do not.
+        let big = format!("\"{}\"", "x".repeat(400 * 1024));
+        let ids: Vec<String> = (0..4).map(|i| format!("big{i}")).collect();
+        for id in &ids {
+            held(&conn, &keys, id).await;
+        }
+        log_every_command(conn.pool().next()).await;
+        let large: Vec<MoveToFinished<'_>> =
+            ids.iter().map(|id| completion(&keys, id, &big)).collect();
+        let mut pending: Vec<Pending<'_>> = large
+            .iter()
+            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
+            .collect();
+        poll_once_each(&mut pending).await;
+        assert!(all(pending).await.iter().all(done));
+        // big0 alone, big1 + big2 grouped, big3 alone: no call over the bound.
+        assert_eq!(calls(conn.pool().next()).await, (2, 1));
+        assert_eq!(finisher.state().in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn a_group_redis_refuses_goes_again_entry_by_entry() {
+        let redis = TestRedis::start();
+        let conn = redis.connect().await;
+        let keys = QueueKeys::new("emq", "err").unwrap();
+        for id in ["a", "c", "d"] {
+            held(&conn, &keys, id).await;
+        }
+        // Foreign data: b's job key is a string, so its first read raises
+        // WRONGTYPE and the whole group call fails before writing anything.
+        let c = conn.pool().next();
+        let _: () = c
+            .set(keys.job("b"), "foreign", None, None, false)
+            .await
+            .unwrap();
+        log_every_command(c).await;
+        let finisher = Finisher::new(1);
+        let calls_of: Vec<MoveToFinished<'_>> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|id| completion(&keys, id, "1"))
+            .collect();
+        let mut pending: Vec<Pending<'_>> = calls_of
+            .iter()
+            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
+            .collect();
+        poll_once_each(&mut pending).await;
+        let answers = all(pending).await;
+        assert!(done(&answers[0]));
+        let refused = answers[1].as_ref().expect_err("b's own call fails too");
+        assert!(refused.to_string().contains("WRONGTYPE"), "{refused}");
+        assert!(done(&answers[2]), "{:?}", answers[2]);
+        assert!(done(&answers[3]), "{:?}", answers[3]);
+        // a; the group (refused); then b, c and d each alone.
+        assert_eq!(calls(c).await, (4, 1));
+        assert_eq!(finisher.state().in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn an_owner_dropped_with_the_lead_passes_it_on() {
+        let redis = TestRedis::start();
+        let conn = redis.connect().await;
+        let keys = QueueKeys::new("emq", "drop").unwrap();
+        for id in ["a", "b", "c"] {
+            held(&conn, &keys, id).await;
+        }
+        let finisher = Finisher::new(1);
+        let calls_of: Vec<MoveToFinished<'_>> = ["a", "b", "c"]
+            .iter()
+            .map(|id| completion(&keys, id, "1"))
+            .collect();
+        let mut pending: Vec<Pending<'_>> = calls_of
+            .iter()
+            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
+            .collect();
+        poll_once_each(&mut pending).await;
+        let c_finish = pending.pop().unwrap();
+        let b_finish = pending.pop().unwrap();
+        let a_finish = pending.pop().unwrap();
+        // a returns and hands the lead (with c's finish) to b…
+        assert!(done(&a_finish.await));
+        // …whose task ends before it takes it: c must not wait forever.
+        drop(b_finish);
+        let answer = tokio::time::timeout(Duration::from_secs(10), c_finish)
+            .await
+            .expect("c's finish went after b's owner was dropped");
+        assert!(done(&answer), "{answer:?}");
+        assert_eq!(finisher.state().in_flight, 0);
+        // b was never sent: its job is still held.
+        let still: bool = conn.pool().next().exists(keys.lock("b")).await.unwrap();
+        assert!(still);
+    }
+}

@@ -351,8 +351,12 @@ impl ActiveJob {
             now,
             fetch_next,
         };
+        let mut grouped = false;
         let verdict = match (self.core.finisher(), finishing.finish_of(t)) {
-            (Some(finisher), Some(call)) => finisher.finish(self.core.conn(), &call).await?,
+            (Some(finisher), Some(call)) => {
+                grouped = true;
+                finisher.finish(self.core.conn(), &call).await?
+            }
             _ => {
                 let ran = finishing.run(self.core.conn(), t).await?;
                 if let (Transition::ToWait, Some(window)) = (t, ran.limited_for) {
@@ -370,8 +374,11 @@ impl ActiveJob {
         let lock_missing = Verdict::Refused(Refusal::LockLost(ScriptErrorCode::JobLockNotExist));
         // A resend refused because the lock or the whole job is gone: the
         // first send may have finished it (and retention removed the hash).
+        // So may a group call that Redis failed part-way (foreign data in a
+        // later entry: a script's writes stay), whose entries the finisher
+        // then sent again one by one.
         let gone = verdict == lock_missing || verdict == Verdict::Refused(Refusal::Missing);
-        if first_sent != 0 && gone && self.applied_before(t, now).await? {
+        if (first_sent != 0 || grouped) && gone && self.applied_before(t, now).await? {
             // The send whose reply was lost did it (and released the lock).
             return Ok(Verdict::Done(None));
         }
