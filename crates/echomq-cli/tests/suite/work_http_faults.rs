@@ -40,6 +40,11 @@ enum Reply {
     },
     /// Answers nothing and holds the connection until the client closes it.
     Hang,
+    /// Sends a 200's head and one protocol line (a log), then holds the
+    /// connection as `Hang` does: the answer never ends.
+    HangInBody,
+    /// Closes the connection without a word.
+    Drop,
 }
 
 fn json_reply(status: u16, body: Value) -> Reply {
@@ -142,7 +147,16 @@ async fn serve(
             let _ = stream.write_all(body.as_bytes()).await;
             let _ = stream.shutdown().await;
         }
-        Reply::Hang => {
+        Reply::Drop => {}
+        hang @ (Reply::Hang | Reply::HangInBody) => {
+            if let Reply::HangInBody = hang {
+                let line = "{\"type\":\"log\",\"line\":\"started\"}\n";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{line}\r\n",
+                    line.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+            }
             // Nothing more comes from the client: the read ends only when it
             // closes the connection (or resets it).
             let mut buf = [0u8; 1024];
@@ -250,24 +264,27 @@ async fn an_endpoint_answering_5xx_is_retried_per_attempts_then_fails_and_a_late
             content_type: "text/plain",
             body: "boom".into(),
         },
+        "drop" => Reply::Drop,
         _ => ok(job),
     })
     .await;
     let always = add(&q, "always-503", 3).await;
     let twice = add(&q, "500-twice", 3).await;
+    // The connection closed with no answer at all: retried as a 5xx is.
+    let dropped = add(&q, "drop", 2).await;
     let fine = add(&q, "ok", 1).await;
     let deadline = Instant::now() + LIMIT;
     let processor = format!("http:{}", endpoint.url);
     let mut work = Work::start(&url, "five", &processor, &["--concurrency", "1"]);
     wait_until("every job finished", left(deadline), async || {
         let c = q.counts().await.unwrap();
-        c.completed + c.failed == 3
+        c.completed + c.failed == 4
     })
     .await;
     work.sigterm();
     assert!(work.wait_exit(deadline).await.success(), "{}", work.log());
-    let counts = accounted(&redis, &q, 3).await;
-    assert_eq!((counts.completed, counts.failed), (2, 1), "{counts:?}");
+    let counts = accounted(&redis, &q, 4).await;
+    assert_eq!((counts.completed, counts.failed), (2, 2), "{counts:?}");
 
     let job = q.get_job(&always).await.unwrap().unwrap();
     assert_eq!(
@@ -284,10 +301,19 @@ async fn an_endpoint_answering_5xx_is_retried_per_attempts_then_fails_and_a_late
     let attempts: Vec<u64> = endpoint.of(&twice).iter().map(|s| s.attempt).collect();
     assert_eq!(attempts, [1, 2, 3]);
 
+    let job = q.get_job(&dropped).await.unwrap().unwrap();
+    let reason = job.failed_reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with(&format!("HTTP request to {} failed: ", endpoint.shown())),
+        "{job:?}"
+    );
+    assert_eq!(job.attempts_made, 2, "{job:?}");
+    assert_eq!(endpoint.of(&dropped).len(), 2);
+
     let job = q.get_job(&fine).await.unwrap().unwrap();
     assert_eq!(job.return_value, Some(json!({ "done": fine })));
     assert_eq!(endpoint.of(&fine).len(), 1);
-    assert_eq!(endpoint.seen().len(), 7, "no request beyond the attempts");
+    assert_eq!(endpoint.seen().len(), 9, "no request beyond the attempts");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,6 +417,7 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
     let endpoint = TestEndpoint::start(redis.client().await, |job| match mode(job) {
         "hang" => Reply::Hang,
         "hang-once" if job["attempt"] == 1 => Reply::Hang,
+        "hang-in-body" => Reply::HangInBody,
         _ => ok(job),
     })
     .await;
@@ -398,6 +425,9 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
     let stuck = add(&q, "hang", 1).await;
     // Hangs on its first attempt only: the retry completes.
     let once = add(&q, "hang-once", 2).await;
+    // Its answer starts (a 200, a log line) and never ends: the timeout
+    // bounds the body as well.
+    let streaming = add(&q, "hang-in-body", 1).await;
     let mut ok_ids = Vec::new();
     for _ in 0..3 {
         ok_ids.push(add(&q, "ok", 1).await);
@@ -416,15 +446,15 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
             &timeout_ms.to_string(),
         ],
     );
-    wait_until("4 completed and 1 failed", left(deadline), async || {
+    wait_until("4 completed and 2 failed", left(deadline), async || {
         let c = q.counts().await.unwrap();
-        (c.completed, c.failed) == (4, 1)
+        (c.completed, c.failed) == (4, 2)
     })
     .await;
     // The endpoint saw each hanging request's connection closed by the
     // worker (the close is recorded just after the job's end is written).
     wait_until(
-        "both hanging connections closed",
+        "the 3 hanging connections closed",
         left(deadline),
         async || {
             endpoint
@@ -432,14 +462,14 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
                 .iter()
                 .filter(|s| s.closed_ms.is_some())
                 .count()
-                == 2
+                == 3
         },
     )
     .await;
     work.sigterm();
     assert!(work.wait_exit(deadline).await.success(), "{}", work.log());
-    let counts = accounted(&redis, &q, 5).await;
-    assert_eq!((counts.completed, counts.failed), (4, 1), "{counts:?}");
+    let counts = accounted(&redis, &q, 6).await;
+    assert_eq!((counts.completed, counts.failed), (4, 2), "{counts:?}");
     let reason = format!(
         "HTTP request to {} timed out after {timeout_ms} ms",
         endpoint.shown()
@@ -447,6 +477,14 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
     let job = q.get_job(&stuck).await.unwrap().unwrap();
     assert_eq!(job.failed_reason.as_deref(), Some(reason.as_str()));
     assert_eq!(job.attempts_made, 1);
+    let job = q.get_job(&streaming).await.unwrap().unwrap();
+    assert_eq!(job.failed_reason.as_deref(), Some(reason.as_str()));
+    let logs = q
+        .get_job_logs(&streaming, 0, -1, echomq::RangeOrder::Ascending)
+        .await
+        .unwrap()
+        .logs;
+    assert_eq!(logs, ["started"], "the line before the hang was applied");
     let job = q.get_job(&once).await.unwrap().unwrap();
     assert_eq!(job.return_value, Some(json!({ "done": once })), "{job:?}");
     assert_eq!(job.attempts_made, 2, "{job:?}");
@@ -457,7 +495,7 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
     // Aborted at the timeout, not before it: each hanging request was held
     // at least `--http-timeout` on Redis's clock (less the few ms between
     // the request's arrival and the endpoint's reading of TIME).
-    for id in [&stuck, &once] {
+    for id in [&stuck, &once, &streaming] {
         let first = &endpoint.of(id)[0];
         let held = first.closed_ms.expect("the connection was closed") - first.at_ms;
         assert!(
@@ -465,7 +503,7 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
             "job {id}: aborted after {held} ms, before the {timeout_ms} ms timeout"
         );
     }
-    assert_eq!(endpoint.seen().len(), 6, "{:?}", endpoint.seen());
+    assert_eq!(endpoint.seen().len(), 7, "{:?}", endpoint.seen());
 }
 
 /// A self-signed certificate for 127.0.0.1 (no CA: it signs itself), made by
