@@ -49,7 +49,7 @@ impl Work {
         Self::start_with_env(url, queue, processor, extra, &[])
     }
 
-    fn start_with_env(
+    pub(crate) fn start_with_env(
         url: &str,
         queue: &str,
         processor: &str,
