@@ -316,7 +316,7 @@ async fn a_batch_short_of_min_size_goes_at_its_timeout_and_at_once_when_min_size
     let timeout = Duration::from_secs(8);
     let timeout_ms = timeout.as_millis() as u64;
     // Each batch: Redis's time when the processor got it, and its job ids.
-    let batches: Arc<Mutex<Vec<(u64, Vec<String>)>>> = Arc::new(Mutex::new(Vec::new()));
+    let batches = Arc::new(Mutex::new(Vec::<(u64, Vec<String>)>::new()));
     let (seen, clock) = (batches.clone(), c.clone());
     let processor = batch_processor_fn(move |batch: Vec<JobContext>| {
         let (seen, clock) = (seen.clone(), clock.clone());
@@ -351,7 +351,11 @@ async fn a_batch_short_of_min_size_goes_at_its_timeout_and_at_once_when_min_size
     })
     .await;
     let (at, ids) = batches.lock().unwrap()[0].clone();
-    assert_eq!(ids, [alone.clone()], "a batch of one, short of min_size");
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&alone),
+        "a batch of one, short of min_size"
+    );
     assert!(
         at >= before + timeout_ms,
         "the batch went {} ms after the job was added, before its {timeout_ms} ms timeout",
