@@ -507,10 +507,10 @@ async fn a_request_hanging_past_the_http_timeout_is_aborted_and_its_slot_freed()
     assert_eq!(endpoint.seen().len(), 7, "{:?}", endpoint.seen());
 }
 
-/// A self-signed certificate for 127.0.0.1 named `name` (no CA: it signs
-/// itself; the name tells it apart from another as an issuer), made by
+/// A self-signed certificate named `name` (no CA: it signs itself; the name
+/// tells it apart from another as an issuer) for the address `ip`, made by
 /// the `openssl` command as the harness's TLS certificates are.
-fn self_signed(dir: &std::path::Path, name: &str) -> (String, String) {
+fn self_signed(dir: &std::path::Path, name: &str, ip: &str) -> (String, String) {
     let run = |args: &[&str]| {
         let out = Command::new("openssl")
             .current_dir(dir)
@@ -521,7 +521,7 @@ fn self_signed(dir: &std::path::Path, name: &str) -> (String, String) {
     };
     std::fs::write(
         dir.join("ext"),
-        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        format!("subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"),
     )
     .unwrap();
     run(&[
@@ -544,31 +544,51 @@ fn self_signed(dir: &std::path::Path, name: &str) -> (String, String) {
     (path("self.pem"), path("self.key"))
 }
 
+/// `https://` endpoints with a certificate the worker must not accept: a
+/// self-signed one it was not given, and one it was given (as its CA file)
+/// that names another address. Both are refused on every attempt; the
+/// self-signed one given as the CA file completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_self_signed_https_endpoint_is_refused_unless_its_certificate_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = self_signed(dir.path(), "echomq test endpoint");
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (cert, key) = self_signed(dirs[0].path(), "echomq test endpoint", "127.0.0.1");
     // The worker's "system roots", the same on every machine: another
     // self-signed certificate (`SSL_CERT_FILE`), which signed nothing here.
-    let other = tempfile::tempdir().unwrap();
-    let (system_roots, _) = self_signed(other.path(), "echomq test unrelated");
+    let (system_roots, _) = self_signed(dirs[1].path(), "echomq test unrelated", "127.0.0.1");
+    let (misnamed, misnamed_key) = self_signed(dirs[2].path(), "echomq test other", "127.0.0.2");
     let endpoint = Endpoint::start(&["--tls", &cert, &key]);
-    let processor = format!("http:https://{}/jobs", endpoint.addr);
+    let elsewhere = Endpoint::start(&["--tls", &misnamed, &misnamed_key]);
     let redis = RedisServer::start();
     let url = redis.url();
     let conn = redis.connect().await;
     let deadline = Instant::now() + LIMIT;
     // No way to turn verification off exists; without a CA file the system's
     // roots are the only trust, and they do not know this certificate.
-    for (queue, extra) in [
-        ("untrusted", vec![]),
-        ("trusted", vec!["--http-ca-file", cert.as_str()]),
+    for (queue, at, ca, refusal) in [
+        (
+            "untrusted",
+            &endpoint,
+            None,
+            Some("invalid peer certificate: UnknownIssuer"),
+        ),
+        (
+            "misnamed",
+            &elsewhere,
+            Some(&misnamed),
+            Some("invalid peer certificate: "),
+        ),
+        ("trusted", &endpoint, Some(&cert), None),
     ] {
         let q = Queue::new(&conn, queue).await.unwrap();
         let id = q
             .add("j", &json!({ "i": 7 }), JobOptions::new().attempts(2))
             .await
             .unwrap();
+        let processor = format!("http:https://{}/jobs", at.addr);
+        let mut extra = Vec::new();
+        if let Some(ca) = ca {
+            extra = vec!["--http-ca-file", ca.as_str()];
+        }
         let env = [("SSL_CERT_FILE", system_roots.as_str())];
         let mut work = Work::start_with_env(&url, queue, &processor, &extra, &env);
         wait_until("the job finished", left(deadline), async || {
@@ -580,24 +600,36 @@ async fn a_self_signed_https_endpoint_is_refused_unless_its_certificate_is_given
         assert!(work.wait_exit(deadline).await.success(), "{}", work.log());
         accounted(&redis, &q, 1).await;
         let job = q.get_job(&id).await.unwrap().unwrap();
-        if queue == "trusted" {
+        let Some(refusal) = refusal else {
             assert_eq!(
                 job.return_value,
                 Some(json!({ "handled": "j", "echo": { "i": 7 } })),
                 "{}",
                 work.log()
             );
-        } else {
-            let reason = job.failed_reason.clone().unwrap_or_default();
+            continue;
+        };
+        let reason = job.failed_reason.clone().unwrap_or_default();
+        assert!(
+            reason.starts_with(&format!(
+                "HTTP request to https://{}/jobs failed: ",
+                at.addr
+            )) && reason.contains(refusal),
+            "{queue}: {job:?}"
+        );
+        assert!(
+            job.return_value.is_none(),
+            "{queue}: never accepted: {job:?}"
+        );
+        assert_eq!(
+            job.attempts_made, 2,
+            "{queue}: retried, refused again: {job:?}"
+        );
+        if queue == "misnamed" {
             assert!(
-                reason.starts_with(&format!(
-                    "HTTP request to https://{}/jobs failed: ",
-                    endpoint.addr
-                )) && reason.contains("invalid peer certificate: UnknownIssuer"),
-                "{job:?}"
+                reason.contains("127.0.0.1") && reason.contains("127.0.0.2"),
+                "{reason}"
             );
-            assert!(job.return_value.is_none(), "never accepted: {job:?}");
-            assert_eq!(job.attempts_made, 2, "retried, refused again: {job:?}");
         }
     }
 }
