@@ -13,7 +13,8 @@ use echomq::{
     JobContext, JobOptions, NewJob, ProcessError, WorkerArgs, WorkerEvent, WorkerSetSpec,
 };
 use echomq_integration_tests::keyspace::{self, Mask};
-use echomq_integration_tests::{bullmq, wait_until, NullSupervisor, RedisServer};
+use echomq_integration_tests::timeline::now_ms;
+use echomq_integration_tests::{bullmq, events, wait_until, NullSupervisor, RedisServer};
 use fred::prelude::*;
 use ractor::Actor;
 use serde_json::{json, Value as Json};
@@ -302,6 +303,109 @@ async fn a_batch_waits_for_its_min_size_until_its_timeout() {
     assert_eq!(*sizes.lock().unwrap(), vec![5], "one batch of the 5");
     set.close(Duration::from_secs(5)).await.unwrap();
     host.stop(None);
+}
+
+/// The two ends of `min_size`'s wait, on Redis's clock: one job alone waits
+/// the whole timeout and then goes as a batch of one, never before it; a
+/// batch that reaches `min_size` while it waits goes at once, long before
+/// its timeout. Every job completes once (one `completed` event per id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_short_of_min_size_goes_at_its_timeout_and_at_once_when_min_size_is_reached() {
+    let (redis, _conn, q) = RedisServer::with_queue("mint").await;
+    let c = redis.client().await;
+    let timeout = Duration::from_secs(8);
+    let timeout_ms = timeout.as_millis() as u64;
+    // Each batch: Redis's time when the processor got it, and its job ids.
+    let batches = Arc::new(Mutex::new(Vec::<(u64, Vec<String>)>::new()));
+    let (seen, clock) = (batches.clone(), c.clone());
+    let processor = batch_processor_fn(move |batch: Vec<JobContext>| {
+        let (seen, clock) = (seen.clone(), clock.clone());
+        async move {
+            let at = now_ms(&clock).await;
+            let ids = batch.iter().map(|j| j.id().to_owned()).collect();
+            seen.lock().unwrap().push((at, ids));
+            batch
+                .iter()
+                .map(|_| Ok(Json::Null))
+                .collect::<BatchResults>()
+        }
+    });
+    let args = WorkerArgs::batched(
+        q.clone(),
+        processor,
+        BatchOptions::new(10).min_size(3, timeout),
+    );
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    let limit = Duration::from_secs(120);
+
+    // One job, and no other comes: the batch goes short once the timeout
+    // passed. Its wait starts when the job is taken, after `before`.
+    let before = now_ms(&c).await;
+    let alone = q.add("m", &json!({}), JobOptions::new()).await.unwrap();
+    wait_until("the first batch ran", limit, async || {
+        !batches.lock().unwrap().is_empty()
+    })
+    .await;
+    let (at, ids) = batches.lock().unwrap()[0].clone();
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&alone),
+        "a batch of one, short of min_size"
+    );
+    assert!(
+        at >= before + timeout_ms,
+        "the batch went {} ms after the job was added, before its {timeout_ms} ms timeout",
+        at - before
+    );
+
+    // One job taken and waiting for company, then two more: the third makes
+    // min_size and the batch goes without waiting out the timeout (which
+    // could not end before `start` + timeout).
+    let start = now_ms(&c).await;
+    let first = q.add("m", &json!({}), JobOptions::new()).await.unwrap();
+    wait_until("the job is taken and waits", limit, async || {
+        q.counts().await.unwrap().active == 1
+    })
+    .await;
+    let rest = q.add_bulk(jobs(2, JobOptions::new())).await.unwrap();
+    wait_until("the second batch ran", limit, async || {
+        batches.lock().unwrap().len() == 2
+    })
+    .await;
+    let (at, mut ids) = batches.lock().unwrap()[1].clone();
+    ids.sort();
+    let mut want = vec![first.clone()];
+    want.extend(rest);
+    want.sort();
+    assert_eq!(ids, want, "one batch of min_size");
+    assert!(
+        at < start + timeout_ms,
+        "the batch went {} ms after its first job was added: it waited for its timeout",
+        at - start
+    );
+    wait_until("4 completed", limit, async || {
+        c.zcard::<u64, _>("emq:mint:completed").await.unwrap() == 4
+    })
+    .await;
+    set.close(Duration::from_secs(5)).await.unwrap();
+    host.stop(None);
+    let mut completed: Vec<String> = Vec::new();
+    for (name, fields) in events(&c, "emq:mint:events").await {
+        assert_ne!(name, "failed");
+        if name == "completed" {
+            completed.push(fields.iter().find(|(k, _)| k == "jobId").unwrap().1.clone());
+        }
+    }
+    completed.sort();
+    let mut all = want;
+    all.push(alone);
+    all.sort();
+    assert_eq!(completed, all, "each job completed once");
+    assert_eq!(batches.lock().unwrap().len(), 2, "no other batch");
 }
 
 /// A worker process SIGKILLed while it holds a whole batch loses nothing:

@@ -13,6 +13,7 @@ mod max_jobs;
 mod relay_cli;
 mod ui_cli;
 mod work_exec;
+mod work_http_faults;
 mod work_metrics;
 mod work_observability;
 mod work_service;

@@ -23,7 +23,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn handler(name: &str) -> String {
+pub(crate) fn handler(name: &str) -> String {
     repo()
         .join("examples/handlers")
         .join(name)
@@ -39,17 +39,17 @@ fn faulty() -> String {
 }
 
 /// `echomq work` running, its stderr (the log) in a file.
-struct Work {
-    child: Child,
+pub(crate) struct Work {
+    pub(crate) child: Child,
     log: tempfile::NamedTempFile,
 }
 
 impl Work {
-    fn start(url: &str, queue: &str, processor: &str, extra: &[&str]) -> Work {
+    pub(crate) fn start(url: &str, queue: &str, processor: &str, extra: &[&str]) -> Work {
         Self::start_with_env(url, queue, processor, extra, &[])
     }
 
-    fn start_with_env(
+    pub(crate) fn start_with_env(
         url: &str,
         queue: &str,
         processor: &str,
@@ -78,11 +78,11 @@ impl Work {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap()
     }
 
-    async fn wait_exit(&mut self, deadline: Instant) -> ExitStatus {
+    pub(crate) async fn wait_exit(&mut self, deadline: Instant) -> ExitStatus {
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
@@ -96,7 +96,7 @@ impl Work {
         }
     }
 
-    fn sigterm(&self) {
+    pub(crate) fn sigterm(&self) {
         let ok = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -112,7 +112,7 @@ impl Drop for Work {
     }
 }
 
-fn left(deadline: Instant) -> Duration {
+pub(crate) fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 
@@ -193,13 +193,13 @@ async fn a_python_handler_completes_1000_node_jobs_with_progress_and_logs() {
 }
 
 /// The example HTTP endpoint, killed on drop.
-struct Endpoint {
+pub(crate) struct Endpoint {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Endpoint {
-    fn start(extra: &[&str]) -> Endpoint {
+    pub(crate) fn start(extra: &[&str]) -> Endpoint {
         let mut child = Command::new("python3")
             .arg(handler("http_handler.py"))
             .arg("0")
