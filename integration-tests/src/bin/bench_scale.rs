@@ -176,7 +176,21 @@ async fn linear_calls(n: u64) {
             .unwrap();
     })
     .await;
-    row("`clean` of completed with limit 0 (cleanJobsInSet)", step);
+    row("`clean` of completed, limit 0: EchoMQ's calls of 250", step);
+    // What a BullMQ client's `clean(0, 0)` sends: one call, no limit.
+    fill(&c, "q", 0, n, DATA).await;
+    let keys = echomq::protocol::QueueKeys::new("emq", "q").unwrap();
+    let step = timed(&c, 1, || async {
+        let call = echomq::protocol::call::admin::CleanJobsInSet {
+            keys: &keys,
+            state: "completed",
+            cutoff_ms: u64::MAX / 2,
+            limit: 0,
+        };
+        let _: Vec<String> = conn.call(&call).await.unwrap();
+    })
+    .await;
+    row("`cleanJobsInSet` of completed, limit 0, one call (BullMQ's `clean(0, 0)`)", step);
 }
 
 async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {

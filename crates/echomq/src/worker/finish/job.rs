@@ -368,9 +368,6 @@ impl ActiveJob {
                 ran.verdict
             }
         };
-        // A reply came: a later finish of this handle (a completion refused
-        // for its children, then failed) is a send of its own.
-        self.finish_sent_at.store(0, Ordering::Relaxed);
         let lock_missing = Verdict::Refused(Refusal::LockLost(ScriptErrorCode::JobLockNotExist));
         // A resend refused because the lock or the whole job is gone: the
         // first send may have finished it (and retention removed the hash).
@@ -378,10 +375,17 @@ impl ActiveJob {
         // later entry: a script's writes stay), whose entries the finisher
         // then sent again one by one.
         let gone = verdict == lock_missing || verdict == Verdict::Refused(Refusal::Missing);
+        // The first send's time is kept until that check has answered: were
+        // its read to fail on the connection, the retry must still look for
+        // the first send's `finishedOn`, not for a time of its own.
         if (first_sent != 0 || grouped) && gone && self.applied_before(t, now).await? {
+            self.finish_sent_at.store(0, Ordering::Relaxed);
             // The send whose reply was lost did it (and released the lock).
             return Ok(Verdict::Done(None));
         }
+        // A reply came: a later finish of this handle (a completion refused
+        // for its children, then failed) is a send of its own.
+        self.finish_sent_at.store(0, Ordering::Relaxed);
         Ok(verdict)
     }
 
