@@ -572,3 +572,55 @@ async fn the_busiest_groups_are_the_true_top_across_more_than_a_page() {
     assert_eq!(busy, 0, "a removed group leaves gr:busy");
     assert_consistent(&conn, "gbusy").await;
 }
+
+/// A feeder on a queue that has never had a group reads none of its events
+/// (it looks for a group, one EXISTS at a time), and starts following the
+/// stream — releasing the group's job — once the first group job arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feeder_reads_no_events_until_its_queue_has_a_group() {
+    use echomq_integration_tests::scale::Monitor;
+    let (redis, conn, q) = RedisServer::with_queue("dorm").await;
+    let c = redis.client().await;
+    let m = Monitor::start(redis.port(), &c).await;
+    let args = GroupFeederArgs::new(conn.clone(), "dorm").block(Duration::from_millis(200));
+    let (feeder, _h) = Actor::spawn(None, GroupFeeder, args).await.unwrap();
+    for i in 0..50 {
+        q.add("plain", &json!({ "i": i }), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    // Several looks for a group have been made, and no read of the stream.
+    let mut calls = Vec::new();
+    wait_until(
+        "three looks for a group",
+        Duration::from_secs(10),
+        async || {
+            calls.extend(m.take(&c).await);
+            calls
+                .iter()
+                .filter(|c| {
+                    c.command == "EXISTS" && c.args.iter().any(|a| a == "emq:dorm:gr:index")
+                })
+                .count()
+                >= 3
+        },
+    )
+    .await;
+    assert!(
+        !calls.iter().any(|c| c.command == "XREAD"),
+        "the feeder read the events of a queue without groups"
+    );
+    // The first group job: released into wait, the stream followed.
+    q.add("g", &json!({}), grouped("g1")).await.unwrap();
+    wait_until(
+        "the group job released",
+        Duration::from_secs(10),
+        async || q.counts().await.unwrap().waiting == 51,
+    )
+    .await;
+    wait_until("the stream followed", Duration::from_secs(10), async || {
+        m.take(&c).await.iter().any(|c| c.command == "XREAD")
+    })
+    .await;
+    feeder.cast(GroupFeederMsg::Close).unwrap();
+}

@@ -110,7 +110,16 @@ async fn group_feeder_reconnects_under_its_name() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
-    Queue::new(&conn, "fed").await.unwrap();
+    let q = Queue::new(&conn, "fed").await.unwrap();
+    // A feeder reads the stream once its queue has a group (before, it only
+    // looks for one).
+    q.add(
+        "g",
+        &json!({}),
+        JobOptions::new().group(echomq::groups::GroupOptions::new("g1")),
+    )
+    .await
+    .unwrap();
     let args = GroupFeederArgs::new(conn.clone(), "fed").block(Duration::from_millis(500));
     let (feeder, _h) = Actor::spawn(None, GroupFeeder, args).await.unwrap();
     // The QueueEvents name of the queue with `:groups`.

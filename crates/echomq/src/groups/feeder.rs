@@ -6,6 +6,8 @@
 //! block on the stream (`XREAD BLOCK`, dedicated client) until something
 //! happens, a rate window frees or the next sweep is due. Everything it acts
 //! on lives in Redis, so a restart (or another feeder) goes on from there.
+//! On a queue that has never had a group it reads nothing but one EXISTS
+//! every 250 ms, until the first group appears.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +34,8 @@ const SWEEP_PAGE: u64 = 200;
 const READ_BATCH: u64 = 1000;
 /// First pause before the reader reconnects after a failed read.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+/// How often a feeder of a queue that has never had a group looks for one.
+const DORMANT_POLL: Duration = Duration::from_millis(250);
 
 /// Arguments of a [`GroupFeeder`]: [`GroupFeederArgs::new`], then the setters.
 #[derive(Clone, Debug)]
@@ -226,19 +230,57 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(self, reader: BlockingReader, mut cursor: String) {
+    async fn run(self, reader: BlockingReader, cursor: String) {
+        if let Some(cursor) = self.wait_for_groups(cursor).await {
+            self.follow(&reader, cursor).await;
+        }
+        reader.close().await;
+    }
+
+    fn stopping(&self) -> bool {
+        // Not `!= Running`: the pump starts inside pre_start, while the
+        // actor is still `Starting`.
+        matches!(
+            self.me.get_status(),
+            ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+        )
+    }
+
+    /// A queue without groups has nothing to feed, and `echomq work` starts a
+    /// feeder on every queue: until the queue's first group appears
+    /// (`{P}gr:index`, written by every group add), the feeder only looks for
+    /// it, one EXISTS every [`DORMANT_POLL`], instead of reading and decoding
+    /// every event of a busy queue. Answers the cursor to follow the stream
+    /// from (read before the look, so a group job added in between is not
+    /// missed; the first round's sweep covers the rest), `None` once stopped.
+    async fn wait_for_groups(&self, mut cursor: String) -> Option<String> {
+        use fred::prelude::KeysInterface;
+        let conn = &self.args.connection;
+        let look = [self.groups.index.as_str(), self.groups.jobs.as_str()];
+        loop {
+            if self.stopping() {
+                return None;
+            }
+            match conn.pool().exists::<u64, _>(look.to_vec()).await {
+                Ok(n) if n > 0 => return Some(cursor),
+                Ok(_) => {}
+                Err(e) => debug!(error = %e, "group feeder: looking for groups failed"),
+            }
+            tokio::time::sleep(DORMANT_POLL).await;
+            if let Ok(id) = last_entry_id(conn, &self.keys.events()).await {
+                cursor = id;
+            }
+        }
+    }
+
+    async fn follow(&self, reader: &BlockingReader, mut cursor: String) {
         let stream = self.keys.events();
         let mut finished: Vec<String> = Vec::new();
         let mut sweep_cursor = "0".to_owned();
         // A (re)start sweeps first: finishes may have passed while no feeder ran.
         let mut next_sweep = Instant::now();
         loop {
-            // Not `!= Running`: the pump starts inside pre_start, while the
-            // actor is still `Starting`.
-            if matches!(
-                self.me.get_status(),
-                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
-            ) {
+            if self.stopping() {
                 break;
             }
             self.counters.rounds.fetch_add(1, Ordering::Relaxed);
@@ -292,7 +334,6 @@ impl Pump {
                 Read::Stopped => break,
             }
         }
-        reader.close().await;
     }
 
     /// Account, sweep a page, release; answers when a rate window frees.
