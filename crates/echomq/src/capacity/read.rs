@@ -31,8 +31,12 @@ pub const EVENTS_READ: u64 = 1000;
 /// The longest span the rates are measured over.
 pub const RATE_WINDOW_MS: u64 = 10_000;
 
-/// A shorter span is not trusted for a rate (a burst read on its own).
+/// A shorter span is not trusted for a rate (a burst read on its own)...
 const MIN_SPAN_MS: u64 = 100;
+
+/// ...and a young stream's span counts as at least this: three adds in
+/// its first 60 ms are not 50 jobs/s.
+const MIN_YOUNG_SPAN_MS: u64 = 1_000;
 
 /// Below this many timed finishes in the window, the service time is
 /// taken from Little's law (active jobs / completion rate) instead.
@@ -205,11 +209,11 @@ fn window(now: u64, events: &[(String, HashMap<String, String>)], stream_len: u6
     // then it covers from its oldest entry.
     let whole_stream = events.len() as u64 >= stream_len;
     let truncated = events.len() as u64 >= EVENTS_READ;
-    let start = match oldest {
-        Some(o) if truncated || whole_stream => o,
-        _ => now.saturating_sub(RATE_WINDOW_MS),
+    let span_ms = match oldest {
+        Some(o) if truncated => now.saturating_sub(o).max(MIN_SPAN_MS),
+        Some(o) if whole_stream => now.saturating_sub(o).max(MIN_YOUNG_SPAN_MS),
+        _ => RATE_WINDOW_MS,
     };
-    let span_ms = now.saturating_sub(start).max(MIN_SPAN_MS);
     let mut added = 0u64;
     let mut finished = 0u64;
     let mut taken: HashMap<&str, u64> = HashMap::new();
@@ -280,9 +284,12 @@ mod tests {
         assert!((w.completion_rate - 0.3).abs() < 1e-9, "{w:?}");
         assert_eq!(w.pairs, 2);
         assert_eq!(w.mean_pair_ms, Some(30.0));
-        // The whole stream read: from its first entry.
+        // The whole stream read: from its first entry...
         let w = window(now, &e, e.len() as u64);
         assert_eq!(w.span_ms, 9_000);
+        // ...a young one counted as a second at least.
+        let young = [ev(now - 60, 0, "added", "1")];
+        assert_eq!(window(now, &young, 1).span_ms, 1_000);
     }
 
     #[test]
