@@ -90,20 +90,11 @@ impl CapacityMonitor {
 }
 
 /// The monitors of the queues a `/metrics` endpoint watches, one per
-/// queue name, all with the same settings.
-#[derive(Debug)]
+/// queue name, all with the same settings (the defaults by `Default`).
+#[derive(Debug, Default)]
 pub struct CapacityBoard {
     settings: CapacitySettings,
     monitors: tokio::sync::Mutex<HashMap<String, CapacityMonitor>>,
-}
-
-impl Default for CapacityBoard {
-    fn default() -> Self {
-        CapacityBoard {
-            settings: CapacitySettings::default(),
-            monitors: Default::default(),
-        }
-    }
 }
 
 impl CapacityBoard {

@@ -99,7 +99,7 @@ impl Telemetry<'_> {
         let stream_len = pool.xlen::<u64, _>(keys.events());
         let paused = pool.hexists::<bool, _, _>(keys.meta(), "paused");
         let (counts, tail, next_prioritized, first_delayed, events, stream_len, paused) = tokio::try_join!(
-            async { counts.await },
+            counts,
             async { tail.await.map_err(Error::from) },
             async { next_prioritized.await.map_err(Error::from) },
             async { first_delayed.await.map_err(Error::from) },
