@@ -328,3 +328,45 @@ async fn desired_workers_follows_a_tenfold_step_without_flapping() {
     assert_eq!((c.completed, c.failed), (added, 0), "{c:?}");
     drop(conn);
 }
+
+/// The figures of a queue that only BullMQ Node feeds and works: its
+/// events are BullMQ's own, so the reading is the same whoever runs the
+/// jobs. 30 jobs of 40 ms, one Node worker at concurrency 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bullmq_node_fleet_is_read_the_same() {
+    let (redis, _conn, q) = RedisServer::with_queue("node-scale").await;
+    let url = redis.url();
+    let ids = echomq_integration_tests::bullmq(
+        "add-many",
+        &url,
+        "node-scale",
+        json!({ "n": 30, "name": "n", "from": 0 }),
+    );
+    assert_eq!(ids.as_array().unwrap().len(), 30);
+    let before = q.telemetry().capacity_reading().await.unwrap();
+    assert_eq!(before.backlog(), 30, "{before:?}");
+    assert!(before.arrival_rate > 0.0, "{before:?}");
+    assert_eq!(before.service_time_ms, None);
+
+    let u = url.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        echomq_integration_tests::bullmq_work_until(
+            &u,
+            "node-scale",
+            json!({ "jobs": 30, "sleepMs": 40, "deadlineMs": 60_000 }),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(run.done, "the Node worker did not finish: {:?}", run.seen);
+    let after = q.telemetry().capacity_reading().await.unwrap();
+    assert_eq!((after.backlog(), after.active), (0, 0), "{after:?}");
+    assert!(after.completion_rate > 0.0, "{after:?}");
+    let service = after.service_time_ms.unwrap();
+    // 40 ms of sleep plus a Node worker's finish; well under a second.
+    assert!((39.0..1_000.0).contains(&service), "{after:?}");
+    let mut monitor = CapacityMonitor::new(CapacitySettings::default()).unwrap();
+    let figure = monitor.publish("node-scale", after);
+    // The burst of 30 arrivals is still in the window: a worker or two.
+    assert!((1..=3).contains(&figure.desired_workers), "{figure:?}");
+}
