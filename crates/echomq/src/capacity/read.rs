@@ -38,19 +38,14 @@ const MIN_SPAN_MS: u64 = 100;
 /// its first 60 ms are not 50 jobs/s.
 const MIN_YOUNG_SPAN_MS: u64 = 1_000;
 
-/// Below this many timed finishes in the window, the service time is
-/// taken from Little's law (active jobs / completion rate) instead.
-const MIN_PAIRS: usize = 3;
-
 /// What the events window says.
 #[derive(Debug, Default, PartialEq)]
 struct Window {
     arrival_rate: f64,
     completion_rate: f64,
     /// Mean `active` → `completed`/`failed` time of the jobs whose both
-    /// events are in the window, and how many there were.
+    /// events are in the window.
     mean_pair_ms: Option<f64>,
-    pairs: usize,
     span_ms: u64,
 }
 
@@ -135,14 +130,7 @@ impl Telemetry<'_> {
             .unwrap_or(0);
 
         let w = window(now, &events, stream_len);
-        let service_time_ms = match w.mean_pair_ms {
-            Some(ms) if w.pairs >= MIN_PAIRS => Some(ms),
-            // Little's law: jobs in service = throughput × time in service.
-            _ if w.completion_rate > 0.0 && active > 0 => {
-                Some(active as f64 / w.completion_rate * 1000.0)
-            }
-            _ => w.mean_pair_ms,
-        };
+        let service_time_ms = service_time(&w, active);
         Ok(Reading {
             at_ms: now,
             waiting: waiting + paused_list,
@@ -182,6 +170,20 @@ impl Telemetry<'_> {
             .and_then(|o| o.get("delay").and_then(serde_json::Value::as_f64))
             .unwrap_or(0.0);
         Ok(Some((timestamp + delay.max(0.0)) as u64))
+    }
+}
+
+/// The mean time of the jobs timed in the window; with none (jobs longer
+/// than it), Little's law: jobs in service = throughput × time in service.
+/// Not when timed jobs are at hand: in a young stream it would read one
+/// finish against the whole active list.
+fn service_time(w: &Window, active: u64) -> Option<f64> {
+    match w.mean_pair_ms {
+        Some(ms) => Some(ms),
+        None if w.completion_rate > 0.0 && active > 0 => {
+            Some(active as f64 / w.completion_rate * 1000.0)
+        }
+        None => None,
     }
 }
 
@@ -244,7 +246,6 @@ fn window(now: u64, events: &[(String, HashMap<String, String>)], stream_len: u6
         arrival_rate: per_s(added),
         completion_rate: per_s(finished),
         mean_pair_ms: (pairs > 0).then(|| pair_total as f64 / pairs as f64),
-        pairs,
         span_ms,
     }
 }
@@ -282,7 +283,6 @@ mod tests {
         assert_eq!(w.span_ms, 10_000);
         assert!((w.arrival_rate - 0.3).abs() < 1e-9, "{w:?}");
         assert!((w.completion_rate - 0.3).abs() < 1e-9, "{w:?}");
-        assert_eq!(w.pairs, 2);
         assert_eq!(w.mean_pair_ms, Some(30.0));
         // The whole stream read: from its first entry...
         let w = window(now, &e, e.len() as u64);
@@ -304,6 +304,24 @@ mod tests {
         // Nothing at all: zero rates over the whole window.
         let w = window(now, &[], 0);
         assert_eq!((w.arrival_rate, w.span_ms), (0.0, RATE_WINDOW_MS));
+    }
+
+    #[test]
+    fn long_jobs_are_timed_by_littles_law_only_without_timed_ones() {
+        // 10 jobs running, one finishing every 3 s: 30 s each.
+        let long = Window {
+            completion_rate: 1.0 / 3.0,
+            ..Window::default()
+        };
+        assert_eq!(service_time(&long, 10).map(f64::round), Some(30_000.0));
+        assert_eq!(service_time(&long, 0), None);
+        assert_eq!(service_time(&Window::default(), 10), None);
+        let timed = Window {
+            completion_rate: 1.0,
+            mean_pair_ms: Some(20.0),
+            ..Window::default()
+        };
+        assert_eq!(service_time(&timed, 50), Some(20.0));
     }
 
     #[test]
