@@ -1,4 +1,4 @@
-//! A queue watched over time: reads ([`super::read`]) fed to the planner
+//! A queue watched over time: readings (`Telemetry::capacity_reading`) fed to the planner
 //! ([`super::plan`]), and the set of them a `/metrics` endpoint keeps.
 
 use std::collections::HashMap;
