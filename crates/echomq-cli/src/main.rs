@@ -7,6 +7,7 @@
 //! outcome is unknown, 1 for anything else (`docs/deployment.md §Running as
 //! a service`). One module per subcommand, under `commands/`.
 
+mod capacity;
 mod chunked;
 mod cli;
 mod commands;

@@ -25,6 +25,7 @@
 
 pub mod adopt;
 pub mod audit;
+pub mod capacity;
 pub mod clock;
 pub mod connection;
 mod error;

@@ -4,6 +4,7 @@
 mod adopt;
 mod adopt_fleet;
 mod audit;
+mod autoscaling;
 mod backoff_and_manual;
 mod batches;
 mod bounded;

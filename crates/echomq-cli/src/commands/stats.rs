@@ -1,24 +1,70 @@
-//! `echomq stats <queue>`: counts by state, workers, schedulers, paused.
+//! `echomq stats <queue>`: counts by state, workers, schedulers, paused,
+//! and the autoscaling figures (docs/operations.md §Autoscaling); `--json`
+//! prints the same as one JSON object.
 
+use echomq::capacity::{Capacity, CapacityMonitor, CapacitySettings};
 use echomq::{Connection, Queue};
 use fred::prelude::{ClientInterface, SortedSetsInterface};
+use serde_json::json;
 
 use super::{Access, Res};
+use crate::capacity::{human_ms, CapacityArgs};
 use crate::style::{self, paint};
 use crate::target::Target;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     queue: String,
+    /// One JSON object instead of lines: counts, paused, schedulers,
+    /// workers and `capacity` (backlog, oldest_age_ms, arrival_rate,
+    /// completion_rate, service_time_ms, desired_workers, …).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    capacity: CapacityArgs,
 }
 
 pub(crate) async fn run(a: Args, t: &Target) -> Res {
+    let settings = a.capacity.settings()?;
+    let json = a.json;
     super::queue(t, &a.queue)?
-        .run(Access::Read, async |conn, q| stats(conn, q).await)
+        .run(Access::Read, async |conn, q| match json {
+            true => stats_json(conn, q, settings).await,
+            false => stats(conn, q, settings).await,
+        })
         .await
 }
 
-async fn stats(conn: &Connection, q: &Queue) -> Res {
+/// One reading's figures: a single reading has no history to smooth, so
+/// its `desired_workers` is the instant figure (`/metrics` smooths).
+async fn capacity(q: &Queue, settings: CapacitySettings) -> Res<Capacity> {
+    Ok(CapacityMonitor::new(settings)?.observe(q).await?)
+}
+
+async fn stats_json(conn: &Connection, q: &Queue, settings: CapacitySettings) -> Res {
+    let c = q.counts().await?;
+    let schedulers: u64 = conn.pool().zcard(q.keys().repeat()).await?;
+    let out = json!({
+        "queue": q.name(),
+        "paused": q.is_paused().await?,
+        "counts": {
+            "waiting": c.waiting,
+            "prioritized": c.prioritized,
+            "delayed": c.delayed,
+            "active": c.active,
+            "completed": c.completed,
+            "failed": c.failed,
+            "waiting-children": c.waiting_children,
+        },
+        "schedulers": schedulers,
+        "workers": worker_names(conn, q).await,
+        "capacity": capacity(q, settings).await?,
+    });
+    anstream::println!("{out}");
+    Ok(())
+}
+
+async fn stats(conn: &Connection, q: &Queue, settings: CapacitySettings) -> Res {
     let c = q.counts().await?;
     anstream::println!(
         "{} {}{}",
@@ -49,6 +95,26 @@ async fn stats(conn: &Connection, q: &Queue) -> Res {
         "workers",
         workers.len(),
         paint(style::DIM, workers.join(", "))
+    );
+    let cap = capacity(q, settings).await?;
+    let r = &cap.reading;
+    anstream::println!(
+        "  {:<17}{} {}",
+        "desired workers",
+        cap.desired_workers,
+        paint(
+            style::DIM,
+            format!(
+                "backlog {}, oldest {}, in {:.1}/s, out {:.1}/s, service {} (target {}, {} per worker)",
+                cap.backlog,
+                human_ms(r.oldest_age_ms as f64),
+                r.arrival_rate,
+                r.completion_rate,
+                r.service_time_ms.map_or("-".to_owned(), human_ms),
+                human_ms(cap.target_age_ms as f64),
+                cap.concurrency,
+            )
+        )
     );
     Ok(())
 }

@@ -126,6 +126,14 @@ pub(crate) struct Args {
     /// non-loopback address is logged as such) [default: off].
     #[arg(long, env = "ECHOMQ_METRICS_ADDR")]
     metrics_addr: Option<SocketAddr>,
+    /// The age (ms) the queue's oldest waiting job should stay under: the
+    /// `echomq_capacity_desired_workers` gauge of /metrics is computed
+    /// against it (docs/operations.md §Autoscaling) [default: 10000].
+    #[arg(long, env = "ECHOMQ_SCALE_TARGET_AGE", value_name = "MS")]
+    scale_target_age: Option<u64>,
+    /// Jobs one worker runs at once, for that gauge [default: --concurrency].
+    #[arg(long, env = "ECHOMQ_SCALE_CONCURRENCY", value_name = "N")]
+    scale_concurrency: Option<u32>,
     /// Export spans over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318
     /// [default: OTEL_EXPORTER_OTLP_ENDPOINT when set, else off].
     #[arg(long, env = "ECHOMQ_OTLP_ENDPOINT")]
@@ -293,14 +301,18 @@ type MetricsServer = echomq::telemetry::prometheus::MetricsServer;
 type MetricsServer = std::convert::Infallible;
 
 #[cfg(feature = "metrics")]
-fn watch(server: Option<&MetricsServer>, queue: &Queue) {
+fn watch(server: Option<&MetricsServer>, queue: &Queue, r: &Settings) {
     if let Some(s) = server {
         s.watch(queue.clone());
+        // Checked when the settings were resolved.
+        if let Err(e) = s.set_capacity(r.capacity) {
+            warn!("{e}");
+        }
     }
 }
 
 #[cfg(not(feature = "metrics"))]
-fn watch(_server: Option<&MetricsServer>, _queue: &Queue) {}
+fn watch(_server: Option<&MetricsServer>, _queue: &Queue, _r: &Settings) {}
 
 async fn run_connected(
     conn: &Connection,
@@ -330,7 +342,7 @@ async fn run_connected(
             return fail(d.class, &d.message);
         }
     };
-    watch(metrics, &queue);
+    watch(metrics, &queue, &r);
     let processor = match processors::build(&r.processor, r.concurrency, &r.external).await {
         Ok(p) => p,
         Err(e) => return fail(FailureClass::Config, &e),

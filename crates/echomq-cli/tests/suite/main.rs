@@ -4,6 +4,7 @@
 mod add_bulk_chunks;
 mod add_bulk_names;
 mod cancel_cli;
+mod capacity_cli;
 mod chunked_cli;
 mod cli;
 mod diagnose;

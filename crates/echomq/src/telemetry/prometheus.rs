@@ -15,6 +15,7 @@ use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::{info, warn};
 
+use crate::capacity::{CapacityBoard, CapacityError, CapacitySettings};
 use crate::http::{self, Served};
 use crate::queue::handle::Queue;
 
@@ -60,7 +61,12 @@ type Watched = Arc<RwLock<Vec<Queue>>>;
 pub struct MetricsServer {
     served: Served,
     queues: Watched,
+    capacity: Capacities,
 }
+
+/// The capacity monitors of the watched queues (`echomq_capacity_*`),
+/// replaced whole when the settings change.
+type Capacities = Arc<RwLock<Arc<CapacityBoard>>>;
 
 impl MetricsServer {
     /// The address it listens on (the port chosen when `:0` was asked).
@@ -75,6 +81,15 @@ impl MetricsServer {
             q.push(queue);
         }
     }
+
+    /// Computes the watched queues' `echomq_capacity_*` gauges with
+    /// `settings` from now on (the defaults until called), starting their
+    /// smoothing afresh.
+    pub fn set_capacity(&self, settings: CapacitySettings) -> Result<(), CapacityError> {
+        let board = Arc::new(CapacityBoard::new(settings)?);
+        *self.capacity.write().unwrap_or_else(|p| p.into_inner()) = board;
+        Ok(())
+    }
 }
 
 /// Installs the recorder ([`install`]) and serves `/metrics` on `addr` until
@@ -83,9 +98,11 @@ impl MetricsServer {
 pub async fn serve(addr: SocketAddr) -> std::io::Result<MetricsServer> {
     let handle = install().map_err(std::io::Error::other)?;
     let queues: Watched = Arc::default();
-    let router = Router::new()
-        .fallback(respond)
-        .with_state((handle, queues.clone()));
+    let capacity: Capacities = Arc::default();
+    let router =
+        Router::new()
+            .fallback(respond)
+            .with_state((handle, queues.clone(), capacity.clone()));
     let served = http::serve(addr, router).await?;
     let addr = served.addr();
     if addr.ip().is_loopback() {
@@ -93,11 +110,15 @@ pub async fn serve(addr: SocketAddr) -> std::io::Result<MetricsServer> {
     } else {
         warn!(%addr, "metrics endpoint: /metrics on a non-loopback address; anyone who reaches it reads queue names and counts");
     }
-    Ok(MetricsServer { served, queues })
+    Ok(MetricsServer {
+        served,
+        queues,
+        capacity,
+    })
 }
 
 async fn respond(
-    State((handle, watched)): State<(PrometheusHandle, Watched)>,
+    State((handle, watched, capacity)): State<(PrometheusHandle, Watched, Capacities)>,
     req: Request,
 ) -> Response {
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -140,6 +161,12 @@ async fn respond(
     let groups = super::group_state::render(&groups);
     if !groups.is_empty() {
         body.push_str(&groups);
+        body.push('\n');
+    }
+    let board = capacity.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let capacity = crate::capacity::render::render(&board.observe(&queues).await);
+    if !capacity.is_empty() {
+        body.push_str(&capacity);
         body.push('\n');
     }
     http::text(StatusCode::OK, TEXT, body)

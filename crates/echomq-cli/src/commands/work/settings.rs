@@ -23,6 +23,8 @@ pub(super) struct Settings {
     pub(super) connect_timeout: Option<Duration>,
     pub(super) health_addr: Option<SocketAddr>,
     pub(super) metrics_addr: Option<SocketAddr>,
+    /// The settings of the autoscaling gauges /metrics serves.
+    pub(super) capacity: echomq::capacity::CapacitySettings,
     /// The OTLP collector; `Some("")` when only the OTEL_* variables name it.
     pub(super) otlp_endpoint: Option<String>,
     pub(super) log_format: LogFormat,
@@ -93,6 +95,8 @@ impl Args {
             connect_timeout: self.connect_timeout.or(file.connect_timeout),
             health_addr: self.health_addr.or(file.health_addr),
             metrics_addr: self.metrics_addr.or(file.metrics_addr),
+            scale_target_age: self.scale_target_age.or(file.scale_target_age),
+            scale_concurrency: self.scale_concurrency.or(file.scale_concurrency),
             otlp_endpoint: self.otlp_endpoint.or(file.otlp_endpoint),
             close_timeout: self.close_timeout.or(file.close_timeout),
             default_timeout: self.default_timeout.or(file.default_timeout),
@@ -190,6 +194,12 @@ fn checked(
     if a.metrics == Some(0) {
         return Err("--metrics: MAX_DATA_POINTS must be at least 1".into());
     }
+    // One worker's slots are its concurrency unless told otherwise.
+    let capacity = crate::capacity::settings(
+        a.scale_target_age,
+        a.scale_concurrency,
+        u32::try_from(concurrency).unwrap_or(u32::MAX),
+    )?;
     let ms = Duration::from_millis;
     Ok(Settings {
         url,
@@ -198,6 +208,7 @@ fn checked(
         connect_timeout: a.connect_timeout.map(ms),
         health_addr: a.health_addr,
         metrics_addr: a.metrics_addr,
+        capacity,
         otlp_endpoint: a.otlp_endpoint.or(otel_env.then(String::new)),
         log_format: a.log_format.unwrap_or_default(),
         log_level: a.log_level,
@@ -428,6 +439,31 @@ mod tests {
             "--metrics-addr",
             "nowhere"
         ]));
+    }
+
+    #[test]
+    fn scale_options_default_to_the_worker_and_refuse_zero() {
+        let (target, args) = parse(&["echomq", "work", "q", "--concurrency", "4"]);
+        let r = resolve(&target, args, |_| None).unwrap();
+        assert_eq!(r.capacity.concurrency, 4, "a worker's slots by default");
+        assert_eq!(r.capacity.target_age, Duration::from_secs(10));
+        let (target, args) = parse(&[
+            "echomq",
+            "work",
+            "q",
+            "--scale-target-age",
+            "2500",
+            "--scale-concurrency",
+            "2",
+        ]);
+        let r = resolve(&target, args, |_| None).unwrap();
+        assert_eq!(r.capacity.target_age, Duration::from_millis(2500));
+        assert_eq!(r.capacity.concurrency, 2);
+        for flag in ["--scale-target-age", "--scale-concurrency"] {
+            let (target, args) = parse(&["echomq", "work", "q", flag, "0"]);
+            let e = resolve(&target, args, |_| None).unwrap_err();
+            assert!(e.starts_with(flag), "{e}");
+        }
     }
 
     fn parse_err(argv: &[&str]) -> bool {
