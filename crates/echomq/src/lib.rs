@@ -27,6 +27,7 @@ pub mod adopt;
 pub mod audit;
 pub mod clock;
 pub mod connection;
+pub mod dead_letter;
 mod error;
 #[cfg(any(feature = "exec-processor", feature = "http-processor"))]
 pub mod external;
