@@ -8,6 +8,7 @@ mod backoff_and_manual;
 mod batches;
 mod bounded;
 mod chaos_fast;
+mod dead_letters;
 mod cluster;
 mod cluster_reshard;
 mod deduplication;
