@@ -84,9 +84,14 @@ async fn a_final_failure_lands_in_the_dead_letter_queue_once_with_every_field() 
         .unwrap();
     let ok = q.add("mail", &json!({}), JobOptions::new()).await.unwrap();
     let worker = dead_letter_worker(&q, dlq_options()).await;
-    wait_until("2 dead letters and 1 completed", Duration::from_secs(20), async || {
-        dlq.dead_letters().count().await.unwrap() == 2 && q.counts().await.unwrap().completed == 1
-    })
+    wait_until(
+        "2 dead letters and 1 completed",
+        Duration::from_secs(20),
+        async || {
+            dlq.dead_letters().count().await.unwrap() == 2
+                && q.counts().await.unwrap().completed == 1
+        },
+    )
     .await;
     worker.stop(None);
 
@@ -123,7 +128,10 @@ async fn a_final_failure_lands_in_the_dead_letter_queue_once_with_every_field() 
     let names = echomq_integration_tests::event_names(&client, &format!("emq:{Q}:events")).await;
     assert_eq!(names.iter().filter(|n| *n == "failed").count(), 2);
     // Only the job that used its attempts up exhausted them (BullMQ's rule).
-    assert_eq!(names.iter().filter(|n| *n == "retries-exhausted").count(), 1);
+    assert_eq!(
+        names.iter().filter(|n| *n == "retries-exhausted").count(),
+        1
+    );
 
     let counts = dlq.dead_letters().counts().await.unwrap();
     assert_eq!(
@@ -153,9 +161,11 @@ async fn bullmq_node_final_failures_land_in_the_dead_letter_queue_with_the_follo
         .add("early", &fail("before the follower"), JobOptions::new())
         .await
         .unwrap();
-    wait_until("the early job failed", Duration::from_secs(20), async || {
-        q.counts().await.unwrap().failed == 1
-    })
+    wait_until(
+        "the early job failed",
+        Duration::from_secs(20),
+        async || q.counts().await.unwrap().failed == 1,
+    )
     .await;
     let follower = DeadLetterFollower::start(&conn, Q, DeadLetterQueue::new(DLQ))
         .await
@@ -163,7 +173,11 @@ async fn bullmq_node_final_failures_land_in_the_dead_letter_queue_with_the_follo
     let mut ids = vec![early.clone()];
     for i in 0..3 {
         let id = q
-            .add(&format!("n{i}"), &fail("node says no"), JobOptions::new().attempts(2))
+            .add(
+                &format!("n{i}"),
+                &fail("node says no"),
+                JobOptions::new().attempts(2),
+            )
             .await
             .unwrap();
         ids.push(id);
@@ -178,9 +192,14 @@ async fn bullmq_node_final_failures_land_in_the_dead_letter_queue_with_the_follo
         .unwrap();
     ids.push(unrecoverable.clone());
     q.add("fine", &json!({}), JobOptions::new()).await.unwrap();
-    wait_until("5 dead letters and 1 completed", Duration::from_secs(30), async || {
-        dlq.dead_letters().count().await.unwrap() == 5 && q.counts().await.unwrap().completed == 1
-    })
+    wait_until(
+        "5 dead letters and 1 completed",
+        Duration::from_secs(30),
+        async || {
+            dlq.dead_letters().count().await.unwrap() == 5
+                && q.counts().await.unwrap().completed == 1
+        },
+    )
     .await;
     drop(node);
     assert_eq!(q.counts().await.unwrap().failed, 0);
@@ -194,8 +213,14 @@ async fn bullmq_node_final_failures_land_in_the_dead_letter_queue_with_the_follo
         .unwrap();
     let sources: HashSet<&str> = letters.iter().map(|l| l.source_id.as_str()).collect();
     assert_eq!(sources, ids.iter().map(String::as_str).collect());
-    let u = letters.iter().find(|l| l.source_id == unrecoverable).unwrap();
-    assert_eq!(u.class, "unrecoverable", "Node's UnrecoverableError names its class");
+    let u = letters
+        .iter()
+        .find(|l| l.source_id == unrecoverable)
+        .unwrap();
+    assert_eq!(
+        u.class, "unrecoverable",
+        "Node's UnrecoverableError names its class"
+    );
     assert_eq!(u.job.attempts_made, 1);
     let n0 = letters.iter().find(|l| l.job.name == "n0").unwrap();
     assert_eq!(n0.job.attempts_made, 2);
@@ -244,15 +269,23 @@ async fn replay_by_filter_limit_and_rate() {
     for i in 0..3 {
         let opts = JobOptions::new().attempts(1);
         a_ids.push(
-            q.add("a", &json!({"mode": "fail", "reason": "smtp timeout", "i": i}), opts)
-                .await
-                .unwrap(),
+            q.add(
+                "a",
+                &json!({"mode": "fail", "reason": "smtp timeout", "i": i}),
+                opts,
+            )
+            .await
+            .unwrap(),
         );
     }
     for i in 0..6 {
-        q.add("b", &json!({"mode": "fail", "reason": "bad address", "i": i}), JobOptions::new())
-            .await
-            .unwrap();
+        q.add(
+            "b",
+            &json!({"mode": "fail", "reason": "bad address", "i": i}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
     }
     let worker = dead_letter_worker(&q, dlq_options()).await;
     wait_until("9 dead letters", Duration::from_secs(20), async || {
@@ -275,7 +308,10 @@ async fn replay_by_filter_limit_and_rate() {
 
     // Limit: two of the "a" letters back, oldest first.
     let report = d
-        .replay(&DeadLetterFilter::all().name("a"), ReplayOptions::default().limit(2))
+        .replay(
+            &DeadLetterFilter::all().name("a"),
+            ReplayOptions::default().limit(2),
+        )
         .await
         .unwrap();
     assert_eq!(report.replayed.len(), 2);
@@ -330,22 +366,22 @@ async fn bad_input_moves_nothing() {
     let e = DeadLetterFollower::start(&conn, Q, DeadLetterQueue::new(Q))
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::DeadLetter(DeadLetterError::SameQueue { .. })), "{e}");
+    assert!(
+        matches!(e, Error::DeadLetter(DeadLetterError::SameQueue { .. })),
+        "{e}"
+    );
     let (sup, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let processor = processor_fn(|job: JobContext| async move { behave(&job).await });
     let mut args = WorkerArgs::new(q.clone(), processor);
     args.options = WorkerOptions::default().dead_letter(DeadLetterQueue::new(Q));
     let refused = echomq_integration_tests::spawn_worker(sup.get_cell(), args).await;
-    assert!(refused.is_err(), "a worker dead-lettering into its own queue starts");
+    assert!(
+        refused.is_err(),
+        "a worker dead-lettering into its own queue starts"
+    );
 
-    let id = q
-        .add("x", &fail("nope"), JobOptions::new())
-        .await
-        .unwrap();
-    let keep = q
-        .add("y", &fail("nope"), JobOptions::new())
-        .await
-        .unwrap();
+    let id = q.add("x", &fail("nope"), JobOptions::new()).await.unwrap();
+    let keep = q.add("y", &fail("nope"), JobOptions::new()).await.unwrap();
     let worker = dead_letter_worker(&q, dlq_options()).await;
     wait_until("2 dead letters", Duration::from_secs(20), async || {
         dlq.dead_letters().count().await.unwrap() == 2
@@ -355,16 +391,28 @@ async fn bad_input_moves_nothing() {
     let d = dlq.dead_letters();
 
     let e = d
-        .replay(&DeadLetterFilter::all().name("nothing"), ReplayOptions::default())
+        .replay(
+            &DeadLetterFilter::all().name("nothing"),
+            ReplayOptions::default(),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::DeadLetter(DeadLetterError::NoMatch { .. })), "{e}");
+    assert!(
+        matches!(e, Error::DeadLetter(DeadLetterError::NoMatch { .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("matches"), "{e}");
     let e = d
-        .replay(&DeadLetterFilter::all().source("gone"), ReplayOptions::default())
+        .replay(
+            &DeadLetterFilter::all().source("gone"),
+            ReplayOptions::default(),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::DeadLetter(DeadLetterError::NoSource { .. })), "{e}");
+    assert!(
+        matches!(e, Error::DeadLetter(DeadLetterError::NoSource { .. })),
+        "{e}"
+    );
     assert_eq!(d.count().await.unwrap(), 2);
 
     // The source holds a job with the id already: left in place.
@@ -372,7 +420,10 @@ async fn bad_input_moves_nothing() {
         use fred::prelude::HashesInterface;
         let _: () = conn
             .pool()
-            .hset(q.keys().job(&keep), [("name", "squatter"), ("timestamp", "1")])
+            .hset(
+                q.keys().job(&keep),
+                [("name", "squatter"), ("timestamp", "1")],
+            )
             .await
             .unwrap();
     }
@@ -382,7 +433,11 @@ async fn bad_input_moves_nothing() {
         .unwrap();
     assert!(report.replayed.is_empty());
     assert_eq!(report.skipped.len(), 1);
-    assert!(report.skipped[0].reason.contains("holds a job"), "{:?}", report.skipped);
+    assert!(
+        report.skipped[0].reason.contains("holds a job"),
+        "{:?}",
+        report.skipped
+    );
     {
         use fred::prelude::KeysInterface;
         let _: () = conn.pool().del(q.keys().job(&keep)).await.unwrap();
@@ -399,7 +454,10 @@ async fn bad_input_moves_nothing() {
     assert!(report.skipped[0].reason.contains("does not exist"));
     let one = d.list(&DeadLetterFilter::all().name("x"), 1).await.unwrap();
     let e = d.replay_one(&one[0].id).await.unwrap_err();
-    assert!(matches!(e, Error::DeadLetter(DeadLetterError::NoSource { .. })), "{e}");
+    assert!(
+        matches!(e, Error::DeadLetter(DeadLetterError::NoSource { .. })),
+        "{e}"
+    );
     assert_eq!(d.count().await.unwrap(), 2, "nothing moved");
     assert!(!q.job_exists(&id).await.unwrap());
     assert_consistent(&conn, DLQ).await;

@@ -214,18 +214,28 @@ async fn dlq(conn: &echomq::Connection, q: &Queue, action: Option<Action>) -> Re
             };
             anstream::println!("id:             {}", d.id);
             anstream::println!("source:         {} (job {})", d.source_queue, d.source_id);
-            anstream::println!("dead-lettered:  {} ({} ms)", when(d.dead_lettered_at), d.dead_lettered_at);
+            anstream::println!(
+                "dead-lettered:  {} ({} ms)",
+                when(d.dead_lettered_at),
+                d.dead_lettered_at
+            );
             anstream::println!("class:          {}", d.class);
             anstream::println!("name:           {}", d.job.name);
             anstream::println!("attempts made:  {}", d.job.attempts_made);
-            anstream::println!("reason:         {}", d.job.failed_reason.as_deref().unwrap_or(""));
+            anstream::println!(
+                "reason:         {}",
+                d.job.failed_reason.as_deref().unwrap_or("")
+            );
             anstream::println!("data:           {}", d.job.data);
             anstream::println!(
                 "opts:           {}",
                 serde_json::Value::Object(d.job.opts.to_public())
             );
             for (i, s) in d.job.stacktrace.iter().enumerate() {
-                anstream::println!("stack[{i}]:       {}", s.replace('\n', "\n                "));
+                anstream::println!(
+                    "stack[{i}]:       {}",
+                    s.replace('\n', "\n                ")
+                );
             }
         }
         Action::Replay {

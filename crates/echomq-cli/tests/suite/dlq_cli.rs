@@ -90,9 +90,17 @@ async fn work_dead_letters_and_dlq_lists_shows_and_replays() {
     add(&q, 2, "refund").await;
 
     // Bad input first: nothing may be written.
-    refused(&url, &["work", Q, "--dead-letter", Q], "its own dead-letter queue");
+    refused(
+        &url,
+        &["work", Q, "--dead-letter", Q],
+        "its own dead-letter queue",
+    );
     refused(&url, &["dlq", DLQ, "replay", "--rate", "0"], "--rate");
-    refused(&url, &["dlq", DLQ, "list", "--since", "yesterday"], "time ago");
+    refused(
+        &url,
+        &["dlq", DLQ, "list", "--since", "yesterday"],
+        "time ago",
+    );
 
     let port = free_port();
     let _worker = Killed(
@@ -120,7 +128,12 @@ async fn work_dead_letters_and_dlq_lists_shows_and_replays() {
 
     let list = ok(&url, &["dlq", DLQ, "list", "--name", "refund"]);
     assert!(list.contains("2 shown of 6 dead letters"), "{list}");
-    let list = ok(&url, &["dlq", DLQ, "list", "--source", Q, "--since", "1h", "--limit", "3"]);
+    let list = ok(
+        &url,
+        &[
+            "dlq", DLQ, "list", "--source", Q, "--since", "1h", "--limit", "3",
+        ],
+    );
     assert!(list.contains("3 shown of 6"), "{list}");
     let list = ok(&url, &["dlq", DLQ, "list", "--class", "timeout"]);
     assert!(list.contains("0 shown of 6"), "{list}");
@@ -130,14 +143,29 @@ async fn work_dead_letters_and_dlq_lists_shows_and_replays() {
         .await
         .unwrap();
     let shown = ok(&url, &["dlq", DLQ, "show", &one[0].id]);
-    assert!(shown.contains(&format!("source:         {Q} (job {})", one[0].source_id)), "{shown}");
+    assert!(
+        shown.contains(&format!("source:         {Q} (job {})", one[0].source_id)),
+        "{shown}"
+    );
     assert!(shown.contains("attempts made:  2"), "{shown}");
     assert!(shown.contains("name:           refund"), "{shown}");
     refused(&url, &["dlq", DLQ, "show", "nope"], "not found");
 
-    refused(&url, &["dlq", DLQ, "replay", "--name", "nothing"], "matches");
-    refused(&url, &["dlq", DLQ, "replay", "--source", "gone"], "does not exist");
-    assert_eq!(dlq.dead_letters().count().await.unwrap(), 6, "nothing moved");
+    refused(
+        &url,
+        &["dlq", DLQ, "replay", "--name", "nothing"],
+        "matches",
+    );
+    refused(
+        &url,
+        &["dlq", DLQ, "replay", "--source", "gone"],
+        "does not exist",
+    );
+    assert_eq!(
+        dlq.dead_letters().count().await.unwrap(),
+        6,
+        "nothing moved"
+    );
 
     let out = ok(&url, &["dlq", DLQ, "replay", "--name", "refund"]);
     assert!(out.contains("2 replayed, 0 left in place"), "{out}");
@@ -185,13 +213,24 @@ async fn a_replay_sigkilled_midway_and_run_again_neither_doubles_nor_loses() {
     let _ = replay.0.wait();
     let back = q.counts().await.unwrap().waiting;
     let left = dlq.dead_letters().count().await.unwrap();
-    assert!(back > 0 && left > 0, "the kill came at an end ({back} back, {left} left)");
+    assert!(
+        back > 0 && left > 0,
+        "the kill came at an end ({back} back, {left} left)"
+    );
     assert_eq!(back + left, N, "a job doubled or lost at the kill");
 
     let out = ok(&url, &["dlq", DLQ, "replay"]);
-    assert!(out.contains(&format!("{left} replayed, 0 left in place")), "{out}");
+    assert!(
+        out.contains(&format!("{left} replayed, 0 left in place")),
+        "{out}"
+    );
     let ids: Vec<String> = q
-        .get_jobs(&[echomq::JobState::Waiting], 0, -1, echomq::RangeOrder::Ascending)
+        .get_jobs(
+            &[echomq::JobState::Waiting],
+            0,
+            -1,
+            echomq::RangeOrder::Ascending,
+        )
         .await
         .unwrap()
         .into_iter()

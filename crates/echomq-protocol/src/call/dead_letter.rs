@@ -207,7 +207,10 @@ mod tests {
             source: &src,
         };
         assert_eq!(replay.keys().len(), ScriptId::ReplayDeadLetter.num_keys());
-        assert_eq!(replay.decode(Reply::text("7")), Ok(Replayed::Done("7".into())));
+        assert_eq!(
+            replay.decode(Reply::text("7")),
+            Ok(Replayed::Done("7".into()))
+        );
         assert_eq!(replay.decode(Reply::Int(0)), Ok(Replayed::NotFound));
         assert_eq!(replay.decode(Reply::Int(-2)), Ok(Replayed::NoSource));
     }

@@ -364,13 +364,17 @@ impl DeadLetters<'_> {
                 }
                 let kept = match self.replay_letter(&letter).await? {
                     Replayed::Done(new_id) => {
-                        report
-                            .replayed
-                            .push((letter.id.clone(), letter.source_queue.clone(), new_id));
+                        report.replayed.push((
+                            letter.id.clone(),
+                            letter.source_queue.clone(),
+                            new_id,
+                        ));
                         false
                     }
                     Replayed::NoSource => {
-                        report.skipped.push(skip(&letter, "source queue does not exist"));
+                        report
+                            .skipped
+                            .push(skip(&letter, "source queue does not exist"));
                         true
                     }
                     Replayed::IdTaken => {
@@ -420,9 +424,7 @@ impl DeadLetters<'_> {
         let keys = self.queue.keys();
         let key = keys.failed();
         let low = filter.since.map_or("-inf".to_owned(), |t| t.to_string());
-        let high = filter
-            .before
-            .map_or("+inf".to_owned(), |t| format!("({t}"));
+        let high = filter.before.map_or("+inf".to_owned(), |t| format!("({t}"));
         let (skip, low, high) = match from {
             Some(c) if ascending => (c.skip, c.score.to_string(), high),
             Some(c) => (c.skip, low, c.score.to_string()),

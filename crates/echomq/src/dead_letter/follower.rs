@@ -72,7 +72,11 @@ impl std::fmt::Debug for DeadLetterFollower {
 impl DeadLetterFollower {
     /// Starts following `queue`'s failures into `target`. Refuses a target
     /// that is the queue itself, or of another hash slot in a cluster.
-    pub async fn start(conn: &Connection, queue: &str, mut target: DeadLetterQueue) -> Result<Self> {
+    pub async fn start(
+        conn: &Connection,
+        queue: &str,
+        mut target: DeadLetterQueue,
+    ) -> Result<Self> {
         let keys = QueueKeys::new(conn.prefix(), queue)?;
         let dlq = target.resolve(conn, &keys)?;
         let reader = BlockingReader::new(conn.clone())

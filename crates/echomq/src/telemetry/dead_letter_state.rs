@@ -67,9 +67,8 @@ mod tests {
             counts: vec![(("q".into(), "timeout".into()), 3)],
         };
         let text = render(&[s]);
-        assert!(text.contains(
-            "echomq_dead_letters{queue=\"q-dead\", source=\"q\", class=\"timeout\"} 3"
-        ));
+        assert!(text
+            .contains("echomq_dead_letters{queue=\"q-dead\", source=\"q\", class=\"timeout\"} 3"));
         assert_eq!(render(&[]), "");
     }
 }

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
+use echomq_protocol::call::dead_letter::{DeadLetterTarget, MoveToDeadLetter};
 use echomq_protocol::call::lifecycle::{
     DelayKind, EpochMs, FinishTarget, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
     NextJob, PushEnd, RetryJob, Verdict,
 };
-use echomq_protocol::call::dead_letter::{DeadLetterTarget, MoveToDeadLetter};
 use echomq_protocol::call::{Arg, Reply, ReplyError, ScriptCall};
 use echomq_protocol::job::field;
 use echomq_protocol::keys::Key;
