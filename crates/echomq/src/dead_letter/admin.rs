@@ -403,13 +403,12 @@ impl DeadLetters<'_> {
     async fn replay_letter(self, letter: &DeadLetter) -> Result<Replayed> {
         let conn = self.queue.connection();
         let source = QueueKeys::new(conn.prefix(), &letter.source_queue)?;
-        Ok(conn
-            .call(&ReplayDeadLetter {
-                dlq: self.queue.keys(),
-                id: &letter.id,
-                source: &source,
-            })
-            .await?)
+        conn.call(&ReplayDeadLetter {
+            dlq: self.queue.keys(),
+            id: &letter.id,
+            source: &source,
+        })
+        .await
     }
 
     /// One page of the `failed` set in the filter's time window, each entry
