@@ -538,3 +538,47 @@ async fn sigkill_during_a_dead_lettering_burst_loses_and_doubles_nothing() {
     assert_consistent(&conn, Q).await;
     assert_consistent(&conn, DLQ).await;
 }
+
+/// A dead-letter queue bounded by `max_len` keeps the newest dead letters,
+/// and its counts by class follow what it drops. Checked to fail without the
+/// bound: with the trim left out of deadLetter.lua it holds all five.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_dead_letter_queue_keeps_the_newest() {
+    let (_redis, conn, q) = RedisServer::with_queue(Q).await;
+    let dlq = dlq_queue(&conn).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            q.add("x", &fail(&format!("r{i}")), JobOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    let options = WorkerOptions::default()
+        .drain_delay(Duration::from_millis(200))
+        .dead_letter(DeadLetterQueue::new(DLQ).max_len(2));
+    let worker = dead_letter_worker(&q, options).await;
+    wait_until("5 failed for good", Duration::from_secs(20), async || {
+        q.counts().await.unwrap().failed == 0
+            && q.counts().await.unwrap().waiting == 0
+            && q.counts().await.unwrap().active == 0
+            && !q.job_exists(&ids[4]).await.unwrap()
+    })
+    .await;
+    worker.stop(None);
+    let d = dlq.dead_letters();
+    assert_eq!(d.count().await.unwrap(), 2);
+    let kept: HashSet<String> = d
+        .list(&DeadLetterFilter::all(), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.source_id)
+        .collect();
+    assert_eq!(kept, ids[3..].iter().cloned().collect(), "the newest kept");
+    assert_eq!(
+        d.counts().await.unwrap(),
+        vec![((Q.to_owned(), "error".to_owned()), 2)]
+    );
+    assert_consistent(&conn, DLQ).await;
+}
