@@ -7,10 +7,10 @@
 //! its own) and, for each `failed` event, runs `deadLetterFailed` on the job:
 //! the script moves a job still in `failed` and does nothing otherwise (a job
 //! dead-lettered already by an EchoMQ worker, retried or removed), so a
-//! failure seen twice, or by two followers, moves once. When it starts, and
-//! after a read fails (events may have passed unseen), it sweeps the `failed`
-//! set a page at a time: every job in `failed` then goes to the dead-letter
-//! queue. `echomq work --dead-letter <queue>` runs one beside its worker.
+//! failure seen twice, or by two followers, moves once. When it starts,
+//! after a read fails, and every 10 s (events may have passed
+//! unseen, or been trimmed), it sweeps the `failed` set a page at a time:
+//! every job in `failed` then goes to the dead-letter queue. `echomq work --dead-letter <queue>` runs one beside its worker.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -34,6 +34,10 @@ const READ_BATCH: u64 = 500;
 const SWEEP_PAGE: i64 = 200;
 /// Longest block on the stream.
 const BLOCK: Duration = Duration::from_secs(1);
+/// Time between sweeps of `failed`: the backstop for `failed` events the
+/// stream dropped (trimmed past before they were read). One call when the
+/// set is empty, as it is while every final failure is moved.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Counters of one follower since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -142,8 +146,13 @@ impl Pump {
     async fn run(self, reader: BlockingReader, mut cursor: String, stop: CancellationToken) {
         let stream = self.keys.events();
         let mut sweep = true;
+        let mut next_sweep = std::time::Instant::now() + SWEEP_INTERVAL;
         while !stop.is_cancelled() {
+            if std::time::Instant::now() >= next_sweep {
+                sweep = true;
+            }
             if sweep {
+                next_sweep = std::time::Instant::now() + SWEEP_INTERVAL;
                 match self.sweep(&stop).await {
                     Ok(()) => {
                         sweep = false;
