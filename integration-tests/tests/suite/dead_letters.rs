@@ -342,6 +342,7 @@ async fn replay_by_filter_limit_and_rate() {
         stamps.push(q.get_job(id).await.unwrap().unwrap().timestamp);
     }
     let span = stamps.iter().max().unwrap() - stamps.iter().min().unwrap();
+    eprintln!("replay of 5 at 10/s: spread over {span} ms on Redis's clock");
     assert!(span >= 398, "5 jobs at 10/s spread over {span} ms");
     assert_eq!(d.count().await.unwrap(), 2);
     assert_eq!(q.counts().await.unwrap().waiting, 7);
@@ -471,7 +472,7 @@ async fn bad_input_moves_nothing() {
 /// kill came before any dead letter or after the last job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_a_dead_lettering_burst_loses_and_doubles_nothing() {
-    const N: usize = 400;
+    const N: usize = 600;
     let (redis, conn, q) = RedisServer::with_queue(Q).await;
     let dlq = dlq_queue(&conn).await;
     let mut jobs = Vec::new();
@@ -479,7 +480,7 @@ async fn sigkill_during_a_dead_lettering_burst_loses_and_doubles_nothing() {
         let data = if i % 2 == 0 {
             json!({"mode": "fail", "reason": format!("r{i}")})
         } else {
-            json!({"mode": "sleep", "ms": 2})
+            json!({"mode": "sleep", "ms": 5})
         };
         jobs.push(echomq::NewJob {
             name: "burst".into(),
@@ -488,11 +489,14 @@ async fn sigkill_during_a_dead_lettering_burst_loses_and_doubles_nothing() {
         });
     }
     q.add_bulk(jobs).await.unwrap();
+    let t0 = std::time::Instant::now();
     let mut child = NodeChild::spawn_rust_worker(
         env!("CARGO_BIN_EXE_worker_process"),
         &redis.url(),
         Q,
-        json!({"concurrency": 8, "lockDuration": 1000, "deadLetter": DLQ}),
+        // Its stalled check's throttle key (shared, BullMQ's) must not
+        // outlive the recovery below by 30 s.
+        json!({"concurrency": 8, "lockDuration": 1000, "stalledInterval": 300, "deadLetter": DLQ}),
     );
     wait_until("20 dead letters", Duration::from_secs(30), async || {
         dlq.dead_letters().count().await.unwrap() >= 20
@@ -501,6 +505,10 @@ async fn sigkill_during_a_dead_lettering_burst_loses_and_doubles_nothing() {
     child.kill();
     let at_kill_dead = dlq.dead_letters().count().await.unwrap();
     let at_kill_done = q.counts().await.unwrap().completed;
+    eprintln!(
+        "at the kill ({:?} in): {at_kill_dead} dead letters, {at_kill_done} completed of {N}",
+        t0.elapsed()
+    );
     assert!(at_kill_dead > 0);
     assert!(
         (at_kill_dead + at_kill_done) < N as u64,
@@ -523,6 +531,7 @@ async fn sigkill_during_a_dead_lettering_burst_loses_and_doubles_nothing() {
     })
     .await;
     set.worker.stop(None);
+    eprintln!("all finished {:?} in", t0.elapsed());
     let c = q.counts().await.unwrap();
     assert_eq!(c.failed, 0);
     assert_eq!(c.completed, (N / 2) as u64);

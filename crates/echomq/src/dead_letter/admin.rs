@@ -148,7 +148,7 @@ pub struct ReplayOptions {
     /// Replay at most this many.
     pub limit: Option<u64>,
     /// At most this many jobs per second (paced: the n-th goes no earlier
-    /// than n / rate seconds after the first).
+    /// than n / rate seconds after the first one's reply).
     pub rate: Option<f64>,
 }
 
@@ -357,12 +357,16 @@ impl DeadLetters<'_> {
                     break 'pages;
                 }
                 matched += 1;
-                if let Some(rate) = options.rate {
-                    let start = *started.get_or_insert_with(Instant::now);
+                // Paced from the first call's reply: Redis ran that call
+                // before it, so the n-th runs at least n / rate after it on
+                // any clock, whatever the first call's latency.
+                if let (Some(rate), Some(start)) = (options.rate, started) {
                     let due = start + Duration::from_secs_f64((matched - 1) as f64 / rate);
                     tokio::time::sleep_until(due.into()).await;
                 }
-                let kept = match self.replay_letter(&letter).await? {
+                let replayed = self.replay_letter(&letter).await?;
+                started.get_or_insert_with(Instant::now);
+                let kept = match replayed {
                     Replayed::Done(new_id) => {
                         report.replayed.push((
                             letter.id.clone(),
