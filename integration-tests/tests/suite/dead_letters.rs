@@ -548,6 +548,26 @@ async fn sigkill_during_a_dead_lettering_burst_loses_and_doubles_nothing() {
     assert_consistent(&conn, DLQ).await;
 }
 
+/// A queue handle that names a dead-letter queue gives it to the workers
+/// made on it that name none. Checked to fail without the feature: with the
+/// worker ignoring `QueueOptions::dead_letter` the job stays in `failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_names_the_dead_letter_queue_of_its_workers() {
+    let (_redis, conn, _) = RedisServer::with_queue(Q).await;
+    let options = echomq::QueueOptions::default().dead_letter(DeadLetterQueue::new(DLQ));
+    let q = Queue::with_options(&conn, Q, options).await.unwrap();
+    let dlq = dlq_queue(&conn).await;
+    let id = q.add("x", &fail("no"), JobOptions::new()).await.unwrap();
+    let worker = dead_letter_worker(&q, WorkerOptions::default()).await;
+    wait_until("the dead letter", Duration::from_secs(20), async || {
+        dlq.dead_letters().count().await.unwrap() == 1
+    })
+    .await;
+    worker.stop(None);
+    assert!(!q.job_exists(&id).await.unwrap());
+    assert_eq!(q.counts().await.unwrap().failed, 0);
+}
+
 /// A dead-letter queue bounded by `max_len` keeps the newest dead letters,
 /// and its counts by class follow what it drops. Checked to fail without the
 /// bound: with the trim left out of deadLetter.lua it holds all five.

@@ -59,6 +59,9 @@ impl Actor for Worker {
         args: WorkerArgs,
     ) -> Result<WorkerState, ActorProcessingErr> {
         let mut args = args;
+        if args.options.dead_letter.is_none() {
+            args.options.dead_letter = args.queue.options.dead_letter.clone();
+        }
         if let Some(dlq) = args.options.dead_letter.as_mut() {
             dlq.resolve(args.queue.connection(), args.queue.keys())?;
         }
