@@ -611,3 +611,48 @@ async fn a_bounded_dead_letter_queue_keeps_the_newest() {
     );
     assert_consistent(&conn, DLQ).await;
 }
+
+/// On Redis Cluster the scripts touch both queues, so the dead-letter queue
+/// must carry the source's hash tag: `{orders}-dead` works (a worker
+/// dead-letters, a replay puts the job back), another slot is refused with
+/// `CrossSlot` at start, nothing moved. Checked to fail without the check:
+/// the follower starts, and a worker's final failure errors with CROSSSLOT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_dead_letter_queue_shares_the_hash_tag() {
+    let cluster = echomq_integration_tests::cluster::RedisCluster::start();
+    let conn = Connection::connect(echomq::ConnectionConfig::with_url(cluster.url()))
+        .await
+        .unwrap();
+    let q = Queue::new(&conn, "{orders}").await.unwrap();
+    let e = DeadLetterFollower::start(&conn, "{orders}", DeadLetterQueue::new("{other}-dead"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::DeadLetter(DeadLetterError::CrossSlot { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("hash tag"), "{e}");
+
+    let dlq = Queue::new(&conn, "{orders}-dead").await.unwrap();
+    let id = q.add("x", &fail("no"), JobOptions::new()).await.unwrap();
+    let options = WorkerOptions::default()
+        .drain_delay(Duration::from_millis(200))
+        .dead_letter(DeadLetterQueue::new("{orders}-dead"));
+    let worker = dead_letter_worker(&q, options).await;
+    wait_until("the dead letter", Duration::from_secs(30), async || {
+        dlq.dead_letters().count().await.unwrap() == 1
+    })
+    .await;
+    worker.stop(None);
+    let report = dlq
+        .dead_letters()
+        .replay(&DeadLetterFilter::all(), ReplayOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        report.replayed,
+        vec![("1".to_owned(), "{orders}".to_owned(), id)]
+    );
+    assert_eq!(q.counts().await.unwrap().waiting, 1);
+    assert_eq!(dlq.dead_letters().count().await.unwrap(), 0);
+}
