@@ -79,7 +79,7 @@ pub fn diagnose(e: &Error, url: Option<&str>) -> Diagnosis {
             ),
         ),
         Error::Server(p) => (FailureClass::Server, p.to_string()),
-        Error::Config(_) | Error::Validation(_) | Error::Scheduler(_) => {
+        Error::Config(_) | Error::Validation(_) | Error::Scheduler(_) | Error::DeadLetter(_) => {
             (FailureClass::Config, e.to_string())
         }
         other => (FailureClass::Runtime, other.to_string()),

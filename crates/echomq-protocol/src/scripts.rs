@@ -197,6 +197,14 @@ script_ids! {
     /// EchoMQ extension (group commit): several moveToFinished in one call,
     /// each with its own effects and reply.
     MoveJobsToFinished => "moveJobsToFinished", 15;
+    /// EchoMQ extension (dead letters): a final failure that moves the job
+    /// to the dead-letter queue in the same call.
+    MoveToDeadLetter => "moveToDeadLetter", 18;
+    /// EchoMQ extension (dead letters): a job already in `failed` to the
+    /// dead-letter queue (the follower of other workers' failures).
+    DeadLetterFailed => "deadLetterFailed", 5;
+    /// EchoMQ extension (dead letters): one dead letter back to its queue.
+    ReplayDeadLetter => "replayDeadLetter", 9;
 }
 
 impl ScriptId {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use echomq::dead_letter::{DeadLetterFilter, ReplayOptions};
 use echomq::queue::{CancelMode, CancelOutcome, RemoveOutcome};
 use echomq::{JobOptions, JobState, Queue};
 use serde::Deserialize;
@@ -131,6 +132,16 @@ pub(crate) enum Action {
         max: u64,
         duration_ms: u64,
     },
+    /// One dead letter back to its source queue (the queue is a dead-letter queue).
+    DlqReplay {
+        letter: String,
+    },
+    /// The dead letters matching a name and a reason text, at most `limit`.
+    DlqReplayMatching {
+        name: Option<String>,
+        reason: Option<String>,
+        limit: u64,
+    },
 }
 
 /// What the confirm step of action `name` asks, `None` for no such action.
@@ -163,12 +174,18 @@ pub(crate) fn question(
         "group-resume" => format!("Resume group {group} of queue {queue}?"),
         "group-concurrency" => format!("Set the concurrency of group {group} of queue {queue}?"),
         "group-rate-limit" => format!("Set the rate limit of group {group} of queue {queue}?"),
+        "dlq-replay" => format!(
+            "Replay dead letter {job} of queue {queue}: back to its source queue as a fresh job, out of {queue}?"
+        ),
+        "dlq-replay-matching" => format!(
+            "Replay the dead letters of queue {queue} matching these filters (oldest first) to their source queues?"
+        ),
         _ => return None,
     })
 }
 
 /// The action names of the routes, in menu order.
-pub(crate) const ACTIONS: [&str; 14] = [
+pub(crate) const ACTIONS: [&str; 16] = [
     "retry",
     "promote",
     "remove",
@@ -183,6 +200,8 @@ pub(crate) const ACTIONS: [&str; 14] = [
     "group-resume",
     "group-concurrency",
     "group-rate-limit",
+    "dlq-replay",
+    "dlq-replay-matching",
 ];
 
 /// The actions about one group (they need a `group` field).
@@ -241,6 +260,12 @@ impl Action {
                 group: group()?,
                 max: positive(&input.max, "max")?,
                 duration_ms: positive(&input.duration_ms, "duration_ms")?,
+            },
+            "dlq-replay" => Action::DlqReplay { letter: job()? },
+            "dlq-replay-matching" => Action::DlqReplayMatching {
+                name: non_empty(&input.name).map(str::to_owned),
+                reason: non_empty(&input.reason).map(str::to_owned),
+                limit: positive(&input.limit, "limit")?,
             },
             "retry" => Action::Retry { job: job()? },
             "promote" => Action::Promote { job: job()? },
@@ -418,6 +443,24 @@ impl Action {
                     .await?;
                 json!({ "group": group, "max": max, "duration_ms": duration_ms })
             }
+            Action::DlqReplay { letter } => {
+                let id = q.dead_letters().replay_one(letter).await?;
+                json!({ "replayed": letter, "id": id })
+            }
+            Action::DlqReplayMatching {
+                name,
+                reason,
+                limit,
+            } => {
+                let mut filter = DeadLetterFilter::all();
+                filter.name = name.clone();
+                filter.reason = reason.clone();
+                let report = q
+                    .dead_letters()
+                    .replay(&filter, ReplayOptions::default().limit(*limit))
+                    .await?;
+                json!({ "replayed": report.replayed.len(), "left": report.skipped.len() })
+            }
         })
     }
 }
@@ -445,6 +488,8 @@ mod tests {
         assert!(Action::parse("clean", &input(&[("state", "nope")])).is_err());
         assert!(Action::parse("obliterate", &input(&[])).is_err());
         assert!(Action::parse("group-pause", &input(&[])).is_err());
+        assert!(Action::parse("dlq-replay", &input(&[])).is_err());
+        assert!(Action::parse("dlq-replay-matching", &input(&[("limit", "0")])).is_err());
         assert!(Action::parse("group-pause", &input(&[("group", "a:b")])).is_err());
         assert!(Action::parse(
             "group-concurrency",

@@ -54,6 +54,10 @@ impl From<echomq::Error> for Failure {
         let status = match &e {
             E::Validation(_) | E::Scheduler(_) => StatusCode::BAD_REQUEST,
             E::JobNotFound(_) => StatusCode::NOT_FOUND,
+            E::DeadLetter(echomq::dead_letter::DeadLetterError::NotFound { .. }) => {
+                StatusCode::NOT_FOUND
+            }
+            E::DeadLetter(_) => StatusCode::CONFLICT,
             E::Script { .. } | E::ActiveJobs => StatusCode::CONFLICT,
             _ => {
                 tracing::warn!(error = %e, "dashboard request failed");

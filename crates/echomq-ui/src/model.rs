@@ -559,3 +559,65 @@ pub(crate) async fn groups(q: &Queue, start: u64) -> Result<GroupsPanel, Failure
         default_rate_limit: defaults.limit,
     })
 }
+
+/// Dead letters the panel shows: the newest of one page read.
+pub(crate) const DEAD_LETTERS_SHOWN: u64 = 20;
+
+/// One dead letter of the panel (docs/operations.md §Dead letters).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct DeadLetterView {
+    pub id: String,
+    pub name: String,
+    pub source_queue: String,
+    pub source_id: String,
+    pub class: String,
+    pub reason: String,
+    pub attempts_made: u64,
+    pub dead_lettered_at: u64,
+}
+
+/// The dead letters panel of a dead-letter queue: its counts by source and
+/// class, and the newest [`DEAD_LETTERS_SHOWN`] dead letters.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct DeadLettersPanel {
+    pub total: u64,
+    /// `(source, class, count)`.
+    pub counts: Vec<(String, String, u64)>,
+    pub letters: Vec<DeadLetterView>,
+}
+
+/// Bounded calls: the counts hash, one page of the dead letters; `None`
+/// for a queue that holds no dead letter.
+pub(crate) async fn dead_letters(q: &Queue) -> Result<Option<DeadLettersPanel>, Failure> {
+    let counts = q.dead_letters().counts().await?;
+    if counts.is_empty() {
+        return Ok(None);
+    }
+    let letters = q
+        .dead_letters()
+        .list(
+            &echomq::dead_letter::DeadLetterFilter::all(),
+            DEAD_LETTERS_SHOWN,
+        )
+        .await?;
+    Ok(Some(DeadLettersPanel {
+        total: counts.iter().map(|(_, n)| n).sum(),
+        counts: counts
+            .into_iter()
+            .map(|((source, class), n)| (source, class, n))
+            .collect(),
+        letters: letters
+            .into_iter()
+            .map(|d| DeadLetterView {
+                id: d.id,
+                name: d.job.name,
+                source_queue: d.source_queue,
+                source_id: d.source_id,
+                class: d.class,
+                reason: d.job.failed_reason.unwrap_or_default(),
+                attempts_made: d.job.attempts_made,
+                dead_lettered_at: d.dead_lettered_at,
+            })
+            .collect(),
+    }))
+}

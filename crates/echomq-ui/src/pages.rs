@@ -307,6 +307,41 @@ fn groups_panel(app: &App, queue: &str, p: &model::GroupsPanel) -> Markup {
     }
 }
 
+/// The dead letters panel (docs/operations.md §Dead letters): counts by
+/// source and class, the newest dead letters, replay one or by filter.
+fn dead_letters_panel(app: &App, queue: &str, p: &Option<model::DeadLettersPanel>) -> Markup {
+    let Some(p) = p else { return html! {} };
+    html! {
+        section.dead-letters {
+            h2 #dead-letters { "Dead letters (" (p.total) ")" }
+            p.hint {
+                @for (source, class, n) in &p.counts { (source) " · " (class) ": " (n) "  " }
+            }
+            @if !app.config.read_only {
+                p { a.button href=(confirm_url(queue, "dlq-replay-matching", None)) { "Replay by filter…" } }
+            }
+            table.dead-letters {
+                thead { tr {
+                    th { "Id" } th { "Dead-lettered" } th { "Source" } th { "Class" } th { "Name" }
+                    th.num { "Attempts" } th { "Reason" } th { "" }
+                } }
+                tbody { @for d in &p.letters { tr {
+                    td { a href=(job_url(queue, &d.id)) { (d.id) } }
+                    td { (time(Some(d.dead_lettered_at))) }
+                    td { (d.source_queue) " / " (d.source_id) }
+                    td { (d.class) }
+                    td { (d.name) }
+                    td.num { (d.attempts_made) }
+                    td { (d.reason) }
+                    td { @if !app.config.read_only {
+                        a href=(confirm_url(queue, "dlq-replay", Some(&d.id))) { "Replay" }
+                    } }
+                } } }
+            }
+        }
+    }
+}
+
 fn actions_bar(app: &App, queue: &str, paused: bool) -> Markup {
     html! {
         @if !app.config.read_only {
@@ -338,6 +373,7 @@ pub(crate) async fn queue(
     let workers = model::workers(&q).await.unwrap_or_default();
     let schedulers = model::schedulers(&app, &q).await?;
     let groups = model::groups(&q, pq.groups.unwrap_or(0)).await?;
+    let dead = model::dead_letters(&q).await?;
     let rows: Vec<(&Job, Option<JobState>)> = page.jobs.iter().map(|j| (j, None)).collect();
     let first = page.page * page.size;
     let page_url = |p: u64| format!("{}?state={}&page={p}", queue_url(&name), state.as_str());
@@ -387,6 +423,7 @@ pub(crate) async fn queue(
             }
         }
         (groups_panel(&app, &name, &groups))
+        (dead_letters_panel(&app, &name, &dead))
         h2 { "Job schedulers (" (schedulers.len()) ")" }
         @if schedulers.is_empty() { p.empty { "No job scheduler." } }
         @else {
@@ -544,13 +581,18 @@ pub(crate) async fn confirm(
     let group = input.group.as_deref().filter(|g| !g.is_empty());
     let ask = question(&action, &name, job, group)
         .ok_or_else(|| Failure::not_found(format!("no action {action:?}")))?;
-    if matches!(action.as_str(), "retry" | "promote" | "remove" | "cancel") && job.is_none() {
+    if matches!(
+        action.as_str(),
+        "retry" | "promote" | "remove" | "cancel" | "dlq-replay"
+    ) && job.is_none()
+    {
         return Err(Failure::bad_request(format!("{action} needs a job id")));
     }
     if GROUP_ACTIONS.contains(&action.as_str()) && group.is_none() {
         return Err(Failure::bad_request(format!("{action} needs a group id")));
     }
     let back = match job {
+        Some(_) if action == "dlq-replay" => queue_url(&name),
         Some(j) => job_url(&name, j),
         None => queue_url(&name),
     };
@@ -587,6 +629,11 @@ pub(crate) async fn confirm(
                 }
                 "drain" => {
                     label { input type="checkbox" name="delayed" value="true"; " also delayed jobs" }
+                }
+                "dlq-replay-matching" => {
+                    label { "Job name " input type="text" name="name" value=(input.name.clone().unwrap_or_default()); }
+                    label { " reason contains " input type="text" name="reason" value=(input.reason.clone().unwrap_or_default()); }
+                    label { " at most " input type="number" name="limit" min="1" value="100" required; }
                 }
                 "cancel" => {
                     label { "Reason " input type="text" name="reason" maxlength="1000" placeholder="cancelled from the dashboard"; }

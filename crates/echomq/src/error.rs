@@ -78,6 +78,9 @@ pub enum Error {
     /// `echomq adopt` refused a queue; nothing was written.
     #[error(transparent)]
     Adopt(#[from] crate::adopt::AdoptError),
+    /// A dead-letter operation was refused; nothing was moved.
+    #[error(transparent)]
+    DeadLetter(#[from] crate::dead_letter::DeadLetterError),
     /// A group job was refused: its group holds its max size of unreleased
     /// jobs (docs/groups.md). Nothing was written.
     #[error("group {group:?} is full ({max_size} jobs waiting)")]

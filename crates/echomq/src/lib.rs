@@ -28,6 +28,7 @@ pub mod audit;
 pub mod capacity;
 pub mod clock;
 pub mod connection;
+pub mod dead_letter;
 mod error;
 #[cfg(any(feature = "exec-processor", feature = "http-processor"))]
 pub mod external;

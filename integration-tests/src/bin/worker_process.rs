@@ -5,7 +5,7 @@
 //! `worker_process <redis-url> <queue> <json-options>`, options as
 //! `interop/worker.js`: `name`, `concurrency`, `lockDuration`,
 //! `stalledInterval`, `maxStalledCount`, `drainDelay`, `verbose`, `hang`, and
-//! `stalledChecker` (default true), `batch` (take batches of up to this many
+//! `stalledChecker` (default true), `deadLetter` (the dead-letter queue), `batch` (take batches of up to this many
 //! jobs, BatchOptions::new, each job run as below); for the chaos runner also `threads` (the
 //! runtime's worker threads, default 2), `skewMs` (this process's clock runs
 //! that far ahead, or behind when negative) and `closeMs` (the close deadline
@@ -124,6 +124,9 @@ async fn run(url: String, queue_name: String, opts: Value) {
     wargs.options.stalled_interval = ms("stalledInterval", 30_000);
     wargs.options.max_stalled_count = opts["maxStalledCount"].as_u64().unwrap_or(1);
     wargs.options.drain_delay = ms("drainDelay", 1000);
+    if let Some(dlq) = opts["deadLetter"].as_str() {
+        wargs.options.dead_letter = Some(echomq::dead_letter::DeadLetterQueue::new(dlq));
+    }
     if opts["watchdogMs"].is_u64() {
         wargs.options.watchdog_interval = ms("watchdogMs", 0);
     }

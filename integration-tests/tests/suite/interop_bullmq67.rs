@@ -730,6 +730,10 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "moveJobsToFinished-15",
         // `echomq adopt` (docs/migrating.md).
         "adoptLegacyRepeatable-5",
+        // Dead letters (docs/operations.md §Dead letters).
+        "moveToDeadLetter-18",
+        "deadLetterFailed-5",
+        "replayDeadLetter-9",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {

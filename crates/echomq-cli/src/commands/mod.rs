@@ -17,6 +17,7 @@ mod clean;
 mod concurrency;
 mod dedup;
 mod demo;
+mod dlq;
 mod drain;
 mod events;
 mod flow;
@@ -86,6 +87,8 @@ pub(crate) enum Command {
     Limiter(limiter::Args),
     /// The groups of a queue (counts, settings), or change one.
     Groups(groups::Args),
+    /// The dead letters of a dead-letter queue: list, show, replay by filter.
+    Dlq(dlq::Args),
     /// Show, set or remove the global concurrency.
     Concurrency(concurrency::Args),
     /// Show or free a deduplication id.
@@ -142,6 +145,7 @@ impl Command {
             Command::Events(a) => events::run(a, t).await,
             Command::Limiter(a) => limiter::run(a, t).await,
             Command::Groups(a) => groups::run(a, t).await,
+            Command::Dlq(a) => dlq::run(a, t).await,
             Command::Concurrency(a) => concurrency::run(a, t).await,
             Command::Dedup(a) => dedup::run(a, t).await,
             Command::AddFlow(a) => add_flow::run(a, t).await,

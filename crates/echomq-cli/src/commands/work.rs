@@ -108,6 +108,12 @@ pub(crate) struct Args {
     /// `group.limit`), written with --group-concurrency's rule.
     #[arg(long, env = "ECHOMQ_GROUP_RATE_LIMIT", value_name = "MAX/DURATION_MS")]
     group_rate_limit: Option<String>,
+    /// Dead-letter queue: jobs that fail for good move there, those this
+    /// worker fails in the same call, other workers' (BullMQ Node's) by a
+    /// follower of the queue's events this process runs (docs/operations.md
+    /// §Dead letters) [default: none, they stay in `failed`].
+    #[arg(long, env = "ECHOMQ_DEAD_LETTER", value_name = "QUEUE")]
+    dead_letter: Option<String>,
     /// Record per-minute completed/failed counts, keeping this many minutes
     /// (BullMQ's `metrics.maxDataPoints`) [default: off].
     #[arg(long, env = "ECHOMQ_METRICS", value_name = "MAX_DATA_POINTS")]
@@ -343,6 +349,13 @@ async fn run_connected(
         }
     };
     watch(metrics, &queue, &r);
+    // The dead-letter queue's own counts and dead letters by class.
+    if let Some(dlq) = &r.dead_letter {
+        let options = echomq::QueueOptions::default().skip_meta_update(true);
+        if let Ok(d) = Queue::with_options(conn, dlq, options).await {
+            watch(metrics, &d, &r);
+        }
+    }
     let processor = match processors::build(&r.processor, r.concurrency, &r.external).await {
         Ok(p) => p,
         Err(e) => return fail(FailureClass::Config, &e),

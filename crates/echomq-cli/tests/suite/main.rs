@@ -8,6 +8,7 @@ mod capacity_cli;
 mod chunked_cli;
 mod cli;
 mod diagnose;
+mod dlq_cli;
 mod groups_cli;
 mod limits_dedup_search_cli;
 mod max_jobs;

@@ -5,6 +5,7 @@ mod bounded_ui;
 mod browser;
 mod bull_board;
 mod dashboard;
+mod dead_letters_panel;
 mod groups_panel;
 mod relay_panel;
 mod support;

@@ -50,7 +50,19 @@ sub_handle!(
     Telemetry
 );
 
+sub_handle!(
+    /// The dead letters of a dead-letter queue (docs/operations.md §Dead
+    /// letters): list, show and replay by filter. `dlq.dead_letters()`.
+    DeadLetters
+);
+
 impl Queue {
+    /// The queue as a dead-letter queue: its dead letters, by page and
+    /// filter, and their replay.
+    pub fn dead_letters(&self) -> DeadLetters<'_> {
+        DeadLetters { queue: self }
+    }
+
     /// The queue's groups: per-group limits, pause, max size, defaults,
     /// counts and pages.
     pub fn groups(&self) -> Groups<'_> {

@@ -25,7 +25,7 @@ pub use self::cancel::{CancelMode, CancelOutcome};
 pub use self::chunked::{Chunked, Progress, DEFAULT_CHUNK};
 pub use self::getters::{JobFilter, JobLogs, WorkerInfo, SEARCH_PAGE_MAX};
 pub use self::handle::Queue;
-pub use self::handles::{Dedup, Flows, Groups, Limits, Telemetry};
+pub use self::handles::{DeadLetters, Dedup, Flows, Groups, Limits, Telemetry};
 pub use self::limits::RateLimit;
 pub use self::range::READ_PAGE;
 pub use self::typed::TypedQueue;

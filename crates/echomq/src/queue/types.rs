@@ -16,6 +16,10 @@ pub struct QueueOptions {
     pub max_data_bytes: usize,
     /// Do not write the meta hash when opening (read-only tooling). Default false.
     pub skip_meta_update: bool,
+    /// The dead-letter queue of every worker made on this handle that names
+    /// none itself (`WorkerOptions::dead_letter` wins), docs/operations.md
+    /// §Dead letters. Default none.
+    pub dead_letter: Option<crate::dead_letter::DeadLetterQueue>,
 }
 
 impl Default for QueueOptions {
@@ -25,11 +29,18 @@ impl Default for QueueOptions {
             max_len_events: DEFAULT_MAX_LEN_EVENTS,
             max_data_bytes: 16 * 1024 * 1024,
             skip_meta_update: false,
+            dead_letter: None,
         }
     }
 }
 
 impl QueueOptions {
+    /// Sets [`dead_letter`](Self::dead_letter).
+    pub fn dead_letter(mut self, dlq: crate::dead_letter::DeadLetterQueue) -> Self {
+        self.dead_letter = Some(dlq);
+        self
+    }
+
     /// Options merged under every job's own.
     pub fn default_job_options(mut self, options: JobOptions) -> Self {
         self.default_job_options = options;

@@ -136,7 +136,11 @@ async fn respond(
     let queues = watched.read().unwrap_or_else(|p| p.into_inner()).clone();
     let mut samples = Vec::with_capacity(queues.len());
     let mut groups = Vec::new();
+    let mut dead = Vec::new();
     for q in &queues {
+        if let Ok(Ok(d)) = tokio::time::timeout(SAMPLE_TIMEOUT, q.dead_letters().sample()).await {
+            dead.push(d);
+        }
         // Top-N groups only: bounded cardinality, one bounded call.
         if let Ok(Ok(g)) = tokio::time::timeout(SAMPLE_TIMEOUT, q.groups().sample()).await {
             groups.push(g);
@@ -167,6 +171,11 @@ async fn respond(
     let capacity = crate::capacity::render::render(&board.observe(&queues).await);
     if !capacity.is_empty() {
         body.push_str(&capacity);
+        body.push('\n');
+    }
+    let dead = super::dead_letter_state::render(&dead);
+    if !dead.is_empty() {
+        body.push_str(&dead);
         body.push('\n');
     }
     http::text(StatusCode::OK, TEXT, body)

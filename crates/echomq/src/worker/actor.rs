@@ -58,6 +58,13 @@ impl Actor for Worker {
         myself: ActorRef<WorkerMsg>,
         args: WorkerArgs,
     ) -> Result<WorkerState, ActorProcessingErr> {
+        let mut args = args;
+        if args.options.dead_letter.is_none() {
+            args.options.dead_letter = args.queue.options.dead_letter.clone();
+        }
+        if let Some(dlq) = args.options.dead_letter.as_mut() {
+            dlq.resolve(args.queue.connection(), args.queue.keys())?;
+        }
         if args.options.lock_duration.is_zero() {
             return Err("lock_duration must be positive".into());
         }

@@ -98,6 +98,15 @@ pub struct WorkerOptions {
     /// [`WorkerCounts::takes_left`](super::messages::WorkerCounts) reads 0. A
     /// take whose call brought no job is given back. Default none (no limit).
     pub max_jobs: Option<u64>,
+    /// Where the jobs this worker fails for good go (docs/operations.md
+    /// §Dead letters): their final failure (last attempt, or unrecoverable)
+    /// runs `moveToDeadLetter`, which fails the job as moveToFinished does
+    /// and moves it to this queue in the same call; nothing stays in this
+    /// queue's `failed` set (and `remove_on_fail` does not apply). Refused
+    /// at start when it names the worker's own queue, or (Redis Cluster)
+    /// a queue without its hash tag. Final failures skip group commit.
+    /// Default none: they stay in `failed`, as BullMQ's.
+    pub dead_letter: Option<crate::dead_letter::DeadLetterQueue>,
 }
 
 impl Default for WorkerOptions {
@@ -123,6 +132,7 @@ impl Default for WorkerOptions {
             group: None,
             group_commit: 2,
             max_jobs: None,
+            dead_letter: None,
         }
     }
 }
@@ -144,6 +154,12 @@ impl WorkerOptions {
     /// Sets [`group`](Self::group).
     pub fn group(mut self, defaults: GroupDefaults) -> Self {
         self.group = Some(defaults);
+        self
+    }
+
+    /// Sets [`dead_letter`](Self::dead_letter).
+    pub fn dead_letter(mut self, dlq: crate::dead_letter::DeadLetterQueue) -> Self {
+        self.dead_letter = Some(dlq);
         self
     }
 

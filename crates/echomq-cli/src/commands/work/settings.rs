@@ -42,6 +42,8 @@ pub(super) struct Settings {
     pub(super) limiter: Option<echomq::RateLimit>,
     /// The worker's `group` option (the queue's group defaults), when given.
     pub(super) group: Option<echomq::groups::GroupDefaults>,
+    /// The dead-letter queue, when given.
+    pub(super) dead_letter: Option<String>,
     /// Minutes of metrics kept (`metrics.maxDataPoints`), when recording.
     pub(super) metrics: Option<u64>,
     pub(super) quiet: bool,
@@ -90,6 +92,7 @@ impl Args {
             limiter: self.limiter.or(file.limiter),
             group_concurrency: self.group_concurrency.or(file.group_concurrency),
             group_rate_limit: self.group_rate_limit.or(file.group_rate_limit),
+            dead_letter: self.dead_letter.or(file.dead_letter),
             metrics: self.metrics.or(file.metrics),
             quiet: self.quiet.or(file.quiet),
             connect_timeout: self.connect_timeout.or(file.connect_timeout),
@@ -200,6 +203,19 @@ fn checked(
         a.scale_concurrency,
         u32::try_from(concurrency).unwrap_or(u32::MAX),
     )?;
+    let dead_letter = match a.dead_letter {
+        Some(dlq) if dlq == queue => {
+            return Err(format!(
+                "--dead-letter: queue {queue:?} cannot be its own dead-letter queue"
+            ))
+        }
+        Some(dlq) => {
+            echomq::protocol::QueueKeys::new(&prefix, &dlq)
+                .map_err(|e| format!("--dead-letter: {e}"))?;
+            Some(dlq)
+        }
+        None => None,
+    };
     let ms = Duration::from_millis;
     Ok(Settings {
         url,
@@ -222,6 +238,7 @@ fn checked(
         name: a.name,
         limiter,
         group,
+        dead_letter,
         metrics: a.metrics,
         quiet: a.quiet.unwrap_or(false),
         close_timeout: ms(a.close_timeout.unwrap_or(10_000)),

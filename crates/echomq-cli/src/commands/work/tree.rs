@@ -35,6 +35,19 @@ pub(super) async fn work(
     let feeder = GroupFeederArgs::new(conn.clone(), queue.name())
         .max_ready((settings.concurrency as u64 * 2).max(16));
     host.add_group_feeder(feeder).await?;
+    // Final failures of other workers (BullMQ Node's) follow this worker's
+    // into the dead-letter queue.
+    let follower = match &settings.dead_letter {
+        Some(dlq) => Some(
+            echomq::dead_letter::DeadLetterFollower::start(
+                &conn,
+                queue.name(),
+                echomq::dead_letter::DeadLetterQueue::new(dlq.clone()),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     if let Some(server) = health {
         server.attach(HealthCheck::new(conn, host.actor().clone()).worker_set(worker.id()));
     }
@@ -79,6 +92,9 @@ pub(super) async fn work(
     // jobs finish (--close-timeout) while their locks are renewed, move the rest back to
     // wait; then the LockManager and StalledChecker; then the supervisor.
     let report = host.close(settings.close_timeout).await?;
+    if let Some(f) = follower {
+        f.close().await;
+    }
     for (_, closed) in report.worker_sets {
         let closed = closed.map_err(|e| e.to_string())?;
         let (finished, moved) = closed
@@ -110,5 +126,9 @@ fn worker_args(queue: Queue, settings: &Settings, processor: Arc<dyn Processor>)
     }
     args.options.group = settings.group;
     args.options.max_jobs = settings.max_jobs;
+    args.options.dead_letter = settings
+        .dead_letter
+        .clone()
+        .map(echomq::dead_letter::DeadLetterQueue::new);
     args
 }

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use echomq_protocol::call::dead_letter::{DeadLetterTarget, MoveToDeadLetter};
 use echomq_protocol::call::lifecycle::{
     DelayKind, EpochMs, FinishTarget, MoveJobFromActiveToWait, MoveToDelayed, MoveToFinished,
     NextJob, PushEnd, RetryJob, Verdict,
@@ -135,6 +136,7 @@ pub(crate) struct Ran {
 /// ([`Connection::call_batch`] takes calls of one type).
 pub(crate) enum TransitionCall<'a> {
     Finish(MoveToFinished<'a>),
+    DeadLetter(MoveToDeadLetter<'a>),
     Delay(MoveToDelayed<'a>),
     Retry(RetryJob<'a>),
     ToWait(MoveJobFromActiveToWait<'a>),
@@ -150,6 +152,7 @@ impl ScriptCall for TransitionCall<'_> {
     fn script(&self) -> ScriptId {
         match self {
             TransitionCall::Finish(c) => c.script(),
+            TransitionCall::DeadLetter(c) => c.script(),
             TransitionCall::Delay(c) => c.script(),
             TransitionCall::Retry(c) => c.script(),
             TransitionCall::ToWait(c) => c.script(),
@@ -159,6 +162,7 @@ impl ScriptCall for TransitionCall<'_> {
     fn keys(&self) -> Vec<Key> {
         match self {
             TransitionCall::Finish(c) => c.keys(),
+            TransitionCall::DeadLetter(c) => c.keys(),
             TransitionCall::Delay(c) => c.keys(),
             TransitionCall::Retry(c) => c.keys(),
             TransitionCall::ToWait(c) => c.keys(),
@@ -168,6 +172,7 @@ impl ScriptCall for TransitionCall<'_> {
     fn args(&self) -> Vec<Arg> {
         match self {
             TransitionCall::Finish(c) => c.args(),
+            TransitionCall::DeadLetter(c) => c.args(),
             TransitionCall::Delay(c) => c.args(),
             TransitionCall::Retry(c) => c.args(),
             TransitionCall::ToWait(c) => c.args(),
@@ -177,6 +182,7 @@ impl ScriptCall for TransitionCall<'_> {
     fn decode(&self, reply: Reply) -> std::result::Result<TransitionReply, ReplyError> {
         Ok(match self {
             TransitionCall::Finish(c) => (c.decode(reply)?, None),
+            TransitionCall::DeadLetter(c) => (c.decode(reply)?, None),
             TransitionCall::Delay(c) => (c.decode(reply)?, None),
             TransitionCall::Retry(c) => (c.decode(reply)?.map(|()| None), None),
             TransitionCall::ToWait(c) => {
@@ -221,7 +227,11 @@ impl<'a> Finishing<'a> {
                 TransitionCall::Finish(self.finish_call(FinishTarget::Completed, value, &[]))
             }
             Transition::Fail { reason, fields } => {
-                TransitionCall::Finish(self.finish_call(FinishTarget::Failed, reason, fields))
+                let finish = self.finish_call(FinishTarget::Failed, reason, fields);
+                match self.dead_letter() {
+                    Some(target) => TransitionCall::DeadLetter(MoveToDeadLetter { finish, target }),
+                    None => TransitionCall::Finish(finish),
+                }
             }
             Transition::Delay {
                 delay,
@@ -264,11 +274,22 @@ impl<'a> Finishing<'a> {
             Transition::Complete(value) => {
                 Some(self.finish_call(FinishTarget::Completed, value, &[]))
             }
+            // A dead-lettering failure is a script of its own, never grouped.
+            Transition::Fail { .. } if self.dead_letter().is_some() => None,
             Transition::Fail { reason, fields } => {
                 Some(self.finish_call(FinishTarget::Failed, reason, fields))
             }
             _ => None,
         }
+    }
+
+    /// Where a final failure goes, when the worker names a dead-letter queue.
+    fn dead_letter(&self) -> Option<DeadLetterTarget<'a>> {
+        let dlq = self.options.dead_letter.as_ref()?;
+        Some(DeadLetterTarget {
+            dlq: dlq.keys.as_ref()?,
+            max_len: dlq.max_len,
+        })
     }
 
     /// The fetch options of a fetch-next: this token, the worker's lock
