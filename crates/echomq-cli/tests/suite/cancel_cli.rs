@@ -9,17 +9,8 @@ use std::time::Duration;
 use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 
+use crate::cli::ok;
 use crate::cli::run as echomq;
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = echomq(url, args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A worker process holding the queue's jobs for a minute each.
 struct Worker(Child);

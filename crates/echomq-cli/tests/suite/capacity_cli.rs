@@ -4,9 +4,7 @@
 //! them as `echomq_capacity_*` gauges; a zero setting is a configuration
 //! error.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use echomq::{JobOptions, Queue};
@@ -14,43 +12,7 @@ use echomq_integration_tests::{wait_until, RedisServer};
 use serde_json::{json, Value};
 
 use crate::cli::command as echomq;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The body of `GET /metrics`, or `None` while nothing answers.
-fn scrape(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).ok()?;
-    Some(reply.split_once("\r\n\r\n")?.1.to_owned())
-}
-
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::cli::{free_port, metric_value, scrape, Killed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_shows_the_capacity_figures() {
@@ -153,7 +115,7 @@ async fn the_worker_process_serves_the_capacity_gauges() {
         Duration::from_secs(60),
         async || {
             text = scrape(port).unwrap_or_default();
-            value(
+            metric_value(
                 &text,
                 r#"echomq_capacity_service_time_seconds{queue="scaled"}"#,
             )
@@ -174,18 +136,18 @@ async fn the_worker_process_serves_the_capacity_gauges() {
         let name = format!("echomq_capacity_{gauge}");
         assert!(text.contains(&format!("# TYPE {name} gauge")), "{text}");
         assert!(
-            value(&text, &format!("{name}{{queue=\"scaled\"}}")).is_some(),
+            metric_value(&text, &format!("{name}{{queue=\"scaled\"}}")).is_some(),
             "{name}: {text}"
         );
     }
     assert_eq!(
-        value(
+        metric_value(
             &text,
             r#"echomq_capacity_target_age_seconds{queue="scaled"}"#
         ),
         Some(2.5)
     );
-    assert!(value(&text, r#"echomq_capacity_arrival_rate{queue="scaled"}"#).unwrap() > 0.0);
+    assert!(metric_value(&text, r#"echomq_capacity_arrival_rate{queue="scaled"}"#).unwrap() > 0.0);
 
     let out = echomq()
         .args([

@@ -5,9 +5,7 @@
 //! midway and run again neither doubles nor loses a job.
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use echomq::dead_letter::DeadLetterFilter;
@@ -15,53 +13,10 @@ use echomq::{JobOptions, NewJob, Queue};
 use echomq_integration_tests::{assert_consistent, wait_until, RedisServer};
 use serde_json::json;
 
-use crate::cli::run as echomq;
+use crate::cli::{free_port, ok, refused, scrape, Killed};
 
 const Q: &str = "orders";
 const DLQ: &str = "orders-dead";
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = echomq(url, args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn refused(url: &str, args: &[&str], says: &str) {
-    let out = echomq(url, args);
-    assert!(!out.status.success(), "{args:?} was accepted");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(says), "{args:?}: {err}");
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn scrape(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).ok()?;
-    Some(reply.split_once("\r\n\r\n")?.1.to_owned())
-}
 
 async fn add(q: &Queue, n: usize, name: &str) {
     let jobs = (0..n)

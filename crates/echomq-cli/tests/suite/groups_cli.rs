@@ -11,24 +11,7 @@ use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::{json, Value as Json};
 
-use crate::cli::run as echomq;
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = echomq(url, args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn refused(url: &str, args: &[&str], says: &str) {
-    let out = echomq(url, args);
-    assert!(!out.status.success(), "{args:?} was accepted");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(says), "{args:?}: {err}");
-}
+use crate::cli::{ok, refused};
 
 /// The `groups` list's row of `id`, split on whitespace.
 fn row(list: &str, id: &str) -> Vec<String> {

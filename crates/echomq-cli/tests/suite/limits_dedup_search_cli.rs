@@ -7,24 +7,7 @@ use echomq_integration_tests::RedisServer;
 use fred::prelude::*;
 use serde_json::json;
 
-use crate::cli::run as echomq;
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = echomq(url, args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn refused(url: &str, args: &[&str], says: &str) {
-    let out = echomq(url, args);
-    assert!(!out.status.success(), "{args:?} was accepted");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(says), "{args:?}: {err}");
-}
+use crate::cli::{ok, refused};
 
 #[tokio::test]
 async fn limits_and_dedup_from_the_command_line() {

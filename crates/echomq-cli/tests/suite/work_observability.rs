@@ -2,9 +2,8 @@
 //! worker takes a job, counts what it ran, and carries BullMQ's queue
 //! gauges; a non-loopback address is said so in the log (docs/operations.md).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use echomq::{JobOptions, Queue};
@@ -12,43 +11,7 @@ use echomq_integration_tests::RedisServer;
 use serde_json::json;
 
 use crate::cli::command as echomq;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The body of `GET /metrics`, or `None` while nothing answers.
-fn scrape(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).ok()?;
-    Some(reply.split_once("\r\n\r\n")?.1.to_owned())
-}
-
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::cli::{free_port, metric_value, scrape, Killed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_process_serves_its_metrics_and_the_queue_gauges() {
@@ -81,7 +44,7 @@ async fn the_worker_process_serves_its_metrics_and_the_queue_gauges() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let text = loop {
         if let Some(t) = scrape(port) {
-            if value(&t, r#"echomq_jobs_completed_total{queue="served"}"#) == Some(10.0) {
+            if metric_value(&t, r#"echomq_jobs_completed_total{queue="served"}"#) == Some(10.0) {
                 break t;
             }
         }
@@ -89,21 +52,21 @@ async fn the_worker_process_serves_its_metrics_and_the_queue_gauges() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(
-        value(
+        metric_value(
             &text,
             r#"echomq_job_duration_seconds_count{queue="served"}"#
         ),
         Some(10.0)
     );
     assert_eq!(
-        value(
+        metric_value(
             &text,
             r#"bullmq_job_count{queue="served", state="completed"}"#
         ),
         Some(10.0)
     );
     assert_eq!(
-        value(&text, r#"bullmq_job_completed_total{queue="served"}"#),
+        metric_value(&text, r#"bullmq_job_completed_total{queue="served"}"#),
         Some(10.0)
     );
     assert!(text.contains("# TYPE bullmq_job_count gauge"));

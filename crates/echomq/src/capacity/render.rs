@@ -2,6 +2,7 @@
 //! (docs/operations.md §Autoscaling lists them).
 
 use super::monitor::Capacity;
+use crate::telemetry::queue_state::escape;
 
 /// `(name, help, value)` of each gauge; `None` writes no line (a service
 /// time not measured yet is absent, not zero).
@@ -67,13 +68,6 @@ pub fn render(figures: &[Capacity]) -> String {
         }
     }
     lines.join("\n")
-}
-
-/// A label value as the text format wants it.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use crate::error::Result;
 use crate::queue::DeadLetters;
+use crate::telemetry::queue_state::escape;
 
 /// One dead-letter queue's numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,12 +49,6 @@ pub fn render(samples: &[DeadLetterSample]) -> String {
         }
     }
     lines.join("\n")
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

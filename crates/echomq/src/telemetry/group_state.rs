@@ -8,6 +8,7 @@ use echomq_protocol::call::groups::GroupInfo;
 
 use crate::error::Result;
 use crate::queue::Groups;
+use crate::telemetry::queue_state::escape;
 
 /// Groups exported per queue and scrape (one getGroups call).
 pub const TOP_GROUPS: usize = 10;
@@ -100,12 +101,6 @@ pub fn render(samples: &[GroupSample]) -> String {
         }
     }
     lines.join("\n")
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

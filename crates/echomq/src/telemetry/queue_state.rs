@@ -129,8 +129,9 @@ pub fn render(samples: &[QueueSample], global_variables: &[(&str, &str)]) -> Str
 }
 
 /// A label value as the text format wants it (and BullMQ escapes it):
-/// backslash, double quote and newline escaped.
-fn escape(v: &str) -> String {
+/// backslash, double quote and newline escaped. Every exporter of the crate
+/// writes its labels through this one.
+pub(crate) fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
