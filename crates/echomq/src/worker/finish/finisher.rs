@@ -389,8 +389,21 @@ mod tests {
         (count(single), count(group))
     }
 
-    /// Polls each future once, in order: the first sends its call, the
-    /// others find it in flight and queue behind it.
+    /// The finishes of `calls`, each polled once in order: the first sends
+    /// its call, the others find it in flight and queue behind it.
+    async fn sent_together<'a>(
+        finisher: &'a Finisher,
+        conn: &'a Connection,
+        calls: &'a [MoveToFinished<'a>],
+    ) -> Vec<Pending<'a>> {
+        let mut pending: Vec<Pending<'a>> = calls
+            .iter()
+            .map(|call| Box::pin(finisher.finish(conn, call)) as Pending<'a>)
+            .collect();
+        poll_once_each(&mut pending).await;
+        pending
+    }
+
     async fn poll_once_each(pending: &mut [Pending<'_>]) {
         std::future::poll_fn(|cx| {
             for p in pending.iter_mut() {
@@ -435,11 +448,7 @@ mod tests {
             .iter()
             .map(|id| completion(&keys, id, "1"))
             .collect();
-        let mut pending: Vec<Pending<'_>> = calls_of
-            .iter()
-            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
-            .collect();
-        poll_once_each(&mut pending).await;
+        let pending = sent_together(&finisher, &conn, &calls_of).await;
         let answers = all(pending).await;
         assert!(done(&answers[0]), "{:?}", answers[0]);
         assert!(
@@ -477,11 +486,7 @@ mod tests {
         // One in flight, 20 behind it: a group of GROUP_SIZE, then the rest.
         let small: Vec<MoveToFinished<'_>> =
             ids.iter().map(|id| completion(&keys, id, "1")).collect();
-        let mut pending: Vec<Pending<'_>> = small
-            .iter()
-            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
-            .collect();
-        poll_once_each(&mut pending).await;
+        let pending = sent_together(&finisher, &conn, &small).await;
         assert!(all(pending).await.iter().all(done));
         assert_eq!(calls(conn.pool().next()).await, (1, 2));
 
@@ -494,11 +499,7 @@ mod tests {
         log_every_command(conn.pool().next()).await;
         let large: Vec<MoveToFinished<'_>> =
             ids.iter().map(|id| completion(&keys, id, &big)).collect();
-        let mut pending: Vec<Pending<'_>> = large
-            .iter()
-            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
-            .collect();
-        poll_once_each(&mut pending).await;
+        let pending = sent_together(&finisher, &conn, &large).await;
         assert!(all(pending).await.iter().all(done));
         // big0 alone, big1 + big2 grouped, big3 alone: no call over the bound.
         assert_eq!(calls(conn.pool().next()).await, (2, 1));
@@ -526,11 +527,7 @@ mod tests {
             .iter()
             .map(|id| completion(&keys, id, "1"))
             .collect();
-        let mut pending: Vec<Pending<'_>> = calls_of
-            .iter()
-            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
-            .collect();
-        poll_once_each(&mut pending).await;
+        let pending = sent_together(&finisher, &conn, &calls_of).await;
         let answers = all(pending).await;
         assert!(done(&answers[0]));
         let refused = answers[1].as_ref().expect_err("b's own call fails too");
@@ -555,11 +552,7 @@ mod tests {
             .iter()
             .map(|id| completion(&keys, id, "1"))
             .collect();
-        let mut pending: Vec<Pending<'_>> = calls_of
-            .iter()
-            .map(|call| Box::pin(finisher.finish(&conn, call)) as Pending<'_>)
-            .collect();
-        poll_once_each(&mut pending).await;
+        let mut pending = sent_together(&finisher, &conn, &calls_of).await;
         let c_finish = pending.pop().unwrap();
         let b_finish = pending.pop().unwrap();
         let a_finish = pending.pop().unwrap();
