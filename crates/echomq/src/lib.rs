@@ -26,6 +26,8 @@
 pub mod adopt;
 pub mod audit;
 pub mod clock;
+#[cfg(feature = "codec")]
+pub mod codec;
 pub mod connection;
 mod error;
 #[cfg(any(feature = "exec-processor", feature = "http-processor"))]

@@ -16,6 +16,12 @@ pub struct QueueOptions {
     pub max_data_bytes: usize,
     /// Do not write the meta hash when opening (read-only tooling). Default false.
     pub skip_meta_update: bool,
+    /// How payloads are stored: the codec new data (and, on a worker, return
+    /// values) is encoded with, the keys envelopes are decoded with.
+    /// Default: no codec, plain JSON as BullMQ stores it
+    /// (docs/operations.md §Memory).
+    #[cfg(feature = "codec")]
+    pub codec: crate::codec::CodecOptions,
 }
 
 impl Default for QueueOptions {
@@ -25,6 +31,8 @@ impl Default for QueueOptions {
             max_len_events: DEFAULT_MAX_LEN_EVENTS,
             max_data_bytes: 16 * 1024 * 1024,
             skip_meta_update: false,
+            #[cfg(feature = "codec")]
+            codec: crate::codec::CodecOptions::default(),
         }
     }
 }
@@ -51,6 +59,13 @@ impl QueueOptions {
     /// Do not write the meta hash when opening.
     pub fn skip_meta_update(mut self, skip: bool) -> Self {
         self.skip_meta_update = skip;
+        self
+    }
+
+    /// How payloads are stored (codec, keys, decoded-size cap).
+    #[cfg(feature = "codec")]
+    pub fn codec(mut self, codec: crate::codec::CodecOptions) -> Self {
+        self.codec = codec;
         self
     }
 }
