@@ -9,6 +9,7 @@
 
 mod chunked;
 mod cli;
+mod codec;
 mod commands;
 mod style;
 mod target;
