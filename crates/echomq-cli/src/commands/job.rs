@@ -69,11 +69,11 @@ fn show_decoded(field: &str, value: Option<&serde_json::Value>, q: &Queue) {
     let codec = value[echomq::codec::CODEC_FIELD].as_str().unwrap_or("?");
     let label = format!("{field} ({codec}, decoded)");
     match decoded {
-        Ok(plain) => anstream::println!("  {}  {plain}", paint(style::BOLD, &label)),
+        Ok(plain) => anstream::println!("  {}  {plain}", paint(style::BOLD, label)),
         Err(e) => anstream::println!(
             "  {}  {}",
-            paint(style::BOLD, &format!("{field} ({codec})")),
-            paint(style::WARN, &format!("not decoded: {e}"))
+            paint(style::BOLD, format!("{field} ({codec})")),
+            paint(style::WARN, format!("not decoded: {e}"))
         ),
     }
 }

@@ -4,6 +4,7 @@
 mod bounded_ui;
 mod browser;
 mod bull_board;
+mod codec_view;
 mod dashboard;
 mod groups_panel;
 mod relay_panel;

@@ -8,20 +8,17 @@ use super::processor::ProcessError;
 use crate::worker::finish::job::ActiveJob;
 use crate::worker::shared::WorkerShared;
 
-/// The job with its data decoded when it is an envelope; a payload that
-/// cannot be decoded fails the job for good, since no retry would read it.
-pub(crate) fn open(
-    core: &WorkerShared,
-    mut job: ActiveJob,
-) -> Result<ActiveJob, (ActiveJob, ProcessError)> {
-    let decoded = core.queue_arc().options.codec.decode(&job.job().data);
-    match decoded {
-        None => Ok(job),
+/// Decodes the job's data in place when it is an envelope; a payload that
+/// cannot be decoded is the failure to record, for good, since no retry
+/// would read it.
+pub(crate) fn open(core: &WorkerShared, job: &mut ActiveJob) -> Result<(), ProcessError> {
+    match core.queue_arc().options.codec.decode(&job.job().data) {
+        None => Ok(()),
         Some(Ok(data)) => {
             job.replace_data(data);
-            Ok(job)
+            Ok(())
         }
-        Some(Err(e)) => Err((job, unreadable(&e))),
+        Some(Err(e)) => Err(unreadable(&e)),
     }
 }
 

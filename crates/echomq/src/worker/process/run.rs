@@ -66,9 +66,12 @@ async fn process_one(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJ
         return Box::pin(fail_job(core, job, refusal)).await;
     }
     #[cfg(feature = "codec")]
-    let job = match super::payload::open(core, job) {
-        Ok(job) => job,
-        Err((job, unreadable)) => return Box::pin(fail_job(core, job, unreadable)).await,
+    let job = {
+        let mut job = job;
+        if let Err(unreadable) = super::payload::open(core, &mut job) {
+            return Box::pin(fail_job(core, job, unreadable)).await;
+        }
+        job
     };
     let started = std::time::Instant::now();
     let ran = run_processor(core, &job)
