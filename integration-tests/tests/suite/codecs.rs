@@ -307,6 +307,7 @@ async fn python_reads_and_writes_through_its_shim_both_ways() {
         for d in &data {
             ids.push(queue.add("order", d, JobOptions::new()).await.unwrap());
         }
+        assert_eq!(stored(&c, &q, &ids[0], "data").await["emq:codec"], codec.name());
         let ran = python_codec(
             &python,
             "work",
