@@ -307,7 +307,10 @@ async fn python_reads_and_writes_through_its_shim_both_ways() {
         for d in &data {
             ids.push(queue.add("order", d, JobOptions::new()).await.unwrap());
         }
-        assert_eq!(stored(&c, &q, &ids[0], "data").await["emq:codec"], codec.name());
+        assert_eq!(
+            stored(&c, &q, &ids[0], "data").await["emq:codec"],
+            codec.name()
+        );
         let ran = python_codec(
             &python,
             "work",
@@ -646,4 +649,120 @@ async fn gzip_keeps_redis_memory_at_least_three_times_lower() {
         assert_eq!(seen[id]["len"], len, "job {id}");
     }
     assert_eq!(queue.counts().await.unwrap().completed, n);
+}
+
+/// A batch worker decodes as a single-job worker does: the readable jobs of
+/// a batch reach the processor decoded, their results are stored encoded,
+/// and the undecodable ones fail for good without reaching it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_worker_decodes_and_fails_the_undecodable_for_good() {
+    use echomq::worker::{batch_processor_fn, BatchOptions, BatchResults};
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let keys = spec(&[("k1", K1)]);
+    let sealed = open(
+        &conn,
+        "bq",
+        codec_options(Some(Codec::Aes256GcmGzip), &keys),
+    )
+    .await;
+    let mut good = Vec::new();
+    for i in 0..4 {
+        good.push(
+            sealed
+                .add("order", &order(i), JobOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    let plain = Queue::new(&conn, "bq").await.unwrap();
+    let bad = add_undecodable(&plain).await;
+    let ids_bad: Vec<String> = bad
+        .iter()
+        .filter(|(case, _)| *case != "good")
+        .map(|(_, (id, _))| id.clone())
+        .collect();
+    good.push(bad["good"].0.clone());
+
+    let seen: Seen = Arc::default();
+    let record = seen.clone();
+    let processor = batch_processor_fn(move |batch: Vec<JobContext>| {
+        let record = record.clone();
+        async move {
+            batch
+                .iter()
+                .map(|job| {
+                    let text = serde_json::to_string(job.data()).unwrap();
+                    record.lock().unwrap().insert(job.id().to_owned(), text);
+                    Ok(json!({"seenBy": "rust-batch"}))
+                })
+                .collect::<BatchResults>()
+        }
+    });
+    let reader = codec_options(Some(Codec::Gzip), &keys).max_decoded_bytes(1 << 20);
+    let queue = open(&conn, "bq", reader).await;
+    let args = WorkerArgs::batched(queue.clone(), processor, BatchOptions::new(20));
+    let (host, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
+    let set = WorkerSetSpec::new(args)
+        .spawn_linked(host.get_cell())
+        .await
+        .unwrap();
+    let want = (good.len() as u64, ids_bad.len() as u64);
+    wait_until(
+        "the batches finished",
+        Duration::from_secs(30),
+        async || finished(&c, "bq").await == want,
+    )
+    .await;
+    call_t!(set.worker, WorkerMsg::Close, 10_000, Duration::from_secs(2)).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.len(),
+        good.len(),
+        "only readable jobs ran: {:?}",
+        seen.keys()
+    );
+    for (i, id) in good.iter().take(4).enumerate() {
+        assert_eq!(seen[id], order(i as u64).to_string(), "job {id}");
+        let rv = stored(&c, "bq", id, "returnvalue").await;
+        assert_eq!(rv["emq:codec"], "gzip", "{rv}");
+    }
+    for id in &ids_bad {
+        let job = queue.get_job(id).await.unwrap().unwrap();
+        assert_eq!(job.attempts_made, 1, "{id}: not retried");
+        assert!(job.stacktrace[0].starts_with("UnrecoverableError"), "{id}");
+    }
+}
+
+/// A flow's jobs are stored through the producer's codec; the parent runs
+/// after its children, every one of them seeing its data decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_is_stored_encoded_and_runs_decoded() {
+    use echomq::{FlowJob, FlowProducer};
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let keys = spec(&[("k1", K1)]);
+    let sealing = codec_options(Some(Codec::Aes256GcmGzip), &keys);
+    let flow = FlowJob::new("invoice", "fq", order(100))
+        .child(FlowJob::new("line", "fq", order(101)))
+        .child(FlowJob::new("line", "fq", order(102)));
+    let node = FlowProducer::new(&conn)
+        .with_codec(sealing.clone())
+        .add(flow)
+        .await
+        .unwrap();
+    let ids: Vec<String> = std::iter::once(node.id.clone())
+        .chain(node.children.iter().map(|n| n.id.clone()))
+        .collect();
+    for id in &ids {
+        assert_eq!(stored(&c, "fq", id, "data").await["kid"], "k1", "{id}");
+    }
+    let queue = open(&conn, "fq", sealing).await;
+    let seen = rust_work(&queue, async || finished(&c, "fq").await == (3, 0)).await;
+    let seen = seen.lock().unwrap().clone();
+    for (id, i) in ids.iter().zip(100..) {
+        assert_eq!(seen[id], order(i).to_string(), "{id}");
+    }
 }
