@@ -55,6 +55,7 @@ async function main() {
 }
 
 main().then(
-  (out) => { process.stdout.write(JSON.stringify(out)); process.exit(0); },
+  // Exit once the whole document is written: a pipe takes it in pieces.
+  (out) => { process.stdout.write(JSON.stringify(out), () => process.exit(0)); },
   (e) => { console.error(e); process.exit(1); },
 );
