@@ -137,3 +137,30 @@ async fn add_job_and_work_with_a_sealing_codec() {
     printed += &text(&shown);
     assert!(!printed.contains(KEY_B64), "a key was printed: {printed}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn add_bulk_with_gzip_stores_envelopes() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let c = redis.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jobs.jsonl");
+    std::fs::write(
+        &file,
+        "{\"name\":\"a\",\"data\":{\"n\":1}}\n{\"name\":\"b\",\"data\":{\"n\":2}}\n",
+    )
+    .unwrap();
+    let out = echomq_env(
+        &url,
+        &[],
+        &["add-bulk", "bq", file.to_str().unwrap(), "--codec", "gzip"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    for id in ["1", "2"] {
+        let raw: String = c.hget(format!("emq:bq:{id}"), "data").await.unwrap();
+        let v: Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(v["emq:codec"], "gzip", "{raw}");
+    }
+    let shown = echomq_env(&url, &[], &["job", "bq", "2"]);
+    assert!(text(&shown).contains(r#"{"n":2}"#), "{}", text(&shown));
+}
