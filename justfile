@@ -52,6 +52,13 @@ bench-scale: _ensure-redis _ensure-node-packages
     cargo build --release -q -p echomq-cli
     cargo run --release -q -p echomq-integration-tests --bin bench_scale
 
+# Payload codecs at full size (issue 44): 100,000 jobs of 15 KB of JSON, plain vs gzip on two
+# servers (used_memory ratio at least 3), then a BullMQ Node worker reads them through the shim.
+# Needs about 2 GB of free memory for the plain server.
+bench-codec JOBS="100000": _ensure-redis _ensure-node-packages
+    ECHOMQ_CODEC_JOBS={{JOBS}} cargo test --release -p echomq-integration-tests --test suite \
+        codecs::gzip_keeps_redis_memory_at_least_three_times_lower -- --nocapture
+
 # The group-commit equality proof at length (docs/decisions.md §16): CASES
 # random scenarios, each finished as single calls, as random groups and by
 # BullMQ's own moveToFinished on three servers, whole keyspaces and replies

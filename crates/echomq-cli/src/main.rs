@@ -10,6 +10,7 @@
 mod capacity;
 mod chunked;
 mod cli;
+mod codec;
 mod commands;
 mod style;
 mod target;

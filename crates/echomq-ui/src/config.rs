@@ -93,6 +93,10 @@ pub struct UiConfig {
     pub search_budget: u64,
     /// Jobs per page in listings. Default 25; a request may ask up to 200.
     pub page_size: u64,
+    /// Keys a job page decodes payloads stored through a codec with
+    /// (docs/operations.md §Memory). Default: none — `gzip` is still shown
+    /// decoded, a sealed payload says which key is missing.
+    pub codec: echomq::codec::CodecOptions,
 }
 
 impl Default for UiConfig {
@@ -105,6 +109,7 @@ impl Default for UiConfig {
             samples: 60,
             search_budget: 2000,
             page_size: 25,
+            codec: echomq::codec::CodecOptions::default(),
         }
     }
 }
@@ -119,6 +124,12 @@ impl UiConfig {
     /// Sets [`UiConfig::auth_token`].
     pub fn auth_token(mut self, token: Option<AuthToken>) -> Self {
         self.auth_token = token;
+        self
+    }
+
+    /// Sets [`UiConfig::codec`].
+    pub fn codec(mut self, codec: echomq::codec::CodecOptions) -> Self {
+        self.codec = codec;
         self
     }
 

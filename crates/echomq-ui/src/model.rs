@@ -251,6 +251,40 @@ pub(crate) struct JobDetail {
     pub parent: Option<JobRef>,
     /// Children by group: (group, child, extra: value or reason).
     pub children: Vec<(&'static str, JobRef, Option<String>)>,
+    /// `data` and `returnvalue` when stored through a codec.
+    pub decoded: Vec<Decoded>,
+}
+
+/// A payload stored through a codec: decoded with the dashboard's keys, or
+/// why not.
+pub(crate) struct Decoded {
+    /// `data` or `returnvalue`.
+    pub field: &'static str,
+    /// The codec its envelope names.
+    pub codec: String,
+    pub value: Result<Value, String>,
+}
+
+fn decoded(q: &Queue, job: &Job) -> Vec<Decoded> {
+    [
+        ("data", Some(&job.data)),
+        ("returnvalue", job.return_value.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(field, stored)| {
+        let stored = stored?;
+        let value = q.codec().decode(stored)?.map_err(|e| e.to_string());
+        let codec = stored[echomq::codec::CODEC_FIELD]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        Some(Decoded {
+            field,
+            codec,
+            value,
+        })
+    })
+    .collect()
 }
 
 /// Log lines shown on a job page (the newest).
@@ -294,6 +328,7 @@ pub(crate) async fn job_detail(app: &App, q: &Queue, id: &str) -> Result<JobDeta
         }
     }
     Ok(JobDetail {
+        decoded: decoded(q, &job),
         job,
         state,
         logs: logs.logs,
@@ -308,6 +343,21 @@ pub(crate) fn job_detail_json(d: &JobDetail) -> Value {
     v["state"] = json!(d.state.as_str());
     v["logs"] = json!(d.logs);
     v["logCount"] = json!(d.log_count);
+    // Only when a payload is stored through a codec: {field: {codec, value | error}}.
+    if !d.decoded.is_empty() {
+        v["decoded"] = d
+            .decoded
+            .iter()
+            .map(|x| {
+                let body = match &x.value {
+                    Ok(value) => json!({"codec": x.codec, "value": value}),
+                    Err(e) => json!({"codec": x.codec, "error": e}),
+                };
+                (x.field.to_owned(), body)
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
     v["parent"] = json!(d.parent);
     v["children"] = d
         .children

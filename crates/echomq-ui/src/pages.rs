@@ -537,7 +537,14 @@ pub(crate) async fn job(
                 } } }
             }
         }
-        h2 { "Data" }
+        @for x in &d.decoded {
+            h2 { "Decoded " (x.field) " (" code { (x.codec) } ")" }
+            @match &x.value {
+                Ok(v) => { pre.json.decoded id={ "job-decoded-" (x.field) } { (pretty(v)) } }
+                Err(e) => { p.failed id={ "job-decoded-" (x.field) } { "Stored through a codec; not decoded here: " (e) } }
+            }
+        }
+        h2 { "Data" @if !d.decoded.is_empty() { " (as stored)" } }
         pre.json #job-data { (pretty(&j.data)) }
         h2 { "Options" }
         pre.json { (pretty(&Value::Object(j.opts.to_public()))) }

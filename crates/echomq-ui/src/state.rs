@@ -36,7 +36,9 @@ impl App {
         let q = Queue::with_options(
             &self.conn,
             name,
-            QueueOptions::default().skip_meta_update(true),
+            QueueOptions::default()
+                .skip_meta_update(true)
+                .codec(self.config.codec.clone()),
         )
         .await
         .map_err(|e| Failure::bad_request(e.to_string()))?;

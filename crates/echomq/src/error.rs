@@ -75,6 +75,10 @@ pub enum Error {
     /// slots): see [`check_server`](crate::connection::check_server).
     #[error(transparent)]
     Server(#[from] ServerProblem),
+    /// A payload could not be encoded (or decoded) through its codec.
+    #[cfg(feature = "codec")]
+    #[error(transparent)]
+    Codec(#[from] crate::codec::CodecError),
     /// `echomq adopt` refused a queue; nothing was written.
     #[error(transparent)]
     Adopt(#[from] crate::adopt::AdoptError),

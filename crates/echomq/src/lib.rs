@@ -27,6 +27,8 @@ pub mod adopt;
 pub mod audit;
 pub mod capacity;
 pub mod clock;
+#[cfg(feature = "codec")]
+pub mod codec;
 pub mod connection;
 pub mod dead_letter;
 mod error;

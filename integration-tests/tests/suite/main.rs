@@ -11,6 +11,7 @@ mod bounded;
 mod chaos_fast;
 mod cluster;
 mod cluster_reshard;
+mod codecs;
 mod dead_letters;
 mod deduplication;
 mod delayed_timing;

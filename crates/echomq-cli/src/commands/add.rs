@@ -40,10 +40,12 @@ pub(crate) struct Args {
     /// Priority inside the group (with --group), lower first.
     #[arg(long, requires = "group")]
     group_priority: Option<i64>,
+    #[command(flatten)]
+    codec: crate::codec::CodecArgs,
 }
 
 pub(crate) async fn run(a: Args, t: &Target) -> Res {
-    let queue = super::queue(t, &a.queue)?;
+    let queue = super::queue(t, &a.queue)?.with_codec(a.codec.options()?);
     let data: serde_json::Value =
         serde_json::from_str(&a.data).map_err(|e| format!("job data is not valid JSON: {e}"))?;
     let opts = options(&a)?;

@@ -27,10 +27,12 @@ pub(crate) struct Args {
     /// Lines per pipelined round trip.
     #[arg(long, default_value_t = 1000)]
     chunk: usize,
+    #[command(flatten)]
+    codec: crate::codec::CodecArgs,
 }
 
 pub(crate) async fn run(a: Args, t: &Target) -> Res {
-    let queue = super::queue(t, &a.queue)?;
+    let queue = super::queue(t, &a.queue)?.with_codec(a.codec.options()?);
     let plan = BulkPlan::check(&a.file, a.from_line, a.chunk)?;
     queue
         .run(Access::Write, async |_, q| send(q, &plan).await)

@@ -13,10 +13,14 @@ use crate::target::Target;
 pub(crate) struct Args {
     queue: String,
     id: String,
+    /// Keys to show the decoded data of an encrypted payload with.
+    #[command(flatten)]
+    keys: crate::codec::KeyArgs,
 }
 
 pub(crate) async fn run(a: Args, t: &Target) -> Res {
     super::queue(t, &a.queue)?
+        .with_codec(a.keys.options()?)
         .run(Access::Read, async |conn, q| show_job(conn, q, &a.id).await)
         .await
 }
@@ -39,6 +43,8 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
     for (k, v) in fields {
         anstream::println!("  {k:<13}{v}");
     }
+    show_decoded("data", Some(&job.data), q);
+    show_decoded("returnvalue", job.return_value.as_ref(), q);
     show_dependencies(q, id).await?;
     let logs = q
         .get_job_logs(id, 0, -1, echomq::RangeOrder::Ascending)
@@ -51,6 +57,25 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
         }
     }
     Ok(())
+}
+
+/// A payload stored through a codec, decoded when the keys allow, else why
+/// not (docs/operations.md §Memory).
+fn show_decoded(field: &str, value: Option<&serde_json::Value>, q: &Queue) {
+    let Some(value) = value else { return };
+    let Some(decoded) = q.codec().decode(value) else {
+        return;
+    };
+    let codec = value[echomq::codec::CODEC_FIELD].as_str().unwrap_or("?");
+    let label = format!("{field} ({codec}, decoded)");
+    match decoded {
+        Ok(plain) => anstream::println!("  {}  {plain}", paint(style::BOLD, label)),
+        Err(e) => anstream::println!(
+            "  {}  {}",
+            paint(style::BOLD, format!("{field} ({codec})")),
+            paint(style::WARN, format!("not decoded: {e}"))
+        ),
+    }
 }
 
 /// The dependencies section: counts and the first children of each group

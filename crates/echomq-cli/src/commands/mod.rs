@@ -184,12 +184,17 @@ impl Command {
 pub(crate) struct QueueArg<'a> {
     target: &'a Target,
     name: &'a str,
+    codec: echomq::codec::CodecOptions,
 }
 
 /// Checks the keys of queue `name` under the target's prefix.
 pub(crate) fn queue<'a>(target: &'a Target, name: &'a str) -> Res<QueueArg<'a>> {
     QueueKeys::new(&target.prefix, name)?;
-    Ok(QueueArg { target, name })
+    Ok(QueueArg {
+        target,
+        name,
+        codec: Default::default(),
+    })
 }
 
 /// Whether a command writes the queue's meta hash when it opens the queue
@@ -201,6 +206,12 @@ pub(crate) enum Access {
 }
 
 impl QueueArg<'_> {
+    /// Opens the queue with these payload codec settings.
+    pub(crate) fn with_codec(mut self, codec: echomq::codec::CodecOptions) -> Self {
+        self.codec = codec;
+        self
+    }
+
     /// Connects, opens the queue and runs `f` on it; the connection is closed
     /// after.
     pub(crate) async fn run<T>(
@@ -209,7 +220,9 @@ impl QueueArg<'_> {
         f: impl AsyncFnOnce(&Connection, &Queue) -> Res<T>,
     ) -> Res<T> {
         let conn = Connection::connect(self.target.config.clone()).await?;
-        let options = QueueOptions::default().skip_meta_update(access == Access::Read);
+        let options = QueueOptions::default()
+            .skip_meta_update(access == Access::Read)
+            .codec(self.codec);
         let queue = Queue::with_options(&conn, self.name, options).await?;
         let r = f(&conn, &queue).await;
         conn.close().await;

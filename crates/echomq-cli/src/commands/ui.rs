@@ -27,13 +27,24 @@ pub(crate) struct Args {
     /// Hide every action; the server refuses action requests.
     #[arg(long)]
     read_only: bool,
+    /// Keys a job page shows payloads stored through a codec with.
+    #[command(flatten)]
+    keys: crate::codec::KeyArgs,
 }
 
 /// Runs the dashboard; the exit code follows the other commands: 2 for a refused
 /// setting, 3/4 for Redis, 1 otherwise.
 pub(crate) async fn run(args: Args, cli: &Target) -> i32 {
     init_logs();
+    let codec = match args.keys.options() {
+        Ok(codec) => codec,
+        Err(e) => {
+            crate::style::print_error(&e);
+            return 2;
+        }
+    };
     let config = UiConfig::default()
+        .codec(codec)
         .bind(args.bind)
         .auth_token(args.auth_token.clone())
         .read_only(args.read_only);

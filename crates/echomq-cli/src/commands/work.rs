@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use echomq::connection::{host_port, server_facts, ServerProblem};
 use echomq::external::HttpHeader;
-use echomq::{Connection, Queue, RetryPolicy};
+use echomq::{Connection, Queue, QueueOptions, RetryPolicy};
 use echomq_cli::diagnose::{self, FailureClass};
 use serde::Deserialize;
 use tracing::warn;
@@ -167,6 +167,18 @@ pub(crate) struct Args {
     #[arg(long, env = "ECHOMQ_ALLOW_EVICTION", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     allow_eviction: Option<bool>,
+    /// Store return values through this payload codec: gzip |
+    /// aes256gcm+gzip; job data stored through any codec is decoded whatever
+    /// this says [default: none].
+    #[arg(long, env = "ECHOMQ_CODEC", value_name = "CODEC")]
+    codec: Option<String>,
+    /// Payload keys as `id:base64` lines, the last one current [default: the
+    /// ECHOMQ_CODEC_KEYS variable, `id:base64,id:base64`]. Never logged.
+    #[arg(long, env = "ECHOMQ_CODEC_KEYS_FILE", value_name = "FILE")]
+    codec_keys_file: Option<PathBuf>,
+    /// The largest decoded payload accepted, in bytes [default: 512 MiB].
+    #[arg(long, env = "ECHOMQ_MAX_DECODED_BYTES", value_name = "BYTES")]
+    max_decoded_bytes: Option<usize>,
 }
 
 /// How log lines are written (to stderr).
@@ -341,7 +353,8 @@ async fn run_connected(
         }
         return fail(FailureClass::Server, &problem.to_string());
     }
-    let queue = match Queue::new(conn, &r.queue).await {
+    let options = QueueOptions::default().codec(r.codec.clone());
+    let queue = match Queue::with_options(conn, &r.queue, options).await {
         Ok(q) => q,
         Err(e) => {
             let d = diagnose::diagnose(&e, Some(&r.url));

@@ -7,6 +7,7 @@ mod cancel_cli;
 mod capacity_cli;
 mod chunked_cli;
 mod cli;
+mod codec_cli;
 mod diagnose;
 mod dlq_cli;
 mod groups_cli;

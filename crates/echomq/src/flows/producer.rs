@@ -175,6 +175,9 @@ pub struct JobNode {
 #[derive(Debug, Clone)]
 pub struct FlowProducer {
     conn: Connection,
+    /// How the jobs' data is stored (docs/operations.md §Memory). Default: plain.
+    #[cfg(feature = "codec")]
+    codec: crate::codec::CodecOptions,
 }
 
 /// One job of a flow, validated and encoded.
@@ -241,7 +244,19 @@ impl Entry {
 impl FlowProducer {
     /// A producer on `conn` (its prefix is the flows' prefix).
     pub fn new(conn: &Connection) -> Self {
-        FlowProducer { conn: conn.clone() }
+        FlowProducer {
+            conn: conn.clone(),
+            #[cfg(feature = "codec")]
+            codec: crate::codec::CodecOptions::default(),
+        }
+    }
+
+    /// Stores every job's data through `codec` (its `encode`), as a queue
+    /// with [`QueueOptions::codec`](crate::QueueOptions) does.
+    #[cfg(feature = "codec")]
+    pub fn with_codec(mut self, codec: crate::codec::CodecOptions) -> Self {
+        self.codec = codec;
+        self
     }
 
     /// Adds one flow atomically; returns its tree of ids. With a `parent`
@@ -358,6 +373,8 @@ impl FlowProducer {
             }
             .into());
         }
+        #[cfg(feature = "codec")]
+        let data = self.codec.encode_text(data)?;
         // The node's rule wins over its options' one: one rule is stored.
         let on_failure = job.on_failure.or(job.options.on_failure);
         let mut opts = if on_failure == job.options.on_failure {

@@ -82,6 +82,15 @@ impl Queue {
         Ok(json)
     }
 
+    /// The data as stored: [`Queue::encode_data`] (the limit applies to the
+    /// plain JSON), then the queue's payload codec when it names one.
+    pub(super) fn store_data(&self, data: &impl Serialize, limit: usize) -> Result<String> {
+        let json = Self::encode_data(data, limit)?;
+        #[cfg(feature = "codec")]
+        let json = self.options.codec.encode_text(json)?;
+        Ok(json)
+    }
+
     fn prepare(&self, name: &str, data: &impl Serialize, options: JobOptions) -> Result<Prepared> {
         if name.is_empty() {
             return Err(ValidationError::EmptyJobName.into());
@@ -98,7 +107,7 @@ impl Queue {
             name: name.to_owned(),
             custom_id: options.job_id.clone().unwrap_or_default(),
             timestamp: options.timestamp.unwrap_or_else(crate::clock::now_ms),
-            data: Self::encode_data(data, limit)?,
+            data: self.store_data(data, limit)?,
             opts: crate::telemetry::trace::stamp_context(options.to_stored()),
             dedup_key: options
                 .deduplication

@@ -59,7 +59,7 @@ impl Queue {
 
     /// Replaces a job's data.
     pub async fn update_data(&self, id: &str, data: &impl Serialize) -> Result<()> {
-        let json = Self::encode_data(data, self.options.max_data_bytes)?;
+        let json = self.store_data(data, self.options.max_data_bytes)?;
         let call = UpdateData {
             keys: &self.keys,
             id,

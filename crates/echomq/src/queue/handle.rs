@@ -87,6 +87,13 @@ impl Queue {
         &self.keys
     }
 
+    /// How this handle stores payloads: decode a job's data read through
+    /// [`Queue::get_job`] with `queue.codec().decode(&job.data)`.
+    #[cfg(feature = "codec")]
+    pub fn codec(&self) -> &crate::codec::CodecOptions {
+        &self.options.codec
+    }
+
     /// The shared connection.
     pub fn connection(&self) -> &Connection {
         &self.conn

@@ -20,6 +20,12 @@ pub struct QueueOptions {
     /// none itself (`WorkerOptions::dead_letter` wins), docs/operations.md
     /// §Dead letters. Default none.
     pub dead_letter: Option<crate::dead_letter::DeadLetterQueue>,
+    /// How payloads are stored: the codec new data (and, on a worker, return
+    /// values) is encoded with, the keys envelopes are decoded with.
+    /// Default: no codec, plain JSON as BullMQ stores it
+    /// (docs/operations.md §Memory).
+    #[cfg(feature = "codec")]
+    pub codec: crate::codec::CodecOptions,
 }
 
 impl Default for QueueOptions {
@@ -30,6 +36,8 @@ impl Default for QueueOptions {
             max_data_bytes: 16 * 1024 * 1024,
             skip_meta_update: false,
             dead_letter: None,
+            #[cfg(feature = "codec")]
+            codec: crate::codec::CodecOptions::default(),
         }
     }
 }
@@ -62,6 +70,13 @@ impl QueueOptions {
     /// Do not write the meta hash when opening.
     pub fn skip_meta_update(mut self, skip: bool) -> Self {
         self.skip_meta_update = skip;
+        self
+    }
+
+    /// How payloads are stored (codec, keys, decoded-size cap).
+    #[cfg(feature = "codec")]
+    pub fn codec(mut self, codec: crate::codec::CodecOptions) -> Self {
+        self.codec = codec;
         self
     }
 }

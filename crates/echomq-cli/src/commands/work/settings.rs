@@ -53,6 +53,8 @@ pub(super) struct Settings {
     pub(super) default_timeout: Option<Duration>,
     /// Batches, when taken in batches.
     pub(super) batch: Option<echomq::worker::BatchOptions>,
+    /// Payload codec settings (their `Debug` shows key ids only).
+    pub(super) codec: echomq::codec::CodecOptions,
 }
 
 /// The `http_headers` lines of a file, unchecked; `Debug` shows how many,
@@ -107,6 +109,9 @@ impl Args {
             log_format: self.log_format.or(file.log_format),
             log_level: self.log_level.or(file.log_level),
             allow_eviction: self.allow_eviction.or(file.allow_eviction),
+            codec: self.codec.or(file.codec),
+            codec_keys_file: self.codec_keys_file.or(file.codec_keys_file),
+            max_decoded_bytes: self.max_decoded_bytes.or(file.max_decoded_bytes),
         }
     }
 }
@@ -149,7 +154,13 @@ pub(super) fn resolve(
     ]
     .iter()
     .any(|k| env(k).is_some_and(|v| !v.is_empty()));
-    checked(a, url, prefix, queue, otel_env)
+    let codec = crate::codec::options(
+        a.codec.as_deref(),
+        a.codec_keys_file.as_deref(),
+        a.max_decoded_bytes,
+        &env,
+    )?;
+    checked(a, url, prefix, queue, otel_env, codec)
 }
 
 /// The merged options checked, in the order their errors are reported, with
@@ -160,6 +171,7 @@ fn checked(
     prefix: String,
     queue: String,
     otel_env: bool,
+    codec: echomq::codec::CodecOptions,
 ) -> Result<Settings, String> {
     let processor: ProcessorSpec = a.processor.as_deref().unwrap_or("echo").parse()?;
     let concurrency = a.concurrency.unwrap_or(1);
@@ -244,6 +256,7 @@ fn checked(
         close_timeout: ms(a.close_timeout.unwrap_or(10_000)),
         default_timeout,
         batch,
+        codec,
     })
 }
 

@@ -149,6 +149,12 @@ impl ActiveJob {
         &self.job
     }
 
+    /// Replaces the data the processor will see (a decoded payload).
+    #[cfg(feature = "codec")]
+    pub(crate) fn replace_data(&mut self, data: serde_json::Value) {
+        Arc::make_mut(&mut self.job).data = data;
+    }
+
     pub(crate) fn job_arc(&self) -> Arc<Job> {
         self.job.clone()
     }

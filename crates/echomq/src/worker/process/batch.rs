@@ -91,14 +91,22 @@ pub(crate) async fn run(core: Arc<WorkerShared>, permit: SlotPermit, jobs: Vec<A
         return;
     };
     let processor = processor.clone();
+    // Jobs whose payload cannot be decoded fail without reaching the
+    // processor, as single jobs do (payload.rs).
+    #[cfg(feature = "codec")]
+    let (jobs, unreadable) = open_all(&core, jobs);
     let n = jobs.len();
     let contexts: Vec<JobContext> = jobs.iter().map(ActiveJob::context).collect();
     let started = Instant::now();
-    let results = match catch_panic(processor.process(contexts)).await {
-        Ok(results) => results,
-        Err(panic) => {
-            let e = abnormal_end(panic);
-            (0..n).map(|_| Err(e.clone())).collect()
+    let results = if contexts.is_empty() {
+        Vec::new()
+    } else {
+        match catch_panic(processor.process(contexts)).await {
+            Ok(results) => results,
+            Err(panic) => {
+                let e = abnormal_end(panic);
+                (0..n).map(|_| Err(e.clone())).collect()
+            }
         }
     };
     core.telemetry().job_ran(started.elapsed());
@@ -121,6 +129,12 @@ pub(crate) async fn run(core: Arc<WorkerShared>, permit: SlotPermit, jobs: Vec<A
             continue;
         }
         let (t, report) = transition_of(&core, &job, result);
+        reports.push((job.id().to_owned(), report));
+        items.push((job, t));
+    }
+    #[cfg(feature = "codec")]
+    for (job, e) in unreadable {
+        let (t, report) = transition_of(&core, &job, Err(e));
         reports.push((job.id().to_owned(), report));
         items.push((job, t));
     }
@@ -167,11 +181,32 @@ enum Report {
     Other,
 }
 
+/// The jobs whose data decodes (decoded in place), and the others with the
+/// failure to record for them.
+#[cfg(feature = "codec")]
+fn open_all(
+    core: &WorkerShared,
+    jobs: Vec<ActiveJob>,
+) -> (Vec<ActiveJob>, Vec<(ActiveJob, ProcessError)>) {
+    let mut readable = Vec::with_capacity(jobs.len());
+    let mut unreadable = Vec::new();
+    for mut job in jobs {
+        match super::payload::open(core, &mut job) {
+            Ok(()) => readable.push(job),
+            Err(e) => unreadable.push((job, e)),
+        }
+    }
+    (readable, unreadable)
+}
+
 fn transition_of(
     core: &WorkerShared,
     job: &ActiveJob,
     result: Result<Value, ProcessError>,
 ) -> (Transition, Report) {
+    // The return value is stored through the queue's codec.
+    #[cfg(feature = "codec")]
+    let result = result.and_then(|value| super::payload::seal(core, value));
     match result {
         Ok(value) => (Transition::complete(&value), Report::Completed),
         Err(ProcessError::RateLimited) => (Transition::ToWait, Report::Other),

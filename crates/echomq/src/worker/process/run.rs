@@ -65,6 +65,14 @@ async fn process_one(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJ
     if let Some(refusal) = refuse_to_run(core, job.job()) {
         return Box::pin(fail_job(core, job, refusal)).await;
     }
+    #[cfg(feature = "codec")]
+    let job = {
+        let mut job = job;
+        if let Err(unreadable) = super::payload::open(core, &mut job) {
+            return Box::pin(fail_job(core, job, unreadable)).await;
+        }
+        job
+    };
     let started = std::time::Instant::now();
     let ran = run_processor(core, &job)
         .instrument(debug_span!("process"))
@@ -86,7 +94,14 @@ async fn after_run(core: &Arc<WorkerShared>, job: ActiveJob, ran: Ran) -> Option
             let _ = tokio::time::timeout(core.opts().cancel_grace, still_running).await;
             None
         }
-        Ran::Returned(Ok(value)) => finish(core, job, Transition::complete(&value)).await,
+        Ran::Returned(Ok(value)) => {
+            #[cfg(feature = "codec")]
+            let value = match super::payload::seal(core, value) {
+                Ok(value) => value,
+                Err(e) => return fail_job(core, job, e).await,
+            };
+            finish(core, job, Transition::complete(&value)).await
+        }
         Ran::Returned(Err(ProcessError::RateLimited)) => {
             finish(core, job, Transition::ToWait).await
         }

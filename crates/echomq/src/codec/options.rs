@@ -1,0 +1,177 @@
+//! The codec settings of a queue handle, and the encode and decode steps.
+
+use std::io::{Read as _, Write as _};
+
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::rand::{SecureRandom as _, SystemRandom};
+use serde_json::Value;
+
+use super::envelope::{self, Codec};
+use super::error::CodecError;
+use super::keys::{CodecKey, Keyring};
+
+/// The default cap on a payload's decoded size: 512 MiB (Redis's own limit on
+/// a string), so a small envelope cannot make a worker allocate without end.
+pub const DEFAULT_MAX_DECODED_BYTES: usize = 512 * 1024 * 1024;
+
+/// How a queue handle stores payloads. A producer encodes new jobs' data with
+/// `encode`; a worker decodes any envelope it meets (with `keys` when it is
+/// encrypted) and encodes its return values with `encode`. Data that is not an
+/// envelope is read as plain JSON whatever the settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CodecOptions {
+    /// The codec new data and return values are stored with. Default: none
+    /// (plain JSON, as BullMQ stores it).
+    pub encode: Option<Codec>,
+    /// Keys for `aes256gcm+gzip`, the current one sealing. Default: empty.
+    pub keys: Keyring,
+    /// The largest decoded payload accepted, in bytes. Default
+    /// [`DEFAULT_MAX_DECODED_BYTES`].
+    pub max_decoded_bytes: usize,
+}
+
+impl Default for CodecOptions {
+    fn default() -> Self {
+        Self {
+            encode: None,
+            keys: Keyring::default(),
+            max_decoded_bytes: DEFAULT_MAX_DECODED_BYTES,
+        }
+    }
+}
+
+impl CodecOptions {
+    /// The codec new payloads are stored with (`None`: plain JSON).
+    pub fn encode(mut self, codec: Option<Codec>) -> Self {
+        self.encode = codec;
+        self
+    }
+
+    /// The keys, the current one sealing.
+    pub fn keys(mut self, keys: Keyring) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// The cap on a payload's decoded size.
+    pub fn max_decoded_bytes(mut self, bytes: usize) -> Self {
+        self.max_decoded_bytes = bytes;
+        self
+    }
+
+    /// The text stored for `json` (a JSON document's text): the envelope's
+    /// text with a codec, `json` itself without.
+    pub fn encode_text(&self, json: String) -> Result<String, CodecError> {
+        match self.encode {
+            None => Ok(json),
+            Some(codec) => Ok(self.seal(codec, json.as_bytes())?.to_string()),
+        }
+    }
+
+    /// [`CodecOptions::encode_text`] of a value, as a value.
+    pub fn encode_value(&self, value: Value) -> Result<Value, CodecError> {
+        match self.encode {
+            None => Ok(value),
+            Some(codec) => self.seal(codec, value.to_string().as_bytes()),
+        }
+    }
+
+    /// The plain value of `data`: `None` when it is not an envelope (read it
+    /// as it is), else the decoded document or why it cannot be read.
+    pub fn decode(&self, data: &Value) -> Option<Result<Value, CodecError>> {
+        let parsed = match envelope::parse(data)? {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.open(parsed))
+    }
+
+    /// The envelope of `json` under `codec`.
+    pub fn seal(&self, codec: Codec, json: &[u8]) -> Result<Value, CodecError> {
+        let compressed = gzip(json);
+        match codec {
+            Codec::Gzip => Ok(envelope::build(codec, None, None, &compressed)),
+            Codec::Aes256GcmGzip => {
+                let (kid, key) = self
+                    .keys
+                    .current()
+                    .ok_or(CodecError::NoCurrentKey(codec.name()))?;
+                let mut iv = [0u8; NONCE_LEN];
+                SystemRandom::new()
+                    .fill(&mut iv)
+                    .map_err(|_| CodecError::Encrypt("no random IV"))?;
+                let mut body = compressed;
+                aead_key(key)
+                    .seal_in_place_append_tag(
+                        Nonce::assume_unique_for_key(iv),
+                        Aad::from(envelope::aad(codec, kid).as_bytes()),
+                        &mut body,
+                    )
+                    .map_err(|_| CodecError::Encrypt("sealing refused"))?;
+                Ok(envelope::build(codec, Some(kid), Some(&iv), &body))
+            }
+        }
+    }
+
+    fn open(&self, p: envelope::Parsed<'_>) -> Result<Value, CodecError> {
+        let compressed = match p.codec {
+            Codec::Gzip => p.body,
+            Codec::Aes256GcmGzip => {
+                let kid = p.kid.unwrap_or_default();
+                let key = self
+                    .keys
+                    .get(kid)
+                    .ok_or_else(|| CodecError::UnknownKey(kid.to_owned()))?;
+                let iv: [u8; NONCE_LEN] =
+                    p.iv.unwrap_or_default()
+                        .try_into()
+                        .map_err(|_| CodecError::MalformedEnvelope("iv is not 12 bytes"))?;
+                let mut body = p.body;
+                let plain_len = aead_key(key)
+                    .open_in_place(
+                        Nonce::assume_unique_for_key(iv),
+                        Aad::from(envelope::aad(p.codec, kid).as_bytes()),
+                        &mut body,
+                    )
+                    .map_err(|_| CodecError::AuthenticationFailed(kid.to_owned()))?
+                    .len();
+                body.truncate(plain_len);
+                body
+            }
+        };
+        let json = gunzip(&compressed, self.max_decoded_bytes)?;
+        serde_json::from_slice(&json).map_err(|e| CodecError::Json(e.to_string()))
+    }
+}
+
+fn aead_key(key: &CodecKey) -> LessSafeKey {
+    // 32 bytes by construction: AES-256 accepts any such key.
+    LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key.bytes()).expect("a 32-byte AES-256 key"))
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 4 + 64),
+        Compression::default(),
+    );
+    // Writing into a Vec cannot fail.
+    e.write_all(bytes).expect("gzip into memory");
+    e.finish().expect("gzip into memory")
+}
+
+/// Decompresses at most `limit` bytes; one more is a bomb.
+fn gunzip(bytes: &[u8], limit: usize) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::new();
+    GzDecoder::new(bytes)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| CodecError::Decompress(e.to_string()))?;
+    if out.len() > limit {
+        return Err(CodecError::TooLarge { limit });
+    }
+    Ok(out)
+}

@@ -1,0 +1,61 @@
+// Drives BullMQ Node through the payload codec shim (shims/node/emq-codec.js)
+// for EchoMQ's codec tests. Usage: node codec.js <command> <redis-url> <queue> [json-args]
+// The keys come from ECHOMQ_CODEC_KEYS, as a user's would. Prints one JSON document.
+//   add   {codec, jobs: [{name, data, opts}]}: Queue.addBulk through the shim; the ids.
+//   work  {codec, count, timeoutMs, maxDecodedBytes}: a Worker through the shim until
+//         `count` jobs finished (completed, or failed for good); per id what its
+//         processor saw ({text: JSON.stringify(job.data)} or {len} with `short`), and
+//         the failures {reason, attemptsMade}.
+'use strict';
+const need = require('./pkg');
+const { Queue, Worker } = need('bullmq');
+const IORedis = need('ioredis');
+const { createCodec } = require('../../shims/node/emq-codec');
+
+const [command, url, queueName, rawArgs] = process.argv.slice(2);
+const args = rawArgs ? JSON.parse(rawArgs) : {};
+
+async function main() {
+  const connection = new IORedis(url, { maxRetriesPerRequest: null });
+  const codec = createCodec({ codec: args.codec || null, maxDecodedBytes: args.maxDecodedBytes });
+  try {
+    if (command === 'add') {
+      const queue = new Queue(queueName, { connection, prefix: 'emq' });
+      const jobs = await codec.addBulk(queue, args.jobs);
+      await queue.close();
+      return jobs.map((j) => j.id);
+    }
+    if (command === 'work') {
+      const seen = {};
+      const failed = {};
+      let finished = 0;
+      let done;
+      const all = new Promise((resolve) => { done = resolve; });
+      const tick = () => { if (++finished >= args.count) done(); };
+      const worker = new Worker(queueName, codec.processor(async (job) => {
+        const text = JSON.stringify(job.data);
+        seen[job.id] = args.short ? { len: Buffer.byteLength(text) } : { text };
+        return { seenBy: 'node', len: Buffer.byteLength(text) };
+      }), { connection, prefix: 'emq', concurrency: args.concurrency || 1, drainDelay: 1 });
+      worker.on('completed', tick);
+      worker.on('failed', (job, err) => {
+        failed[job.id] = { reason: err.message, name: err.name, attemptsMade: job.attemptsMade };
+        if (err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts || 1)) tick();
+      });
+      const timer = setTimeout(done, args.timeoutMs || 30000);
+      await all;
+      clearTimeout(timer);
+      await worker.close();
+      return { done: finished >= args.count, seen, failed };
+    }
+    throw new Error(`unknown command ${command}`);
+  } finally {
+    await connection.quit();
+  }
+}
+
+main().then(
+  // Exit once the whole document is written: a pipe takes it in pieces.
+  (out) => { process.stdout.write(JSON.stringify(out), () => process.exit(0)); },
+  (e) => { console.error(e); process.exit(1); },
+);

@@ -1,0 +1,177 @@
+// EchoMQ payload codecs for BullMQ Node: job data and return values stored
+// compressed (gzip) or sealed (AES-256-GCM over gzip, with key ids) in the
+// JSON envelope of docs/protocol.md §Payload envelope. Node's standard
+// library only (zlib, crypto); CommonJS.
+//
+//   const { createCodec } = require('./emq-codec');
+//   const codec = createCodec({ codec: 'gzip' });          // keys: ECHOMQ_CODEC_KEYS
+//   await codec.add(queue, 'name', data, opts);            // Queue.add, encoded
+//   await codec.addBulk(queue, [{ name, data, opts }]);    // Queue.addBulk, encoded
+//   new Worker(name, codec.processor(async (job) => ...)); // job.data decoded, result encoded
+//
+// A payload that cannot be decoded (unknown codec, missing or wrong key,
+// tampered envelope, corrupt data, over the size cap) throws an error named
+// UnrecoverableError, which BullMQ fails for good without retrying.
+'use strict';
+const zlib = require('zlib');
+const crypto = require('crypto');
+
+const CODEC_FIELD = 'emq:codec';
+const VERSION = 1;
+const GZIP = 'gzip';
+const SEALED = 'aes256gcm+gzip';
+const DEFAULT_MAX_DECODED_BYTES = 512 * 1024 * 1024;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** A payload that cannot be decoded or encoded: BullMQ does not retry it. */
+class CodecError extends Error {
+  constructor(message) {
+    super(message);
+    // BullMQ recognises an unrecoverable failure by this name too.
+    this.name = 'UnrecoverableError';
+  }
+}
+
+/** Keys from `id:base64` entries separated by commas or newlines; the last is current. */
+function parseKeys(spec) {
+  const keys = new Map();
+  let current = null;
+  for (const raw of String(spec || '').split(/[,\n]/)) {
+    const entry = raw.trim();
+    if (!entry || entry.startsWith('#')) continue;
+    const at = entry.indexOf(':');
+    if (at <= 0) throw new CodecError('invalid codec key: an entry is not id:base64');
+    const id = entry.slice(0, at).trim();
+    const key = Buffer.from(entry.slice(at + 1).trim(), 'base64');
+    if (key.length !== 32) throw new CodecError(`invalid codec key: key "${id}": ${key.length} bytes, AES-256 needs 32`);
+    keys.set(id, key);
+    current = id;
+  }
+  return { keys, current };
+}
+
+function isEnvelope(data) {
+  return data !== null && typeof data === 'object' && !Array.isArray(data) && CODEC_FIELD in data;
+}
+
+function aad(codec, kid) {
+  return Buffer.from(`${codec}:${VERSION}:${kid}`, 'utf8');
+}
+
+function b64field(env, field) {
+  const text = env[field];
+  if (typeof text !== 'string') throw new CodecError(`malformed payload envelope: ${field} is missing or not a string`);
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) {
+    throw new CodecError(`corrupt base64 in the payload envelope field "${field}"`);
+  }
+  return Buffer.from(text, 'base64');
+}
+
+/**
+ * A codec: `options.codec` ('gzip', 'aes256gcm+gzip' or null: plain JSON),
+ * `options.keys` (an `id:base64,…` string; default ECHOMQ_CODEC_KEYS),
+ * `options.current` (the sealing key id; default the last one),
+ * `options.maxDecodedBytes` (default 512 MiB).
+ */
+function createCodec(options = {}) {
+  const codec = options.codec || null;
+  if (codec !== null && codec !== GZIP && codec !== SEALED) throw new CodecError(`unknown payload codec "${codec}"`);
+  const ring = parseKeys(options.keys !== undefined ? options.keys : process.env.ECHOMQ_CODEC_KEYS);
+  const current = options.current || ring.current;
+  if (current !== null && !ring.keys.has(current)) throw new CodecError(`no key with id "${current}" is configured`);
+  const maxDecodedBytes = options.maxDecodedBytes || DEFAULT_MAX_DECODED_BYTES;
+
+  /** The envelope of a JSON text under `name`. */
+  function seal(name, text) {
+    const compressed = zlib.gzipSync(Buffer.from(text, 'utf8'));
+    if (name === GZIP) return { [CODEC_FIELD]: GZIP, v: VERSION, b64: compressed.toString('base64') };
+    if (current === null) throw new CodecError(`codec ${SEALED} needs a key and none is configured`);
+    const iv = crypto.randomBytes(IV_BYTES);
+    const cipher = crypto.createCipheriv('aes-256-gcm', ring.keys.get(current), iv);
+    cipher.setAAD(aad(SEALED, current));
+    const body = Buffer.concat([cipher.update(compressed), cipher.final(), cipher.getAuthTag()]);
+    return { [CODEC_FIELD]: SEALED, v: VERSION, kid: current, iv: iv.toString('base64'), b64: body.toString('base64') };
+  }
+
+  /** The value as stored: its envelope with a codec, itself without. */
+  function encode(value) {
+    if (codec === null) return value;
+    return seal(codec, JSON.stringify(value === undefined ? null : value));
+  }
+
+  /** The JSON text inside an envelope. */
+  function openText(env) {
+    const name = env[CODEC_FIELD];
+    if (typeof name !== 'string') throw new CodecError('malformed payload envelope: emq:codec is not a string');
+    if (name !== GZIP && name !== SEALED) throw new CodecError(`unknown payload codec "${name}"`);
+    if (typeof env.v !== 'number') throw new CodecError('malformed payload envelope: v is missing or not a number');
+    if (env.v !== VERSION) throw new CodecError(`unsupported payload envelope version ${env.v}`);
+    let compressed = b64field(env, 'b64');
+    if (name === SEALED) {
+      const kid = env.kid;
+      if (typeof kid !== 'string') throw new CodecError('malformed payload envelope: kid is missing or not a string');
+      const iv = b64field(env, 'iv');
+      const key = ring.keys.get(kid);
+      if (!key) throw new CodecError(`no key with id "${kid}" is configured to decrypt this payload`);
+      if (iv.length !== IV_BYTES) throw new CodecError('malformed payload envelope: iv is not 12 bytes');
+      if (compressed.length < TAG_BYTES) throw new CodecError(`payload authentication failed with key "${kid}": wrong key or tampered envelope`);
+      try {
+        const decipher = crypto.createDecipheriv('aes-256-gcm', key, iv);
+        decipher.setAAD(aad(SEALED, kid));
+        decipher.setAuthTag(compressed.subarray(compressed.length - TAG_BYTES));
+        compressed = Buffer.concat([decipher.update(compressed.subarray(0, compressed.length - TAG_BYTES)), decipher.final()]);
+      } catch (_) {
+        throw new CodecError(`payload authentication failed with key "${kid}": wrong key or tampered envelope`);
+      }
+    }
+    let plain;
+    try {
+      plain = zlib.gunzipSync(compressed, { maxOutputLength: maxDecodedBytes });
+    } catch (e) {
+      if (e.code === 'ERR_BUFFER_TOO_LARGE') {
+        throw new CodecError(`payload decompresses to more than ${maxDecodedBytes} bytes (a decompression bomb?)`);
+      }
+      throw new CodecError(`corrupt compressed payload: ${e.message}`);
+    }
+    return plain.toString('utf8');
+  }
+
+  /** The plain value of stored data: decoded when it is an envelope, else as it is. */
+  function decode(data) {
+    if (!isEnvelope(data)) return data;
+    const text = openText(data);
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new CodecError(`decoded payload is not JSON: ${e.message}`);
+    }
+  }
+
+  /** [decoded value, its JSON text as stored inside the envelope (null when plain)]. */
+  function decodeText(data) {
+    if (!isEnvelope(data)) return [data, null];
+    const text = openText(data);
+    return [decode(data), text];
+  }
+
+  /** A BullMQ processor seeing decoded `job.data`, its result stored encoded. */
+  function processor(fn) {
+    return async (job, token) => {
+      job.data = decode(job.data);
+      return encode(await fn(job, token));
+    };
+  }
+
+  return {
+    codec,
+    encode,
+    decode,
+    decodeText,
+    processor,
+    add: (queue, name, data, opts) => queue.add(name, encode(data), opts),
+    addBulk: (queue, jobs) => queue.addBulk(jobs.map((j) => ({ ...j, data: encode(j.data) }))),
+  };
+}
+
+module.exports = { createCodec, isEnvelope, parseKeys, CodecError, CODEC_FIELD, DEFAULT_MAX_DECODED_BYTES };

@@ -1,0 +1,193 @@
+"""EchoMQ payload codecs for BullMQ for Python: job data and return values
+stored compressed (gzip) or sealed (AES-256-GCM over gzip, with key ids) in
+the JSON envelope of docs/protocol.md §Payload envelope. The twin of
+shims/node/emq-codec.js: stdlib zlib, and the ``cryptography`` package for
+AES-GCM.
+
+    codec = Codec(codec="gzip")                    # keys: ECHOMQ_CODEC_KEYS
+    await codec.add(queue, "name", data, opts)     # Queue.add, encoded
+    await codec.add_bulk(queue, [{"name", "data", "opts"}])
+    Worker(name, codec.processor(process), ...)    # job.data decoded, result encoded
+
+A payload that cannot be decoded raises ``CodecError``, an
+``UnrecoverableError``: BullMQ fails the job without retrying.
+"""
+import base64
+import binascii
+import json
+import os
+import zlib
+
+from bullmq.custom_errors import UnrecoverableError
+
+CODEC_FIELD = "emq:codec"
+VERSION = 1
+GZIP = "gzip"
+SEALED = "aes256gcm+gzip"
+DEFAULT_MAX_DECODED_BYTES = 512 * 1024 * 1024
+IV_BYTES = 12
+KEYS_ENV = "ECHOMQ_CODEC_KEYS"
+
+
+class CodecError(UnrecoverableError):
+    """A payload that cannot be decoded or encoded: never retried."""
+
+
+def parse_keys(spec):
+    """Keys from ``id:base64`` entries separated by commas or newlines; the last is current."""
+    keys, current = {}, None
+    for raw in (spec or "").replace("\n", ",").split(","):
+        entry = raw.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        kid, sep, b64 = entry.partition(":")
+        kid = kid.strip()
+        if not sep or not kid:
+            raise CodecError("invalid codec key: an entry is not id:base64")
+        try:
+            key = base64.b64decode(b64.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise CodecError(f'invalid codec key: key "{kid}": not standard base64') from None
+        if len(key) != 32:
+            raise CodecError(f'invalid codec key: key "{kid}": {len(key)} bytes, AES-256 needs 32')
+        keys[kid] = key
+        current = kid
+    return keys, current
+
+
+def is_envelope(data):
+    return isinstance(data, dict) and CODEC_FIELD in data
+
+
+def _aad(codec, kid):
+    return f"{codec}:{VERSION}:{kid}".encode()
+
+
+def _b64field(env, field):
+    text = env.get(field)
+    if not isinstance(text, str):
+        raise CodecError(f"malformed payload envelope: {field} is missing or not a string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise CodecError(f'corrupt base64 in the payload envelope field "{field}"') from None
+
+
+def _gzip(data):
+    # wbits 31: a gzip stream (RFC 1952), as Node's zlib.gunzipSync reads it.
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return c.compress(data) + c.flush()
+
+
+class Codec:
+    """``codec``: "gzip", "aes256gcm+gzip" or None (plain JSON); ``keys``: an
+    ``id:base64,...`` string (default ECHOMQ_CODEC_KEYS); ``current``: the
+    sealing key id (default the last); ``max_decoded_bytes`` (default 512 MiB)."""
+
+    def __init__(self, codec=None, keys=None, current=None, max_decoded_bytes=DEFAULT_MAX_DECODED_BYTES):
+        if codec not in (None, GZIP, SEALED):
+            raise CodecError(f'unknown payload codec "{codec}"')
+        self.codec = codec
+        self._keys, last = parse_keys(os.environ.get(KEYS_ENV) if keys is None else keys)
+        self._current = current or last
+        if self._current is not None and self._current not in self._keys:
+            raise CodecError(f'no key with id "{self._current}" is configured')
+        self.max_decoded_bytes = max_decoded_bytes
+
+    def __repr__(self):
+        return f"Codec(codec={self.codec!r}, key_ids={list(self._keys)!r}, current={self._current!r})"
+
+    def seal(self, name, text):
+        """The envelope of a JSON text under codec ``name``."""
+        compressed = _gzip(text.encode())
+        if name == GZIP:
+            return {CODEC_FIELD: GZIP, "v": VERSION, "b64": base64.b64encode(compressed).decode()}
+        if self._current is None:
+            raise CodecError(f"codec {SEALED} needs a key and none is configured")
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        iv = os.urandom(IV_BYTES)
+        body = AESGCM(self._keys[self._current]).encrypt(iv, compressed, _aad(SEALED, self._current))
+        return {
+            CODEC_FIELD: SEALED,
+            "v": VERSION,
+            "kid": self._current,
+            "iv": base64.b64encode(iv).decode(),
+            "b64": base64.b64encode(body).decode(),
+        }
+
+    def encode(self, value):
+        """The value as stored: its envelope with a codec, itself without."""
+        if self.codec is None:
+            return value
+        return self.seal(self.codec, json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+    def decode_text(self, env):
+        """The JSON text inside an envelope."""
+        name = env.get(CODEC_FIELD)
+        if not isinstance(name, str):
+            raise CodecError("malformed payload envelope: emq:codec is not a string")
+        if name not in (GZIP, SEALED):
+            raise CodecError(f'unknown payload codec "{name}"')
+        v = env.get("v")
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise CodecError("malformed payload envelope: v is missing or not a number")
+        if v != VERSION:
+            raise CodecError(f"unsupported payload envelope version {v}")
+        compressed = _b64field(env, "b64")
+        if name == SEALED:
+            kid = env.get("kid")
+            if not isinstance(kid, str):
+                raise CodecError("malformed payload envelope: kid is missing or not a string")
+            iv = _b64field(env, "iv")
+            key = self._keys.get(kid)
+            if key is None:
+                raise CodecError(f'no key with id "{kid}" is configured to decrypt this payload')
+            if len(iv) != IV_BYTES:
+                raise CodecError("malformed payload envelope: iv is not 12 bytes")
+            from cryptography.exceptions import InvalidTag
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            try:
+                compressed = AESGCM(key).decrypt(iv, compressed, _aad(SEALED, kid))
+            except (InvalidTag, ValueError):
+                raise CodecError(
+                    f'payload authentication failed with key "{kid}": wrong key or tampered envelope'
+                ) from None
+        d = zlib.decompressobj(31)
+        try:
+            plain = d.decompress(compressed, self.max_decoded_bytes + 1)
+        except zlib.error as e:
+            raise CodecError(f"corrupt compressed payload: {e}") from None
+        if len(plain) > self.max_decoded_bytes:
+            raise CodecError(
+                f"payload decompresses to more than {self.max_decoded_bytes} bytes (a decompression bomb?)"
+            )
+        if not d.eof:
+            raise CodecError("corrupt compressed payload: truncated gzip stream")
+        return plain.decode("utf-8", errors="strict")
+
+    def decode(self, data):
+        """The plain value of stored data: decoded when it is an envelope, else as it is."""
+        if not is_envelope(data):
+            return data
+        text = self.decode_text(data)
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise CodecError(f"decoded payload is not JSON: {e}") from None
+
+    def processor(self, fn):
+        """A BullMQ processor seeing decoded ``job.data``, its result stored encoded."""
+
+        async def run(job, token):
+            job.data = self.decode(job.data)
+            return self.encode(await fn(job, token))
+
+        return run
+
+    async def add(self, queue, name, data, opts=None):
+        return await queue.add(name, self.encode(data), opts or {})
+
+    async def add_bulk(self, queue, jobs):
+        return await queue.addBulk([{**j, "data": self.encode(j.get("data"))} for j in jobs])
