@@ -27,6 +27,7 @@ use super::target::DeadLetterQueue;
 use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::connection::pool::{blocking_options, Connection};
 use crate::error::Result;
+use crate::queue_events::actor::last_entry_id;
 
 /// Stream entries per read.
 const READ_BATCH: u64 = 500;
@@ -258,16 +259,4 @@ impl Pump {
         }
         Ok(())
     }
-}
-
-async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
-    let v: Value = conn.pool().xrevrange(stream, "+", "-", Some(1)).await?;
-    let id = match v {
-        Value::Array(mut entries) if !entries.is_empty() => match entries.swap_remove(0) {
-            Value::Array(parts) => parts.first().and_then(Value::as_string),
-            _ => None,
-        },
-        _ => None,
-    };
-    Ok(id.unwrap_or_else(|| "0-0".to_owned()))
 }

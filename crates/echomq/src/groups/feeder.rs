@@ -25,6 +25,7 @@ use tracing::{debug, warn};
 use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::connection::pool::{blocking_options, Connection};
 use crate::error::Result;
+use crate::queue_events::actor::last_entry_id;
 
 /// Ids checked per accounting call.
 const ACCOUNT_CHUNK: usize = 500;
@@ -402,16 +403,4 @@ fn finished_ids(events: &[echomq_protocol::Event]) -> impl Iterator<Item = Strin
         }
         _ => None,
     })
-}
-
-async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
-    let v: Value = conn.pool().xrevrange(stream, "+", "-", Some(1)).await?;
-    let id = match v {
-        Value::Array(mut entries) if !entries.is_empty() => match entries.swap_remove(0) {
-            Value::Array(parts) => parts.first().and_then(Value::as_string),
-            _ => None,
-        },
-        _ => None,
-    };
-    Ok(id.unwrap_or_else(|| "0-0".to_owned()))
 }

@@ -355,7 +355,9 @@ async fn trimmed_past(conn: &Connection, stream: &str, cursor: &str) -> Option<(
     (parse_id(&first_id)? > cur).then(|| (cursor.to_owned(), first_id))
 }
 
-async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
+/// The id of the stream's newest entry (`0-0` for an empty stream): where a
+/// follower of the events that starts now reads from.
+pub(crate) async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
     let v: Value = conn.pool().xrevrange(stream, "+", "-", Some(1)).await?;
     Ok(parse_xrange_first(v).unwrap_or_else(|| "0-0".to_owned()))
 }
