@@ -197,6 +197,9 @@ script_ids! {
     /// EchoMQ extension (group commit): several moveToFinished in one call,
     /// each with its own effects and reply.
     MoveJobsToFinished => "moveJobsToFinished", 15;
+    /// EchoMQ extension (DAG flows): hand a finished node to its extra
+    /// parents, the dependents BullMQ's `parentKey` cannot name.
+    ReleaseDagParents => "releaseDagParents", 5;
 }
 
 impl ScriptId {

@@ -190,7 +190,10 @@ async fn linear_calls(n: u64) {
         let _: Vec<String> = conn.call(&call).await.unwrap();
     })
     .await;
-    row("`cleanJobsInSet` of completed, limit 0, one call (BullMQ's `clean(0, 0)`)", step);
+    row(
+        "`cleanJobsInSet` of completed, limit 0, one call (BullMQ's `clean(0, 0)`)",
+        step,
+    );
 }
 
 async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {

@@ -730,6 +730,8 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "moveJobsToFinished-15",
         // `echomq adopt` (docs/migrating.md).
         "adoptLegacyRepeatable-5",
+        // DAG flows (docs/flows.md §DAGs).
+        "releaseDagParents-5",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {
