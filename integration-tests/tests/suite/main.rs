@@ -10,6 +10,7 @@ mod bounded;
 mod chaos_fast;
 mod cluster;
 mod cluster_reshard;
+mod dag;
 mod deduplication;
 mod delayed_timing;
 mod examples;

@@ -2,8 +2,7 @@
 //! plan the writer follows: for every node its first dependent (its BullMQ
 //! parent), its other dependents (the extension's extra parents), and the
 //! order in which nodes are written: every node after all of its dependents
-//! (an add checks that its parent exists), and the nodes without
-//! dependencies, the only ones that can run at once, last.
+//! (an add checks that its parent exists).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -156,7 +155,8 @@ pub enum DagError {
         /// The missing id.
         dependency: String,
     },
-    /// The edges form a cycle; these nodes are on it or wait for it.
+    /// The edges form a cycle; these nodes are on it or below it (waited
+    /// for by a node of the cycle).
     #[error("the dag has a cycle through {0:?}")]
     Cycle(Vec<String>),
     /// A node's id, queue name, name, options or data is not valid.
@@ -192,8 +192,7 @@ pub enum DagError {
 
 /// The writer's plan.
 pub(crate) struct Plan {
-    /// Node indexes in write order: every node after all of its dependents,
-    /// the nodes without dependencies last.
+    /// Node indexes in write order: every node after all of its dependents.
     pub(crate) order: Vec<usize>,
     /// Per node, its dependents in input order (the first is its BullMQ parent).
     pub(crate) dependents: Vec<Vec<usize>>,
@@ -208,7 +207,7 @@ pub(crate) fn plan(nodes: &[DagNode], prefix: &str) -> Result<Plan, DagError> {
         }
     }
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut pending: Vec<usize> = vec![0; nodes.len()];
+    let mut depends: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
         check_node(n, prefix)?;
         let mut seen = HashSet::new();
@@ -226,25 +225,28 @@ pub(crate) fn plan(nodes: &[DagNode], prefix: &str) -> Result<Plan, DagError> {
                     dependency: d.clone(),
                 })?;
             dependents[j].push(i);
-            pending[i] += 1;
+            depends[i].push(j);
         }
     }
-    // Kahn's algorithm from the nodes without dependencies: `topo` lists
-    // every node after all of its dependencies.
-    let mut ready: VecDeque<usize> = (0..nodes.len()).filter(|&i| pending[i] == 0).collect();
-    let mut topo = Vec::with_capacity(nodes.len());
+    // Kahn's algorithm backwards, from the nodes nothing waits for, first in
+    // first out: every node comes after all of its dependents, and a tree
+    // comes out level by level, children in their order — the order of
+    // BullMQ's FlowProducer, so a tree-shaped DAG writes the same streams.
+    let mut left: Vec<usize> = dependents.iter().map(Vec::len).collect();
+    let mut ready: VecDeque<usize> = (0..nodes.len()).filter(|&i| left[i] == 0).collect();
+    let mut order = Vec::with_capacity(nodes.len());
     while let Some(i) = ready.pop_front() {
-        topo.push(i);
-        for &p in &dependents[i] {
-            pending[p] -= 1;
-            if pending[p] == 0 {
-                ready.push_back(p);
+        order.push(i);
+        for &d in &depends[i] {
+            left[d] -= 1;
+            if left[d] == 0 {
+                ready.push_back(d);
             }
         }
     }
-    if topo.len() != nodes.len() {
+    if order.len() != nodes.len() {
         let mut stuck: Vec<String> = (0..nodes.len())
-            .filter(|&i| pending[i] > 0)
+            .filter(|&i| left[i] > 0)
             .map(|i| nodes[i].id.clone())
             .collect();
         stuck.sort();
@@ -270,11 +272,6 @@ pub(crate) fn plan(nodes: &[DagNode], prefix: &str) -> Result<Plan, DagError> {
             });
         }
     }
-    let reversed = topo.iter().rev().copied();
-    let (roots, others): (Vec<usize>, Vec<usize>) =
-        reversed.partition(|&i| nodes[i].depends_on.is_empty());
-    let mut order = others;
-    order.extend(roots);
     Ok(Plan { order, dependents })
 }
 
@@ -326,7 +323,7 @@ mod tests {
     }
 
     #[test]
-    fn a_diamond_is_written_dependents_first_and_roots_last() {
+    fn a_diamond_is_written_dependents_first() {
         let nodes = vec![
             node("a", &[]),
             node("b", &["a"]),
