@@ -20,6 +20,9 @@ use serde_json::{json, Value as Json};
 
 const WORKER_PROCESS: &str = env!("CARGO_BIN_EXE_worker_process");
 
+/// What a refusal must be.
+type Expect = fn(&DagError) -> bool;
+
 fn node(id: &str, queue: &str, ret: Json, deps: &[&str]) -> DagNode {
     let mut n = DagNode::new(id, "n", queue, json!({"mode": "ok", "ret": ret}));
     for d in deps {
@@ -191,7 +194,7 @@ async fn a_refused_dag_writes_nothing() {
     let mut taken = ok.clone();
     taken[4].id = "taken".into();
 
-    let cases: Vec<(&str, Vec<DagNode>, fn(&DagError) -> bool)> = vec![
+    let cases: Vec<(&str, Vec<DagNode>, Expect)> = vec![
         (
             "cycle",
             cycle,
