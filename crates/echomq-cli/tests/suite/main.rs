@@ -6,6 +6,7 @@ mod add_bulk_names;
 mod cancel_cli;
 mod chunked_cli;
 mod cli;
+mod dag_cli;
 mod diagnose;
 mod groups_cli;
 mod limits_dedup_search_cli;

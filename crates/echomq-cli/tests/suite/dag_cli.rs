@@ -1,0 +1,58 @@
+//! `echomq add-flow FILE` with a DAG (`{"dag": [...]}`, docs/flows.md §DAGs),
+//! the binary run against a real Redis: a diamond is written with its extra
+//! edge, and a cycle is refused with nothing written.
+
+use echomq_integration_tests::RedisServer;
+use fred::prelude::*;
+use serde_json::json;
+
+use crate::cli::run as echomq;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_flow_takes_a_dag_file() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let c = redis.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = |id: &str, deps: &[&str]| json!({"id": id, "name": id, "queueName": "d", "data": {"n": id}, "dependsOn": deps});
+    let cycle = dir.path().join("cycle.json");
+    std::fs::write(
+        &cycle,
+        json!({"dag": [node("a", &["b"]), node("b", &["a"])]}).to_string(),
+    )
+    .unwrap();
+    let out = echomq(&url, &["add-flow", cycle.to_str().unwrap()]);
+    assert!(!out.status.success(), "a cycle was accepted");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cycle"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(c.dbsize::<u64>().await.unwrap(), 0, "a refusal wrote keys");
+
+    let diamond = dir.path().join("diamond.json");
+    std::fs::write(
+        &diamond,
+        json!({"dag": [node("a", &[]), node("b", &["a"]), node("c", &["a"]), node("e", &["b", "c"])]})
+            .to_string(),
+    )
+    .unwrap();
+    let out = echomq(&url, &["add-flow", diamond.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("4 nodes") && said.contains("1 extra edges"),
+        "{said}"
+    );
+    // c waits for a too, though a's BullMQ parent is b.
+    let deps: Vec<String> = c.smembers("emq:d:c:dependencies").await.unwrap();
+    assert_eq!(deps, ["emq:d:a"]);
+    let parent: String = c.hget("emq:d:a", "parentKey").await.unwrap();
+    assert_eq!(parent, "emq:d:b");
+    let extra: Vec<String> = c.hkeys("emq:d:a:dag:parents").await.unwrap();
+    assert_eq!(extra, ["emq:d:c"]);
+}
