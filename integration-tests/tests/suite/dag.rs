@@ -537,6 +537,7 @@ async fn a_sigkilled_worker_in_200_diamonds_loses_nothing() {
     }
     victim.kill();
     rel.stop(None);
+    let outage_from = echomq_integration_tests::timeline::now_ms(&c).await;
     let held: Vec<String> = c.lrange("emq:k:active", 0, -1).await.unwrap();
     assert!(
         !held.is_empty(),
@@ -547,6 +548,7 @@ async fn a_sigkilled_worker_in_200_diamonds_loses_nothing() {
 
     let survivor = NodeChild::spawn_rust_worker(WORKER_PROCESS, &redis.url(), "k", opts);
     let rel = releaser(&conn, "k").await;
+    let outage_to = echomq_integration_tests::timeline::now_ms(&c).await;
     wait_until(
         "every node completes",
         Duration::from_secs(120),
@@ -568,6 +570,47 @@ async fn a_sigkilled_worker_in_200_diamonds_loses_nothing() {
         "a node completed twice"
     );
     assert_order(&nodes, &active, &completed);
+    // Release latency on Redis's clock, from A's `completed` to the
+    // `waiting` of B (BullMQ's parent, released inside A's finish) and of C
+    // and D (extra parents, released by the DagReleaser), over the diamonds
+    // whose release did not span the outage (no releaser ran from the kill
+    // until the second one started: those wait for its first sweep).
+    let stamps = echomq_integration_tests::timeline::stamps(&c, "emq:k:events").await;
+    let at = |name: &str, id: &str| {
+        stamps
+            .iter()
+            .rev()
+            .find(|s| s.name == name && s.job_id == id)
+            .map(|s| s.at_ms)
+    };
+    let (mut bullmq, mut extra) = (Vec::new(), Vec::new());
+    for i in 0..DIAMONDS {
+        let Some(done) = at("completed", &format!("{i}-A")) else {
+            continue;
+        };
+        let outside = |w: u64| w < outage_from || done > outage_to;
+        if let Some(w) = at("waiting", &format!("{i}-B")).filter(|&w| outside(w)) {
+            bullmq.push(w.saturating_sub(done));
+        }
+        for m in ["C", "D"] {
+            if let Some(w) = at("waiting", &format!("{i}-{m}")).filter(|&w| outside(w)) {
+                extra.push(w.saturating_sub(done));
+            }
+        }
+    }
+    let pct = |v: &mut Vec<u64>, p: f64| {
+        v.sort_unstable();
+        v[((v.len() as f64 - 1.0) * p).round() as usize]
+    };
+    eprintln!(
+        "dag release latency (ms, Redis clock): BullMQ parent median {} p99 {} ({} samples); extra parents median {} p99 {} ({} samples)",
+        pct(&mut bullmq, 0.5),
+        pct(&mut bullmq, 0.99),
+        bullmq.len(),
+        pct(&mut extra, 0.5),
+        pct(&mut extra, 0.99),
+        extra.len()
+    );
     for i in [0, DIAMONDS / 2, DIAMONDS - 1] {
         let v = children_values(&conn, "k", &format!("{i}-D")).await;
         assert_eq!(
