@@ -402,9 +402,9 @@ async fn a_tree_shaped_dag_leaves_node_flow_producers_keyspace() {
     assert_eq!(keys(&nc, "emq:*").await, keys(&rc, "emq:*").await);
 }
 
-/// A failed dependency with failParentOnFailure fails every node waiting for
-/// it, its extra parents too; with ignoreDependencyOnFailure every one of
-/// them goes on and sees the ignored failure.
+/// A failed dependency's rule applies to every node waiting for it, its
+/// extra parents too: fail parent fails them all; ignore and continue let
+/// them all go on with the failure recorded; remove lets them go on without.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_dependency_applies_its_rule_to_every_parent() {
     let (redis, conn, _q) = RedisServer::with_queue("f").await;
@@ -421,6 +421,12 @@ async fn a_failed_dependency_applies_its_rule_to_every_parent() {
         failing("X", OnChildFailure::IgnoreDependency),
         node("Y", "f", json!("y"), &["X"]),
         node("Z", "f", json!("z"), &["X"]),
+        failing("R", OnChildFailure::RemoveDependency),
+        node("R1", "f", json!("r1"), &["R"]),
+        node("R2", "f", json!("r2"), &["R"]),
+        failing("K", OnChildFailure::ContinueParent),
+        node("K1", "f", json!("k1"), &["K"]),
+        node("K2", "f", json!("k2"), &["K"]),
     ];
     FlowProducer::new(&conn).add_dag(nodes).await.unwrap();
     let rel = releaser(&conn, "f").await;
@@ -432,6 +438,10 @@ async fn a_failed_dependency_applies_its_rule_to_every_parent() {
             ("D", JobState::Failed),
             ("Y", JobState::Completed),
             ("Z", JobState::Completed),
+            ("R1", JobState::Completed),
+            ("R2", JobState::Completed),
+            ("K1", JobState::Completed),
+            ("K2", JobState::Completed),
         ] {
             if state(&conn, "f", id).await != want {
                 return false;
@@ -453,13 +463,21 @@ async fn a_failed_dependency_applies_its_rule_to_every_parent() {
             job.failed_reason
         );
     }
-    for id in ["Y", "Z"] {
-        let ignored = q.flows().get_ignored_children_failures(id).await.unwrap();
-        assert_eq!(
-            ignored,
-            BTreeMap::from([("emq:f:X".to_owned(), "boom".to_owned())]),
-            "{id}"
-        );
+    // Ignore and continue record the failure for each parent; remove drops
+    // the dependency without a trace.
+    for (ids, failed) in [
+        (["Y", "Z"], Some("X")),
+        (["K1", "K2"], Some("K")),
+        (["R1", "R2"], None),
+    ] {
+        for id in ids {
+            let ignored = q.flows().get_ignored_children_failures(id).await.unwrap();
+            let want = failed
+                .map(|f| BTreeMap::from([(format!("emq:f:{f}"), "boom".to_owned())]))
+                .unwrap_or_default();
+            assert_eq!(ignored, want, "{id}");
+            assert!(children_values(&conn, "f", id).await.is_empty(), "{id}");
+        }
     }
 }
 
