@@ -254,8 +254,30 @@ async fn a_diamond_runs_in_dependency_order_on_echomq_workers() {
         .await
         .unwrap();
     assert_eq!((added.bullmq_edges, added.extra_edges), (4, 2));
-    // What a BullMQ client reads: C waits for A too.
+    // What a BullMQ client reads: C waits for A too, and the flow below E
+    // (BullMQ's getFlow, `echomq flow`) is the DAG unrolled: A below each of
+    // B, C and D.
     assert_eq!(state(&conn, "d", "C").await, JobState::WaitingChildren);
+    let below = |f: &echomq::queue::FlowNode| {
+        let mut v: Vec<(String, Vec<String>)> = f
+            .children
+            .iter()
+            .map(|c| {
+                let g = c.children.iter().map(|g| g.job.id.clone()).collect();
+                (c.job.id.clone(), g)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let q = Queue::new(&conn, "d").await.unwrap();
+    let flow = q.flows().get_flow("E", 10, 20).await.unwrap().unwrap();
+    let unrolled = vec![
+        ("B".to_owned(), vec!["A".to_owned()]),
+        ("C".to_owned(), vec!["A".to_owned()]),
+        ("D".to_owned(), vec!["A".to_owned()]),
+    ];
+    assert_eq!(below(&flow), unrolled);
     let rel = releaser(&conn, "d").await;
     let ws = workers(&conn, &["d"]).await;
     wait_until("E completes", Duration::from_secs(30), async || {
@@ -284,6 +306,8 @@ async fn a_diamond_runs_in_dependency_order_on_echomq_workers() {
             ("emq:d:D".to_owned(), json!("d")),
         ])
     );
+    let flow = q.flows().get_flow("E", 10, 20).await.unwrap().unwrap();
+    assert_eq!(below(&flow), unrolled, "the finished DAG reads the same");
     // Handed over: nothing left for a releaser.
     assert!(!echomq_integration_tests::state::exists(&c, "emq:d:A:dag:parents").await);
     assert_eq!(c.scard::<u64, _>("emq:d:dag:pending").await.unwrap(), 0);
