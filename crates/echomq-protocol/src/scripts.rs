@@ -200,6 +200,9 @@ script_ids! {
     /// EchoMQ extension (DAG flows): hand a finished node to its extra
     /// parents, the dependents BullMQ's `parentKey` cannot name.
     ReleaseDagParents => "releaseDagParents", 5;
+    /// EchoMQ extension (DAG flows): the audit's read-only page of a queue's
+    /// DAG nodes not handed over yet.
+    AuditDag => "auditDag", 1;
 }
 
 impl ScriptId {
@@ -230,6 +233,7 @@ impl ScriptId {
                 | Paginate
                 | GetMetrics
                 | AuditFlows
+                | AuditDag
                 | RelayGet
                 | RelayGetNamespaces
         )

@@ -308,6 +308,7 @@ async fn a_diamond_runs_in_dependency_order_on_echomq_workers() {
     );
     let flow = q.flows().get_flow("E", 10, 20).await.unwrap().unwrap();
     assert_eq!(below(&flow), unrolled, "the finished DAG reads the same");
+    echomq_integration_tests::assert_consistent(&conn, "d").await;
     // Handed over: nothing left for a releaser.
     assert!(!echomq_integration_tests::state::exists(&c, "emq:d:A:dag:parents").await);
     assert_eq!(c.scard::<u64, _>("emq:d:dag:pending").await.unwrap(), 0);
@@ -605,6 +606,7 @@ async fn a_sigkilled_worker_in_200_diamonds_loses_nothing() {
         0
     );
     assert_eq!(c.scard::<u64, _>("emq:k:dag:pending").await.unwrap(), 0);
+    echomq_integration_tests::assert_consistent(&conn, "k").await;
     let (active, completed, completions) = positions(&c, "k").await;
     assert_eq!(completions.len() as u64, N);
     assert!(
@@ -660,4 +662,61 @@ async fn a_sigkilled_worker_in_200_diamonds_loses_nothing() {
             BTreeMap::from([(format!("emq:k:{i}-A"), json!(format!("{i}-A")))])
         );
     }
+}
+
+/// The audit's DAG check: a completed node no releaser handed over is a
+/// violation at quiescence (D1), none once a releaser ran; the diamond is
+/// then consistent for every check of the audit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_finds_a_node_no_releaser_handed_over() {
+    let (redis, conn, _q) = RedisServer::with_queue("a").await;
+    let c = redis.client().await;
+    FlowProducer::new(&conn)
+        .add_dag(diamond("", "a", "a"))
+        .await
+        .unwrap();
+    let ws = workers(&conn, &["a"]).await;
+    wait_until("B completes", Duration::from_secs(30), async || {
+        state(&conn, "a", "B").await == JobState::Completed
+    })
+    .await;
+    close(ws).await;
+    assert_eq!(state(&conn, "a", "C").await, JobState::WaitingChildren);
+    let audit = |quiescent| {
+        let conn = conn.clone();
+        async move {
+            echomq::audit::Audit::new(&conn, "a")
+                .options(echomq::audit::AuditOptions {
+                    quiescent,
+                    ..Default::default()
+                })
+                .run()
+                .await
+                .unwrap()
+        }
+    };
+    let report = audit(true).await;
+    let d1: Vec<_> = report
+        .violations
+        .iter()
+        .filter(|v| v.check == "D1")
+        .collect();
+    assert_eq!(d1.len(), 1, "{:?}", report.violations);
+    assert_eq!(d1[0].job_id.as_deref(), Some("A"));
+    assert!(d1[0].hard);
+    assert!(
+        audit(false).await.is_consistent(),
+        "D1 is a quiescent check"
+    );
+
+    let rel = releaser(&conn, "a").await;
+    let ws = workers(&conn, &["a"]).await;
+    wait_until("E completes", Duration::from_secs(30), async || {
+        state(&conn, "a", "E").await == JobState::Completed
+    })
+    .await;
+    close(ws).await;
+    rel.stop(None);
+    echomq_integration_tests::assert_consistent(&conn, "a").await;
+    let _ = c;
 }

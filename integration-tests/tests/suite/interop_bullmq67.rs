@@ -732,6 +732,7 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "adoptLegacyRepeatable-5",
         // DAG flows (docs/flows.md §DAGs).
         "releaseDagParents-5",
+        "auditDag-1",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {

@@ -80,6 +80,79 @@ impl ScriptCall for ReleaseDagParents<'_> {
     }
 }
 
+/// One broken DAG invariant (docs/flows.md §DAGs, checks D1 and D2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DagFinding {
+    /// `D1` (a finished node not handed over) or `D2` (pending without its
+    /// extra parents' hash).
+    pub check: String,
+    /// The node.
+    pub id: String,
+    /// What was found.
+    pub detail: String,
+}
+
+/// One page of auditDag-1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DagAuditPage {
+    /// The next SSCAN cursor, `"0"` when the set was walked.
+    pub cursor: String,
+    /// What the page found.
+    pub findings: Vec<DagFinding>,
+}
+
+/// auditDag-1 (EchoMQ extension, read-only): one SSCAN page of
+/// `{P}dag:pending`; see `lua/auditDag-1.lua`.
+#[derive(Debug, Clone)]
+pub struct AuditDag<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// SSCAN cursor (`"0"` to start).
+    pub cursor: &'a str,
+    /// SSCAN COUNT.
+    pub count: u64,
+}
+
+impl ScriptCall for AuditDag<'_> {
+    type Output = DagAuditPage;
+
+    fn script(&self) -> ScriptId {
+        ScriptId::AuditDag
+    }
+
+    fn keys(&self) -> Vec<Key> {
+        keys![pending_key(self.keys)]
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::str(self.keys.prefix_key()),
+            Arg::str(self.cursor),
+            Arg::int(self.count.max(1)),
+        ]
+    }
+
+    fn decode(&self, reply: Reply) -> Result<DagAuditPage, ReplyError> {
+        let s = self.script();
+        let parts = super::decode::array(s, reply)?;
+        let mut it = parts.into_iter();
+        let cursor = super::decode::text(s, &it.next().unwrap_or(Reply::Nil))?;
+        let items = super::decode::strings(s, it.next().unwrap_or(Reply::Nil))?;
+        if items.len() % 3 != 0 {
+            return Err(ReplyError::shape(s, "findings come in threes"));
+        }
+        let findings = items
+            .chunks(3)
+            .map(|c| DagFinding {
+                check: c[0].clone(),
+                id: c[1].clone(),
+                detail: c[2].clone(),
+            })
+            .collect();
+        Ok(DagAuditPage { cursor, findings })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
