@@ -720,3 +720,79 @@ async fn the_audit_finds_a_node_no_releaser_handed_over() {
     echomq_integration_tests::assert_consistent(&conn, "a").await;
     let _ = c;
 }
+
+/// 200 diamonds run by two worker processes, one SIGSTOPped past its lock
+/// while it holds nodes, then let go: its held nodes are recovered and run
+/// by the other, its late finishes are refused; every node completes
+/// exactly once, none before its last dependency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigstopped_worker_in_200_diamonds_finishes_nothing_twice() {
+    use echomq_integration_tests::chaos::fleet::Proc;
+    const DIAMONDS: usize = 200;
+    const N: u64 = (DIAMONDS * 5) as u64;
+    let (redis, conn, _q) = RedisServer::with_queue("s").await;
+    let c = redis.client().await;
+    set_max_events(&c, "s", 1_000_000).await;
+    let mut nodes = Vec::new();
+    for i in 0..DIAMONDS {
+        nodes.extend(diamond(&format!("{i}-"), "s", "s"));
+    }
+    for n in &mut nodes {
+        n.data = json!({"mode": "sleep", "ms": 5, "ret": n.id});
+    }
+    FlowProducer::new(&conn)
+        .add_dag(nodes.clone())
+        .await
+        .unwrap();
+    let rel = releaser(&conn, "s").await;
+    let opts = json!({"concurrency": 8, "verbose": true, "lockDuration": 1000,
+                      "stalledInterval": 300, "drainDelay": 200});
+    let bin = std::path::Path::new(WORKER_PROCESS);
+    let mut victim = Proc::rust(bin, &redis.url(), "s", opts.clone()).await;
+    for _ in 0..100 {
+        victim
+            .wait_line(Duration::from_secs(60), |v| v["ev"] == "start")
+            .await
+            .expect("the victim starts jobs");
+    }
+    assert!(victim.freeze(), "SIGSTOP did not stop the victim");
+    let held: Vec<String> = c.lrange("emq:s:active", 0, -1).await.unwrap();
+    assert!(
+        !held.is_empty(),
+        "the stop met no active job: the test proves nothing"
+    );
+    let survivor = Proc::rust(bin, &redis.url(), "s", opts).await;
+    // Past its lock: the held nodes are recovered as stalled and run again.
+    wait_until(
+        "the held nodes are recovered",
+        Duration::from_secs(60),
+        async || {
+            let evs = events(&c, "emq:s:events").await;
+            held.iter().all(|id| {
+                evs.iter()
+                    .any(|(n, f)| n == "stalled" && f.iter().any(|(k, v)| k == "jobId" && v == id))
+            })
+        },
+    )
+    .await;
+    assert!(victim.thaw(), "SIGCONT did not wake the victim");
+    wait_until(
+        "every node completes",
+        Duration::from_secs(120),
+        async || c.zcard::<u64, _>("emq:s:completed").await.unwrap() == N,
+    )
+    .await;
+    assert!(survivor.close(Duration::from_secs(20)).await);
+    assert!(victim.close(Duration::from_secs(20)).await);
+    rel.stop(None);
+    assert_eq!(c.zcard::<u64, _>("emq:s:failed").await.unwrap(), 0);
+    assert_eq!(c.scard::<u64, _>("emq:s:dag:pending").await.unwrap(), 0);
+    let (active, completed, completions) = positions(&c, "s").await;
+    assert_eq!(completions.len() as u64, N);
+    assert!(
+        completions.values().all(|&n| n == 1),
+        "a node completed twice"
+    );
+    assert_order(&nodes, &active, &completed);
+    echomq_integration_tests::assert_consistent(&conn, "s").await;
+}
