@@ -721,12 +721,12 @@ async fn the_audit_finds_a_node_no_releaser_handed_over() {
     let _ = c;
 }
 
-/// 200 diamonds run by two worker processes, one SIGSTOPped past its lock
-/// while it holds nodes, then let go: its held nodes are recovered and run
-/// by the other, its late finishes are refused; every node completes
-/// exactly once, none before its last dependency.
+/// 200 diamonds run by an EchoMQ worker process SIGSTOPped past its lock
+/// while it holds nodes, then let go, and a BullMQ 6.7.6 Node worker that
+/// recovers the held nodes and runs them: the late finishes are refused;
+/// every node completes exactly once, none before its last dependency.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sigstopped_worker_in_200_diamonds_finishes_nothing_twice() {
+async fn a_sigstopped_worker_beside_a_node_worker_in_200_diamonds_finishes_nothing_twice() {
     use echomq_integration_tests::chaos::fleet::Proc;
     const DIAMONDS: usize = 200;
     const N: u64 = (DIAMONDS * 5) as u64;
@@ -761,7 +761,16 @@ async fn a_sigstopped_worker_in_200_diamonds_finishes_nothing_twice() {
         !held.is_empty(),
         "the stop met no active job: the test proves nothing"
     );
-    let survivor = Proc::rust(bin, &redis.url(), "s", opts).await;
+    // The survivor is a BullMQ 6.7.6 Node worker: its stalled check
+    // recovers the EchoMQ worker's nodes, the DagReleaser hands over the
+    // nodes it finishes.
+    let survivor = Proc::node(
+        &redis.url(),
+        "s",
+        json!({"concurrency": 8, "lockDuration": 1000, "stalledInterval": 300,
+               "name": "node-survivor"}),
+    )
+    .await;
     // Past its lock: the held nodes are recovered as stalled and run again.
     wait_until(
         "the held nodes are recovered",
@@ -787,6 +796,18 @@ async fn a_sigstopped_worker_in_200_diamonds_finishes_nothing_twice() {
     rel.stop(None);
     assert_eq!(c.zcard::<u64, _>("emq:s:failed").await.unwrap(), 0);
     assert_eq!(c.scard::<u64, _>("emq:s:dag:pending").await.unwrap(), 0);
+    // Both sides ran nodes, the held ones on Node.
+    let mut by_node = 0;
+    for n in &nodes {
+        let pb: Option<String> = c.hget(format!("emq:s:{}", n.id), "pb").await.unwrap();
+        if pb.as_deref() == Some("node-survivor") {
+            by_node += 1;
+        }
+    }
+    assert!(
+        by_node > 0 && by_node < N,
+        "{by_node} of {N} nodes run by Node"
+    );
     let (active, completed, completions) = positions(&c, "s").await;
     assert_eq!(completions.len() as u64, N);
     assert!(
