@@ -115,4 +115,18 @@ async fn dag_release_lets_a_node_fleet_run_a_diamond() {
     ran.sort();
     assert_eq!(ran, ["a", "b", "c", "e"]);
     assert!(exit.success(), "dag-release did not stop cleanly: {exit:?}");
+
+    // `echomq flow` prints the DAG below e, unrolled: a below b and below c.
+    let out = echomq(&url, &["flow", "n", "e"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    let under_a = lines.iter().filter(|l| l.starts_with("    a ")).count();
+    assert_eq!(under_a, 2, "a below both b and c:\n{text}");
+    assert!(lines.iter().all(|l| l.contains("completed")), "{text}");
 }
