@@ -6,11 +6,12 @@
 //! Nodes go out dependents first, in transactions of at most `chunk` nodes.
 //! A node with dependencies is parked in `waiting-children` by its add, so
 //! only the nodes without dependencies could run early. When the DAG fits in
-//! one transaction they come last in it; when it does not, each of them is
-//! also written as a parent waiting for a gate member (a string that is no
-//! job's key) in its `:dependencies`, and the gates are lifted, chunk by
-//! chunk, only after the last node is written. A writer that dies half-way
-//! therefore leaves nodes that never run, never a part of a DAG running.
+//! one transaction nothing runs before its `EXEC`; when it does not, each of
+//! them is also written as a parent waiting for a gate member (a string that
+//! is no job's key) in its `:dependencies`, and the gates are lifted, chunk
+//! by chunk, only after the last node is written. A writer that dies
+//! half-way therefore leaves nodes that never run, never a part of a DAG
+//! running.
 
 use echomq_protocol::call::dag::{extra_parents_key, pending_key};
 use echomq_protocol::call::flow::{ChildKeys, ReleaseParentIfNoPendingDependencies};
@@ -121,8 +122,7 @@ impl FlowProducer {
             extra_edges: 0,
             transactions: 0,
         };
-        let positions: Vec<usize> = plan.order.clone();
-        for (part, idx) in entries.chunks(chunk).zip(positions.chunks(chunk)) {
+        for (part, idx) in entries.chunks(chunk).zip(plan.order.chunks(chunk)) {
             let client = self.conn.pool().next();
             let trx = client.multi();
             // Which replies are adds (the others are SADD/HSET counts).
