@@ -205,6 +205,12 @@ script_ids! {
     DeadLetterFailed => "deadLetterFailed", 5;
     /// EchoMQ extension (dead letters): one dead letter back to its queue.
     ReplayDeadLetter => "replayDeadLetter", 9;
+    /// EchoMQ extension (DAG flows): hand a finished node to its extra
+    /// parents, the dependents BullMQ's `parentKey` cannot name.
+    ReleaseDagParents => "releaseDagParents", 5;
+    /// EchoMQ extension (DAG flows): the audit's read-only page of a queue's
+    /// DAG nodes not handed over yet.
+    AuditDag => "auditDag", 1;
 }
 
 impl ScriptId {
@@ -235,6 +241,7 @@ impl ScriptId {
                 | Paginate
                 | GetMetrics
                 | AuditFlows
+                | AuditDag
                 | RelayGet
                 | RelayGetNamespaces
         )

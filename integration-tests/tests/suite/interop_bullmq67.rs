@@ -734,6 +734,9 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "moveToDeadLetter-18",
         "deadLetterFailed-5",
         "replayDeadLetter-9",
+        // DAG flows (docs/flows.md §DAGs).
+        "releaseDagParents-5",
+        "auditDag-1",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {

@@ -15,6 +15,7 @@ mod audit;
 mod cancel;
 mod clean;
 mod concurrency;
+mod dag_release;
 mod dedup;
 mod demo;
 mod dlq;
@@ -94,8 +95,11 @@ pub(crate) enum Command {
     /// Show or free a deduplication id.
     Dedup(dedup::Args),
     /// Add a flow from a JSON file in BullMQ's FlowJob shape (or an array of
-    /// them); prints the tree of ids.
+    /// them); prints the tree of ids. A `{"dag": [...]}` file adds a DAG.
     AddFlow(add_flow::Args),
+    /// Hand finished DAG nodes of these queues to the nodes that also wait
+    /// for them (docs/flows.md §DAGs), until Ctrl-C or SIGTERM.
+    DagRelease(dag_release::Args),
     /// The flow below a job: the tree with states and return values.
     Flow(flow::Args),
     /// Completed/failed metrics and a chart of the last hour.
@@ -149,6 +153,7 @@ impl Command {
             Command::Concurrency(a) => concurrency::run(a, t).await,
             Command::Dedup(a) => dedup::run(a, t).await,
             Command::AddFlow(a) => add_flow::run(a, t).await,
+            Command::DagRelease(a) => dag_release::run(a, t).await,
             Command::Flow(a) => flow::run(a, t).await,
             Command::Metrics(a) => metrics::run(a, t).await,
             Command::Audit(a) => audit::run(a, t).await,

@@ -8,6 +8,7 @@ mod capacity_cli;
 mod chunked_cli;
 mod cli;
 mod codec_cli;
+mod dag_cli;
 mod diagnose;
 mod dlq_cli;
 mod groups_cli;

@@ -21,6 +21,7 @@ pub mod add;
 pub mod admin;
 pub mod audit;
 pub mod chunked;
+pub mod dag;
 pub mod dead_letter;
 pub mod decode;
 pub mod dedup;

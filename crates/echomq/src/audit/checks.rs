@@ -2,6 +2,7 @@
 //! what the reply proves and keeps what later replies are checked against.
 //! No I/O here, so every check is testable on hand-made replies.
 
+use echomq_protocol::call::dag::DagFinding;
 use std::collections::{HashMap, HashSet};
 
 use echomq_protocol::call::audit::{Head, JobRow, KeysStep, PageRow, StatePage};
@@ -449,6 +450,21 @@ impl Auditor {
                 job_id: Some(finding.parent_id),
                 detail: finding.detail,
             });
+        }
+    }
+
+    /// D1/D2 (docs/flows.md §DAGs): a finished node not handed over to its
+    /// extra parents counts at quiescence; a pending node without its
+    /// extra parents' hash always.
+    pub(super) fn dag(&mut self, findings: Vec<DagFinding>) {
+        for finding in findings {
+            let severity = if finding.check == "D2" {
+                Severity::Hard
+            } else {
+                Severity::Quiescent
+            };
+            self.f
+                .add(&finding.check, severity, Some(&finding.id), finding.detail);
         }
     }
 

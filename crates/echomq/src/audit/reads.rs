@@ -3,6 +3,7 @@
 //! [`Auditor`] and counted in the progress.
 
 use echomq_protocol::call::audit::{AuditHead, AuditKeys, AuditPage};
+use echomq_protocol::call::dag::AuditDag;
 use echomq_protocol::call::flow::AuditFlows;
 use echomq_protocol::call::groups::{AuditGroups, GroupAuditPage as Page, GroupAuditStep as Step};
 use echomq_protocol::group::GroupKeys;
@@ -95,6 +96,7 @@ async fn run(
     r.keys(&mut a).await?;
     r.stalled(&mut a).await?;
     r.flows(&mut a).await?;
+    r.dag(&mut a).await?;
     r.groups(&mut a).await?;
     let mut report = a.finish();
     report.calls = r.p.calls;
@@ -206,6 +208,29 @@ impl<F: FnMut(AuditProgress)> Reads<'_, F> {
                 return Ok(());
             }
             (parent, cursor) = (step.parent, step.cursor);
+        }
+    }
+
+    /// The DAG checks D1/D2 (docs/flows.md §DAGs), a page of
+    /// `{P}dag:pending` per call.
+    async fn dag(&mut self, a: &mut Auditor) -> Result<()> {
+        self.p.phase = "dag";
+        let mut cursor = String::from("0");
+        loop {
+            let page = self
+                .conn
+                .call(&AuditDag {
+                    keys: self.keys,
+                    cursor: &cursor,
+                    count: PAGE,
+                })
+                .await?;
+            self.called();
+            a.dag(page.findings);
+            if page.cursor == "0" {
+                return Ok(());
+            }
+            cursor = page.cursor;
         }
     }
 

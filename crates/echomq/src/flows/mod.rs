@@ -5,5 +5,6 @@
 //! (`children.rs`). The contract is `docs/flows.md`.
 
 pub(crate) mod children;
+pub(crate) mod dag;
 pub mod producer;
 pub(crate) mod reads;

@@ -32,6 +32,11 @@ const MAX_DATA_BYTES: usize = 512 * 1024 * 1024;
 
 pub use echomq_protocol::ParentRef;
 
+pub use crate::flows::dag::{
+    DagAdded, DagError, DagNode, DagReleaser, DagReleaserArgs, DagReleaserMsg, DagReleaserStats,
+    DAG_CHUNK,
+};
+
 /// What a failed child does to its parent (BullMQ's four options; without
 /// any, the parent keeps waiting for that child forever). The same rule as
 /// `JobOptions::on_failure`.
@@ -174,17 +179,17 @@ pub struct JobNode {
 /// Adds flows. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct FlowProducer {
-    conn: Connection,
+    pub(super) conn: Connection,
     /// How the jobs' data is stored (docs/operations.md §Memory). Default: plain.
     #[cfg(feature = "codec")]
     codec: crate::codec::CodecOptions,
 }
 
 /// One job of a flow, validated and encoded.
-struct Entry {
-    keys: QueueKeys,
-    kind: Option<AddKind>,
-    id: String,
+pub(super) struct Entry {
+    pub(super) keys: QueueKeys,
+    pub(super) kind: Option<AddKind>,
+    pub(super) id: String,
     name: String,
     timestamp: u64,
     data: String,
@@ -194,11 +199,11 @@ struct Entry {
     parent: Option<Value>,
     /// A leaf with `opts.group`: its group, priority inside it and the
     /// extension's keys (docs/groups.md §Flows).
-    group: Option<(String, i64, GroupKeys)>,
+    pub(super) group: Option<(String, i64, GroupKeys)>,
 }
 
 impl Entry {
-    fn call(&self) -> FlowAdd<'_> {
+    pub(super) fn call(&self) -> FlowAdd<'_> {
         let args = AddArgs {
             prefix_key: self.keys.prefix_key(),
             custom_id: &self.id,
@@ -349,7 +354,12 @@ impl FlowProducer {
         })
     }
 
-    fn entry(&self, job: &FlowJob, id: &str, parent: Option<&ParentLink>) -> Result<Entry> {
+    pub(super) fn entry(
+        &self,
+        job: &FlowJob,
+        id: &str,
+        parent: Option<&ParentLink>,
+    ) -> Result<Entry> {
         job.options.validate()?;
         if job.options.group.is_some() && !job.children.is_empty() {
             // BullMQ's moveToFinished moves a parent whose last child
@@ -429,7 +439,7 @@ impl FlowProducer {
 
     /// On a cluster a transaction runs on one node: every queue of the flow
     /// must hash to one slot.
-    fn check_slots(&self, entries: &[Entry]) -> Result<()> {
+    pub(super) fn check_slots(&self, entries: &[Entry]) -> Result<()> {
         if !self.conn.pool().next().is_clustered() {
             return Ok(());
         }
@@ -496,15 +506,15 @@ impl FlowProducer {
 
 /// The parent of the node being collected.
 #[derive(Clone)]
-struct ParentLink {
-    key: String,
-    id: String,
-    queue: String,
+pub(super) struct ParentLink {
+    pub(super) key: String,
+    pub(super) id: String,
+    pub(super) queue: String,
 }
 
 /// `EVAL` arguments of one call: the script's source (a transaction cannot
 /// fall back from EVALSHA), its keys and its arguments.
-fn eval_args(call: &impl ScriptCall) -> Result<Vec<FredValue>> {
+pub(super) fn eval_args(call: &impl ScriptCall) -> Result<Vec<FredValue>> {
     let script = call.script();
     let def = script.def().ok_or(Error::MissingScript(script.name()))?;
     let keys = call.keys();

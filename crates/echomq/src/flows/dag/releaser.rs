@@ -1,0 +1,343 @@
+//! The DagReleaser: hands finished DAG nodes of one queue to their extra
+//! parents (releaseDagParents-5), whoever finished them — an EchoMQ worker or
+//! a BullMQ Node one. It follows the queue's events stream (`completed`,
+//! `failed`, `removed`) for low latency, and sweeps `{P}dag:pending` (the
+//! nodes not handed over yet) as the backstop for events it missed: a
+//! restart, a trimmed stream, a dropped read. Every release is idempotent,
+//! so several releasers of one queue, a replayed event or a sweep that meets
+//! a node the stream already handled change nothing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use echomq_protocol::call::dag::{pending_key, DagRelease, ReleaseDagParents};
+use echomq_protocol::call::lifecycle::EpochMs;
+use echomq_protocol::{EventKind, QueueKeys};
+use fred::prelude::{ClientLike, SetsInterface, StreamsInterface, Value};
+use fred::types::{ClusterHash, CustomCommand};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::{debug, warn};
+
+use crate::connection::blocking_reader::{BlockingReader, Read};
+use crate::connection::pool::{blocking_options, Connection};
+use crate::error::Result;
+
+/// Stream entries per read.
+const READ_BATCH: u64 = 1000;
+/// `{P}dag:pending` members per sweep page.
+const SWEEP_PAGE: u64 = 200;
+/// Extra parents handed over per script call.
+const PARENTS_PER_CALL: u64 = 100;
+
+/// Arguments of a [`DagReleaser`]: [`DagReleaserArgs::new`], then the setters.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DagReleaserArgs {
+    /// The shared connection.
+    pub connection: Connection,
+    /// The queue whose finished nodes it hands over.
+    pub queue: String,
+    /// Time to walk `{P}dag:pending` once more (the backstop for missed
+    /// events, and for a failed node retried later). Default 5 s.
+    pub sweep_interval: Duration,
+    /// Longest block on the events stream. Default 1 s.
+    pub block: Duration,
+}
+
+impl DagReleaserArgs {
+    /// Defaults for `queue`.
+    pub fn new(connection: Connection, queue: impl Into<String>) -> Self {
+        DagReleaserArgs {
+            connection,
+            queue: queue.into(),
+            sweep_interval: Duration::from_secs(5),
+            block: Duration::from_secs(1),
+        }
+    }
+
+    /// Sets the sweep interval.
+    pub fn sweep_interval(mut self, every: Duration) -> Self {
+        self.sweep_interval = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Sets the longest block on the stream.
+    pub fn block(mut self, block: Duration) -> Self {
+        self.block = block.clamp(Duration::from_millis(1), Duration::from_secs(10));
+        self
+    }
+}
+
+/// Counters of one releaser since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DagReleaserStats {
+    /// Nodes fully handed over to their extra parents.
+    pub handed_over: u64,
+    /// Rounds (handle events, sweep, block).
+    pub rounds: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    handed_over: AtomicU64,
+    rounds: AtomicU64,
+}
+
+/// Messages of the [`DagReleaser`].
+#[derive(Debug)]
+pub enum DagReleaserMsg {
+    /// The counters.
+    GetStats(RpcReplyPort<DagReleaserStats>),
+    /// Stop (reason `"closed"`).
+    Close,
+}
+
+/// The actor (`Actor::spawn` or `Actor::spawn_linked` with
+/// [`DagReleaserArgs`]); one per queue that holds nodes several nodes wait for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DagReleaser;
+
+/// The releaser's state.
+pub struct DagReleaserState {
+    counters: Arc<Counters>,
+    pump: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Actor for DagReleaser {
+    type Msg = DagReleaserMsg;
+    type State = DagReleaserState;
+    type Arguments = DagReleaserArgs;
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> std::result::Result<Self::State, ActorProcessingErr> {
+        let keys = QueueKeys::new(args.connection.prefix(), &args.queue)?;
+        let reader = BlockingReader::new(args.connection.clone())
+            .named(format!("{}:dag", keys.events_client_name()))
+            .first_pause(Duration::from_millis(200));
+        if let Read::Failed(e) = reader.client().await {
+            return Err(e.into());
+        }
+        // From the stream's end: what finished before is the first sweep's.
+        let cursor = last_entry_id(&args.connection, &keys.events()).await?;
+        let counters = Arc::new(Counters::default());
+        let pump = Pump {
+            me,
+            keys,
+            args,
+            counters: counters.clone(),
+        };
+        Ok(DagReleaserState {
+            counters,
+            pump: Some(tokio::spawn(pump.run(reader, cursor))),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _me: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        if let Some(p) = state.pump.take() {
+            p.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        match msg {
+            DagReleaserMsg::GetStats(reply) => {
+                let c = &state.counters;
+                let _ = reply.send(DagReleaserStats {
+                    handed_over: c.handed_over.load(Ordering::Relaxed),
+                    rounds: c.rounds.load(Ordering::Relaxed),
+                });
+            }
+            DagReleaserMsg::Close => {
+                if let Some(p) = state.pump.take() {
+                    p.abort();
+                }
+                me.stop(Some(crate::supervision::decision::CLOSED.into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Pump {
+    me: ActorRef<DagReleaserMsg>,
+    keys: QueueKeys,
+    args: DagReleaserArgs,
+    counters: Arc<Counters>,
+}
+
+impl Pump {
+    async fn run(self, reader: BlockingReader, mut cursor: String) {
+        let stream = self.keys.events();
+        let mut finished: Vec<String> = Vec::new();
+        let mut sweep_cursor = "0".to_owned();
+        let mut next_sweep = Instant::now();
+        loop {
+            if matches!(
+                self.me.get_status(),
+                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+            ) {
+                break;
+            }
+            self.counters.rounds.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self
+                .round(&mut finished, &mut sweep_cursor, &mut next_sweep)
+                .await
+            {
+                warn!(queue = %self.args.queue, error = %e, "dag releaser round failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            let block = self
+                .args
+                .block
+                .min(next_sweep.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1));
+            let (from, key) = (cursor.clone(), stream.clone());
+            let read = reader
+                .read(|client| async move {
+                    client
+                        .with_options(&blocking_options(block))
+                        .xread::<Value, _, _>(
+                            Some(READ_BATCH),
+                            Some(block.as_millis() as u64),
+                            key.as_str(),
+                            from.as_str(),
+                        )
+                        .await
+                })
+                .await;
+            match read {
+                Read::Value(v) => {
+                    let events = crate::queue_events::actor::parse_xread(v);
+                    if let Some(last) = events.last() {
+                        cursor = last.id.clone();
+                    }
+                    finished.extend(events.iter().filter_map(|e| match e.kind {
+                        EventKind::Completed { .. }
+                        | EventKind::Failed { .. }
+                        | EventKind::Removed { .. } => e.kind.job_id().map(str::to_owned),
+                        _ => None,
+                    }));
+                }
+                Read::Refused => {}
+                Read::Failed(e) => {
+                    debug!(error = %e, "dag releaser XREAD failed; reconnecting");
+                    next_sweep = Instant::now();
+                }
+                Read::Stopped => break,
+            }
+        }
+        reader.close().await;
+    }
+
+    /// Hands over the finishes the stream announced, then a sweep page when due.
+    async fn round(
+        &self,
+        finished: &mut Vec<String>,
+        sweep_cursor: &mut String,
+        next_sweep: &mut Instant,
+    ) -> Result<()> {
+        let conn = &self.args.connection;
+        let pending = pending_key(&self.keys);
+        for part in finished.chunks(500) {
+            // Only the nodes with extra parents cost a script call.
+            let member: Vec<bool> = conn.pool().smismember(&pending, part.to_vec()).await?;
+            for (id, _) in part.iter().zip(member).filter(|(_, m)| *m) {
+                self.release(id).await?;
+            }
+        }
+        finished.clear();
+        if Instant::now() >= *next_sweep {
+            let sscan = CustomCommand::new_static("SSCAN", ClusterHash::FirstKey, false);
+            let page: Value = conn
+                .pool()
+                .custom(
+                    sscan,
+                    vec![
+                        pending.clone(),
+                        sweep_cursor.clone(),
+                        "COUNT".to_owned(),
+                        SWEEP_PAGE.to_string(),
+                    ],
+                )
+                .await?;
+            let (next, ids) = scan_page(page);
+            for id in &ids {
+                self.release(id).await?;
+            }
+            if next == "0" {
+                *sweep_cursor = "0".to_owned();
+                *next_sweep = Instant::now() + self.args.sweep_interval;
+            } else {
+                *sweep_cursor = next;
+            }
+        }
+        Ok(())
+    }
+
+    async fn release(&self, id: &str) -> Result<()> {
+        loop {
+            let r = self
+                .args
+                .connection
+                .call(&ReleaseDagParents {
+                    keys: &self.keys,
+                    id,
+                    now: EpochMs(crate::clock::now_ms()),
+                    budget: PARENTS_PER_CALL,
+                })
+                .await?;
+            match r {
+                DagRelease::NotFinished => return Ok(()),
+                DagRelease::Left(0) => {
+                    self.counters.handed_over.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                DagRelease::Left(_) => {}
+            }
+        }
+    }
+}
+
+async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
+    let v: Value = conn.pool().xrevrange(stream, "+", "-", Some(1)).await?;
+    let id = match v {
+        Value::Array(mut entries) if !entries.is_empty() => match entries.swap_remove(0) {
+            Value::Array(parts) => parts.first().and_then(Value::as_string),
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok(id.unwrap_or_else(|| "0-0".to_owned()))
+}
+
+/// `SSCAN`'s reply: the next cursor and the members.
+fn scan_page(v: Value) -> (String, Vec<String>) {
+    let Value::Array(mut parts) = v else {
+        return ("0".to_owned(), Vec::new());
+    };
+    let members = match parts.pop() {
+        Some(Value::Array(m)) => m.iter().filter_map(Value::as_string).collect(),
+        _ => Vec::new(),
+    };
+    let next = parts
+        .pop()
+        .and_then(|c| c.as_string())
+        .unwrap_or_else(|| "0".to_owned());
+    (next, members)
+}
