@@ -52,30 +52,11 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
             conn.close().await;
             return Err("a DAG releaser stopped".into());
         }
-        _ = stop_signal() => {}
+        _ = super::stop_signal() => {}
     }
     for r in &releasers {
         r.stop(None);
     }
     conn.close().await;
     Ok(())
-}
-
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async {
-                match term.as_mut() {
-                    Some(t) => { t.recv().await; }
-                    None => std::future::pending::<()>().await,
-                }
-            } => {}
-        }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.ok();
 }

@@ -277,3 +277,24 @@ pub(crate) fn truncate(s: &str, n: usize) -> String {
         format!("{}…", s.chars().take(n).collect::<String>())
     }
 }
+
+/// Until Ctrl-C or SIGTERM: how a long-running command (the dashboard, a
+/// DAG releaser) is told to stop.
+pub(crate) async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.ok();
+}

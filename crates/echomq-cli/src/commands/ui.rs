@@ -78,7 +78,7 @@ pub(crate) async fn run(args: Args, cli: &Target) -> i32 {
         cli.prefix,
         if args.read_only { ", read-only" } else { "" }
     );
-    stop_signal().await;
+    super::stop_signal().await;
     let code = match ui.shutdown().await {
         Ok(()) => 0,
         Err(e) => {
@@ -88,25 +88,6 @@ pub(crate) async fn run(args: Args, cli: &Target) -> i32 {
     };
     conn.close().await;
     code
-}
-
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async {
-                match term.as_mut() {
-                    Some(t) => { t.recv().await; }
-                    None => std::future::pending::<()>().await,
-                }
-            } => {}
-        }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.ok();
 }
 
 fn init_logs() {

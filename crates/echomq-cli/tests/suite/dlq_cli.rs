@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use echomq::dead_letter::DeadLetterFilter;
 use echomq::{JobOptions, NewJob, Queue};
@@ -69,14 +69,12 @@ async fn work_dead_letters_and_dlq_lists_shows_and_replays() {
             .unwrap(),
     );
     let series = format!(r#"echomq_dead_letters{{queue="{DLQ}", source="{Q}", class="error"}} 6"#);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if scrape(port).is_some_and(|t| t.lines().any(|l| l == series)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no scrape with {series}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        &format!("a scrape with {series}"),
+        Duration::from_secs(60),
+        async || scrape(port).is_some_and(|t| t.lines().any(|l| l == series)),
+    )
+    .await;
     drop(_worker);
     assert_eq!(q.counts().await.unwrap().failed, 0);
     assert_eq!(dlq.dead_letters().count().await.unwrap(), 6);

@@ -189,15 +189,14 @@ impl Pump {
                     if let Some(last) = events.last() {
                         cursor = last.id.clone();
                     }
-                    for e in &events {
-                        let EventKind::Failed { .. } = e.kind else {
-                            continue;
-                        };
-                        let Some(id) = e.kind.job_id() else { continue };
-                        if let Err(e) = self.move_one(id).await {
-                            debug!(error = %e, "dead-lettering a failed job failed; the sweep takes it");
-                            sweep = true;
-                        }
+                    let failed: Vec<&str> = events
+                        .iter()
+                        .filter(|e| matches!(e.kind, EventKind::Failed { .. }))
+                        .filter_map(|e| e.kind.job_id())
+                        .collect();
+                    if let Err(e) = self.move_all(&failed).await {
+                        debug!(error = %e, "dead-lettering failed jobs failed; the sweep takes them");
+                        sweep = true;
                     }
                 }
                 Read::Refused => {}
@@ -211,11 +210,13 @@ impl Pump {
         reader.close().await;
     }
 
-    async fn move_one(&self, id: &str) -> Result<bool> {
-        self.counters.seen.fetch_add(1, Ordering::Relaxed);
-        let moved = self
-            .conn
-            .call(&DeadLetterFailed {
+    /// Runs `deadLetterFailed` on each id, in one pipelined round trip;
+    /// answers, in order, whether each job was moved (the first error, after
+    /// counting what the others did).
+    async fn move_all(&self, ids: &[&str]) -> Result<Vec<bool>> {
+        let calls: Vec<DeadLetterFailed> = ids
+            .iter()
+            .map(|id| DeadLetterFailed {
                 keys: &self.keys,
                 id,
                 target: DeadLetterTarget {
@@ -223,11 +224,18 @@ impl Pump {
                     max_len: self.max_len,
                 },
             })
-            .await?;
-        if moved.is_some() {
-            self.counters.moved.fetch_add(1, Ordering::Relaxed);
+            .collect();
+        self.counters
+            .seen
+            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        let replies = self.conn.call_batch(&calls).await;
+        let moved: Vec<bool> = replies.iter().map(|r| matches!(r, Ok(Some(_)))).collect();
+        let n = moved.iter().filter(|m| **m).count();
+        self.counters.moved.fetch_add(n as u64, Ordering::Relaxed);
+        match replies.into_iter().find_map(|r| r.err()) {
+            Some(e) => Err(e),
+            None => Ok(moved),
         }
-        Ok(moved.is_some())
     }
 
     /// Every job in `failed`, a page at a time; the ones left (a flow's)
@@ -251,11 +259,10 @@ impl Pump {
             if ids.is_empty() {
                 return Ok(());
             }
-            for id in &ids {
-                if !self.move_one(id).await? {
-                    offset += 1;
-                }
-            }
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            // Those not moved (a flow's) stay in `failed`, ahead of the next page.
+            let moved = self.move_all(&ids).await?;
+            offset += moved.iter().filter(|m| !**m).count() as i64;
         }
         Ok(())
     }

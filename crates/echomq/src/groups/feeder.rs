@@ -17,7 +17,7 @@ use echomq_protocol::call::groups::{
     AccountGroupJobs, AccountScope, GroupDefaults, ReleaseGroupJobs,
 };
 use echomq_protocol::group::GroupKeys;
-use echomq_protocol::{EventKind, QueueKeys};
+use echomq_protocol::QueueKeys;
 use fred::prelude::{ClientLike, StreamsInterface, Value};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::{debug, warn};
@@ -25,7 +25,7 @@ use tracing::{debug, warn};
 use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::connection::pool::{blocking_options, Connection};
 use crate::error::Result;
-use crate::queue_events::actor::last_entry_id;
+use crate::queue_events::actor::{finished_ids, last_entry_id};
 
 /// Ids checked per accounting call.
 const ACCOUNT_CHUNK: usize = 500;
@@ -393,14 +393,4 @@ impl Pump {
             }
         }
     }
-}
-
-/// The jobs whose slots the events free: completed, failed or removed.
-fn finished_ids(events: &[echomq_protocol::Event]) -> impl Iterator<Item = String> + '_ {
-    events.iter().filter_map(|e| match e.kind {
-        EventKind::Completed { .. } | EventKind::Failed { .. } | EventKind::Removed { .. } => {
-            e.kind.job_id().map(str::to_owned)
-        }
-        _ => None,
-    })
 }

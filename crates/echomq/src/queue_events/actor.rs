@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use echomq_protocol::{Event, QueueKeys};
+use echomq_protocol::{Event, EventKind, QueueKeys};
 use fred::prelude::{ClientLike, StreamsInterface, Value};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::warn;
@@ -353,6 +353,17 @@ async fn trimmed_past(conn: &Connection, stream: &str, cursor: &str) -> Option<(
     let first: Value = client.xrange(stream, "-", "+", Some(1)).await.ok()?;
     let first_id = parse_xrange_first(first)?;
     (parse_id(&first_id)? > cur).then(|| (cursor.to_owned(), first_id))
+}
+
+/// The jobs whose run the events end: completed, failed or removed (what the
+/// followers of a queue's stream act on: group slots, DAG parents).
+pub(crate) fn finished_ids(events: &[Event]) -> impl Iterator<Item = String> + '_ {
+    events.iter().filter_map(|e| match e.kind {
+        EventKind::Completed { .. } | EventKind::Failed { .. } | EventKind::Removed { .. } => {
+            e.kind.job_id().map(str::to_owned)
+        }
+        _ => None,
+    })
 }
 
 /// The id of the stream's newest entry (`0-0` for an empty stream): where a

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use echomq_protocol::call::dag::{pending_key, DagRelease, ReleaseDagParents};
 use echomq_protocol::call::lifecycle::EpochMs;
-use echomq_protocol::{EventKind, QueueKeys};
+use echomq_protocol::QueueKeys;
 use fred::prelude::{ClientLike, SetsInterface, StreamsInterface, Value};
 use fred::types::{ClusterHash, CustomCommand};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -22,6 +22,7 @@ use tracing::{debug, warn};
 use crate::connection::blocking_reader::{BlockingReader, Read};
 use crate::connection::pool::{blocking_options, Connection};
 use crate::error::Result;
+use crate::queue_events::actor::{finished_ids, last_entry_id};
 
 /// Stream entries per read.
 const READ_BATCH: u64 = 1000;
@@ -227,12 +228,7 @@ impl Pump {
                     if let Some(last) = events.last() {
                         cursor = last.id.clone();
                     }
-                    finished.extend(events.iter().filter_map(|e| match e.kind {
-                        EventKind::Completed { .. }
-                        | EventKind::Failed { .. }
-                        | EventKind::Removed { .. } => e.kind.job_id().map(str::to_owned),
-                        _ => None,
-                    }));
+                    finished.extend(finished_ids(&events));
                 }
                 Read::Refused => {}
                 Read::Failed(e) => {
@@ -312,18 +308,6 @@ impl Pump {
             }
         }
     }
-}
-
-async fn last_entry_id(conn: &Connection, stream: &str) -> Result<String> {
-    let v: Value = conn.pool().xrevrange(stream, "+", "-", Some(1)).await?;
-    let id = match v {
-        Value::Array(mut entries) if !entries.is_empty() => match entries.swap_remove(0) {
-            Value::Array(parts) => parts.first().and_then(Value::as_string),
-            _ => None,
-        },
-        _ => None,
-    };
-    Ok(id.unwrap_or_else(|| "0-0".to_owned()))
 }
 
 /// `SSCAN`'s reply: the next cursor and the members.
