@@ -290,6 +290,9 @@ queue_keys! {
     limiter => "limiter",
     /// ZSET index of job schedulers.
     repeat => "repeat",
+    /// HASH of the queue's byte budget (EchoMQ extension, docs/protocol.md
+    /// §Byte budgets).
+    budget => "budget",
 }
 
 fn base64_std(input: &[u8]) -> String {

@@ -211,6 +211,10 @@ script_ids! {
     /// EchoMQ extension (DAG flows): the audit's read-only page of a queue's
     /// DAG nodes not handed over yet.
     AuditDag => "auditDag", 1;
+    /// EchoMQ extension (byte budgets): one bounded step of a queue's byte
+    /// budget — estimate what it keeps, trim events, remove the oldest
+    /// finished jobs.
+    EnforceBudget => "enforceBudget", 4;
 }
 
 impl ScriptId {

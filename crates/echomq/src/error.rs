@@ -82,6 +82,9 @@ pub enum Error {
     /// `echomq adopt` refused a queue; nothing was written.
     #[error(transparent)]
     Adopt(#[from] crate::adopt::AdoptError),
+    /// A byte budget was refused; nothing was written.
+    #[error(transparent)]
+    Budget(#[from] crate::budget::BudgetError),
     /// A dead-letter operation was refused; nothing was moved.
     #[error(transparent)]
     DeadLetter(#[from] crate::dead_letter::DeadLetterError),

@@ -25,6 +25,7 @@
 
 pub mod adopt;
 pub mod audit;
+pub mod budget;
 pub mod capacity;
 pub mod clock;
 #[cfg(feature = "codec")]

@@ -20,6 +20,7 @@ macro_rules! keys {
 pub mod add;
 pub mod admin;
 pub mod audit;
+pub mod budget;
 pub mod chunked;
 pub mod dag;
 pub mod dead_letter;

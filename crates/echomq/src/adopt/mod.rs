@@ -336,6 +336,7 @@ fn known_shape(suffix: &str) -> bool {
         "repeat",
         "drained",
         "cancel",
+        "budget",
     ];
     const FAMILIES: &[&str] = &["repeat:", "de:", "dn:", "metrics:", "gr:"];
     const JOB_PARTS: &[&str] = &[
