@@ -12,6 +12,7 @@ mod add_bulk;
 mod add_flow;
 mod adopt;
 mod audit;
+mod budget;
 mod cancel;
 mod clean;
 mod concurrency;
@@ -106,6 +107,9 @@ pub(crate) enum Command {
     Metrics(metrics::Args),
     /// Read-only consistency audit; exits 1 on a hard violation.
     Audit(audit::Args),
+    /// Show the queue's byte budget and the bytes it keeps, or set it
+    /// (`--max-bytes 64MiB`) or remove it (`--clear`); docs/operations.md §Memory.
+    Budget(budget::Args),
     /// The guided tour (about a minute) on a fresh queue.
     Demo,
     /// List, create/replace or remove job schedulers.
@@ -157,6 +161,7 @@ impl Command {
             Command::Flow(a) => flow::run(a, t).await,
             Command::Metrics(a) => metrics::run(a, t).await,
             Command::Audit(a) => audit::run(a, t).await,
+            Command::Budget(a) => budget::run(a, t).await,
             Command::Demo => demo::run(t).await,
             Command::Schedulers(a) => schedulers::run(a, t).await,
             // These have exit codes of their own (a service's, a server's,

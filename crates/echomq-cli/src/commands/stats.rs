@@ -1,4 +1,5 @@
 //! `echomq stats <queue>`: counts by state, workers, schedulers, paused,
+//! the bytes it keeps against its byte budget (docs/operations.md §Memory),
 //! and the autoscaling figures (docs/operations.md §Autoscaling); `--json`
 //! prints the same as one JSON object.
 
@@ -59,6 +60,7 @@ async fn stats_json(conn: &Connection, q: &Queue, settings: CapacitySettings) ->
         "schedulers": schedulers,
         "workers": worker_names(conn, q).await,
         "capacity": capacity(q, settings).await?,
+        "budget": super::budget::to_json(q.name(), &q.byte_budget().await?),
     });
     anstream::println!("{out}");
     Ok(())
@@ -95,6 +97,11 @@ async fn stats(conn: &Connection, q: &Queue, settings: CapacitySettings) -> Res 
         "workers",
         workers.len(),
         paint(style::DIM, workers.join(", "))
+    );
+    anstream::println!(
+        "  {:<17}{}",
+        "bytes kept",
+        super::budget::line(&q.byte_budget().await?)
     );
     let cap = capacity(q, settings).await?;
     let r = &cap.reading;

@@ -48,6 +48,14 @@ pub(super) async fn work(
         ),
         None => None,
     };
+    // The queue's byte budget holds whoever finishes its jobs; dormant (one
+    // HGET a second) while it has none.
+    let enforcer = echomq::budget::BudgetEnforcer::start(
+        &conn,
+        queue.name(),
+        echomq::budget::EnforcerSettings::default(),
+    )
+    .await?;
     if let Some(server) = health {
         server.attach(HealthCheck::new(conn, host.actor().clone()).worker_set(worker.id()));
     }
@@ -95,6 +103,7 @@ pub(super) async fn work(
     if let Some(f) = follower {
         f.close().await;
     }
+    enforcer.close().await;
     for (_, closed) in report.worker_sets {
         let closed = closed.map_err(|e| e.to_string())?;
         let (finished, moved) = closed
