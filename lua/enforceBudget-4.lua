@@ -32,7 +32,8 @@
   sets hold. Accuracy: a finished set's bytes are its ZCARD times the mean
   of `samples` jobs spread evenly over its ranks (each measured whole:
   MEMORY USAGE ... SAMPLES 0 on the hash, sampled on its lists and sets);
-  the stream's are Redis's own MEMORY USAGE estimate. The bytes a removal
+  the set's own entries are Redis's sampled MEMORY USAGE, and so are the
+  stream's (`samples` of its nodes). The bytes a removal
   frees are measured on each job it removes.
 ]]
 --- @include "includes/batches"
@@ -59,8 +60,12 @@ local function jobBytes(id)
   -- A job hash holds a few big fields (data, returnvalue) among small ones:
   -- sampling its fields would miss them, so it is measured whole.
   local n = rcall("MEMORY", "USAGE", jobKey, "SAMPLES", "0") or 0
-  for _, s in ipairs(subKeys) do
-    n = n + (rcall("MEMORY", "USAGE", jobKey .. s) or 0)
+  -- Most finished jobs have no logs and no children: one EXISTS says so.
+  if rcall("EXISTS", jobKey .. subKeys[1], jobKey .. subKeys[2], jobKey .. subKeys[3],
+    jobKey .. subKeys[4], jobKey .. subKeys[5]) > 0 then
+    for _, s in ipairs(subKeys) do
+      n = n + (rcall("MEMORY", "USAGE", jobKey .. s) or 0)
+    end
   end
   return n
 end
@@ -79,7 +84,9 @@ local function setBytes(key)
       sum = sum + jobBytes(id)
     end
   end
-  return n, math.floor(sum * n / m)
+  -- The set's own entries count too (sampled: a skiplist's are alike).
+  sum = sum * n / m + (rcall("MEMORY", "USAGE", key) or 0)
+  return n, math.floor(sum)
 end
 
 local completedCount, completedBytes = setBytes(KEYS[2])
@@ -88,7 +95,7 @@ local jobsBytes = completedBytes + failedBytes
 local eventsLen = rcall("XLEN", KEYS[4])
 local eventsBytes = 0
 if eventsLen > 0 then
-  eventsBytes = rcall("MEMORY", "USAGE", KEYS[4]) or 0
+  eventsBytes = rcall("MEMORY", "USAGE", KEYS[4], "SAMPLES", string.format("%d", samples)) or 0
 end
 local usedBefore = jobsBytes + eventsBytes
 

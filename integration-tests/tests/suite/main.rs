@@ -8,6 +8,7 @@ mod autoscaling;
 mod backoff_and_manual;
 mod batches;
 mod bounded;
+mod budgets;
 mod chaos_fast;
 mod cluster;
 mod cluster_reshard;

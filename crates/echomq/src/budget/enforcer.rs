@@ -34,13 +34,14 @@ pub struct EnforcerSettings {
     /// Time between calls on a queue without a budget (one `HGET` each).
     /// Default 1 s: a budget set by `echomq budget` holds within a second.
     pub idle_interval: Duration,
-    /// Most finished jobs one call removes. Default 200 (a call well under
-    /// a millisecond of Redis time per hundred jobs).
+    /// Most finished jobs one call removes. Default 100 (about a
+    /// millisecond of Redis time; a call that finds more to remove is
+    /// followed by the next at once).
     pub page: u32,
     /// Jobs sampled per finished set for the estimate. Default 16.
     pub samples: u32,
     /// Over the budget, a call removes down to this percent of it, so that
-    /// the next ticks' finishes fit. Default 95.
+    /// the next ticks' finishes fit. Default 90.
     pub low_percent: u8,
     /// The events stream's share of the budget, in percent: over the
     /// budget, the stream is trimmed to it first. Default 25.
@@ -52,9 +53,9 @@ impl Default for EnforcerSettings {
         EnforcerSettings {
             interval: Duration::from_millis(100),
             idle_interval: Duration::from_secs(1),
-            page: 200,
+            page: 100,
             samples: 16,
-            low_percent: 95,
+            low_percent: 90,
             events_percent: 25,
         }
     }
