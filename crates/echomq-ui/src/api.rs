@@ -69,6 +69,7 @@ pub(crate) async fn queue(
     let workers = model::workers(&q).await.unwrap_or_default();
     let schedulers = model::schedulers(&app, &q).await?;
     let groups = model::groups(&q, qq.groups.unwrap_or(0)).await?;
+    let budget = model::budget(&q).await?;
     Ok(Json(json!({
         "name": summary.name,
         "counts": model::counts_json(&summary.counts),
@@ -76,6 +77,11 @@ pub(crate) async fn queue(
         "workers": workers,
         "schedulers": schedulers,
         "groups": groups,
+        "budget": budget.map(|b| json!({
+            "max_bytes": b.max,
+            "used_bytes": b.used,
+            "removed": b.removed,
+        })),
         "samples": summary.samples,
     })))
 }

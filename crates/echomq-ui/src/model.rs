@@ -671,3 +671,11 @@ pub(crate) async fn dead_letters(q: &Queue) -> Result<Option<DeadLettersPanel>, 
             .collect(),
     }))
 }
+
+/// The queue's byte budget line (docs/operations.md §Memory): the bytes it
+/// keeps after work is done and its budget, `None` without a budget. One
+/// bounded read-only call (a sample of each finished set).
+pub(crate) async fn budget(q: &Queue) -> Result<Option<echomq::budget::ByteBudget>, Failure> {
+    let b = q.byte_budget().await?;
+    Ok(b.max.is_some().then_some(b))
+}

@@ -374,6 +374,7 @@ pub(crate) async fn queue(
     let schedulers = model::schedulers(&app, &q).await?;
     let groups = model::groups(&q, pq.groups.unwrap_or(0)).await?;
     let dead = model::dead_letters(&q).await?;
+    let budget = model::budget(&q).await?;
     let rows: Vec<(&Job, Option<JobState>)> = page.jobs.iter().map(|j| (j, None)).collect();
     let first = page.page * page.size;
     let page_url = |p: u64| format!("{}?state={}&page={p}", queue_url(&name), state.as_str());
@@ -385,6 +386,14 @@ pub(crate) async fn queue(
             @else { span.badge.running #queue-status { "running" } }
         }
         (notice(pq.done.as_deref()))
+        @if let Some(b) = &budget {
+            p.budget #queue-budget {
+                "Bytes kept after work is done: " (echomq::budget::human_bytes(b.used)) " of a budget of "
+                (echomq::budget::human_bytes(b.max.unwrap_or(0)))
+                " (" (b.completed) " completed and " (b.failed) " failed jobs kept, "
+                (b.removed) " removed by the budget)"
+            }
+        }
         (actions_bar(&app, &name, summary.paused))
         nav.tabs {
             @for s in STATES {

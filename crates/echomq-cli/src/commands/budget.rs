@@ -3,7 +3,7 @@
 //! (0, negative, not a number, too large) is refused by the argument parser
 //! with the budget's typed error, before anything connects or writes.
 
-use echomq::budget::{parse_max_bytes, ByteBudget};
+use echomq::budget::{human_bytes, parse_max_bytes, ByteBudget};
 use echomq::Queue;
 use serde_json::json;
 
@@ -71,11 +71,15 @@ pub(crate) fn line(b: &ByteBudget) -> String {
     match b.max {
         Some(max) => format!(
             "{} of {} ({:.0}%)",
-            human(b.used),
-            human(max),
+            human_bytes(b.used),
+            human_bytes(max),
             b.used as f64 * 100.0 / max as f64
         ),
-        None => format!("{} {}", human(b.used), paint(style::DIM, "(no budget)")),
+        None => format!(
+            "{} {}",
+            human_bytes(b.used),
+            paint(style::DIM, "(no budget)")
+        ),
     }
 }
 
@@ -85,33 +89,17 @@ fn print(queue: &str, b: &ByteBudget) {
     anstream::println!(
         "  {:<17}{} {}",
         "finished jobs",
-        human(b.jobs_bytes),
+        human_bytes(b.jobs_bytes),
         paint(
             style::DIM,
             format!("{} completed, {} failed", b.completed, b.failed)
         )
     );
-    anstream::println!("  {:<17}{}", "events", human(b.events_bytes));
+    anstream::println!("  {:<17}{}", "events", human_bytes(b.events_bytes));
     anstream::println!(
         "  {:<17}{} jobs removed, {} events trimmed",
         "by the budget",
         b.removed,
         b.trimmed
     );
-}
-
-/// Bytes in binary units.
-pub(crate) fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
 }

@@ -3,6 +3,7 @@
 
 mod add_bulk_chunks;
 mod add_bulk_names;
+mod budget_cli;
 mod cancel_cli;
 mod capacity_cli;
 mod chunked_cli;

@@ -20,3 +20,20 @@ mod error;
 pub use self::admin::ByteBudget;
 pub use self::enforcer::{BudgetEnforcer, EnforcerSettings, EnforcerStats};
 pub use self::error::{parse_max_bytes, BudgetError, MAX_BUDGET_BYTES};
+
+/// Bytes in binary units (`3.0 MiB`), as `echomq budget`, `echomq stats`
+/// and the dashboard print them.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}

@@ -5,6 +5,7 @@
 //! ([`trace`], OpenTelemetry with feature `otel`). Operators' guide:
 //! `docs/operations.md`.
 
+pub mod budget_state;
 pub mod dead_letter_state;
 pub mod group_state;
 pub mod metrics;

@@ -137,7 +137,13 @@ async fn respond(
     let mut samples = Vec::with_capacity(queues.len());
     let mut groups = Vec::new();
     let mut dead = Vec::new();
+    let mut budgets = Vec::new();
     for q in &queues {
+        if let Ok(Ok(Some(b))) =
+            tokio::time::timeout(SAMPLE_TIMEOUT, super::budget_state::sample(q)).await
+        {
+            budgets.push(b);
+        }
         if let Ok(Ok(d)) = tokio::time::timeout(SAMPLE_TIMEOUT, q.dead_letters().sample()).await {
             dead.push(d);
         }
@@ -171,6 +177,11 @@ async fn respond(
     let capacity = crate::capacity::render::render(&board.observe(&queues).await);
     if !capacity.is_empty() {
         body.push_str(&capacity);
+        body.push('\n');
+    }
+    let budgets = super::budget_state::render(&budgets);
+    if !budgets.is_empty() {
+        body.push_str(&budgets);
         body.push('\n');
     }
     let dead = super::dead_letter_state::render(&dead);
