@@ -59,6 +59,14 @@ bench-codec JOBS="100000": _ensure-redis _ensure-node-packages
     ECHOMQ_CODEC_JOBS={{JOBS}} cargo test --release -p echomq-integration-tests --test suite \
         codecs::gzip_keeps_redis_memory_at_least_three_times_lower -- --nocapture
 
+# Byte budgets at full size (issue 44): a 64 MiB budget on a queue through which 300,000 jobs of
+# 2 KB pass with completed jobs kept, half finished by a BullMQ Node 6.7.6 worker, half by EchoMQ;
+# prints used_memory against budget + live jobs, the estimate against an exact walk
+# (docs/operations.md §Memory). The suite's debug build, as `just test` builds it.
+bench-budget BYTES="67108864" JOBS="300000": _ensure-redis _ensure-node-packages
+    ECHOMQ_BUDGET_BYTES={{BYTES}} ECHOMQ_BUDGET_JOBS={{JOBS}} cargo test -p echomq-integration-tests \
+        --test suite budgets::a_budget_holds_whoever_finishes_the_jobs -- --nocapture
+
 # The group-commit equality proof at length (docs/decisions.md §16): CASES
 # random scenarios, each finished as single calls, as random groups and by
 # BullMQ's own moveToFinished on three servers, whole keyspaces and replies
