@@ -34,9 +34,9 @@ pub struct EnforcerSettings {
     /// Time between calls on a queue without a budget (one `HGET` each).
     /// Default 1 s: a budget set by `echomq budget` holds within a second.
     pub idle_interval: Duration,
-    /// Most finished jobs one call removes. Default 100 (about a
-    /// millisecond of Redis time; a call that finds more to remove is
-    /// followed by the next at once).
+    /// Most finished jobs one call removes. Default 50 (well under a
+    /// millisecond of Redis time on an idle server, a few under load; a call
+    /// that finds more to remove is followed by the next at once).
     pub page: u32,
     /// Jobs sampled per finished set for the estimate. Default 16.
     pub samples: u32,
@@ -53,7 +53,7 @@ impl Default for EnforcerSettings {
         EnforcerSettings {
             interval: Duration::from_millis(100),
             idle_interval: Duration::from_secs(1),
-            page: 100,
+            page: 50,
             samples: 16,
             low_percent: 90,
             events_percent: 25,
