@@ -35,9 +35,9 @@ fn budget_bytes() -> u64 {
 }
 
 /// Jobs per phase (one phase Node's, one EchoMQ's): half of
-/// `ECHOMQ_budget_JOBS`, default 6,000 (`just bench-budget` runs 300,000).
+/// `ECHOMQ_BUDGET_JOBS`, default 6,000 (`just bench-budget` runs 300,000).
 fn per_phase() -> usize {
-    std::env::var("ECHOMQ_budget_JOBS")
+    std::env::var("ECHOMQ_BUDGET_JOBS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(6_000)

@@ -779,3 +779,89 @@ async fn a_flow_is_stored_encoded_and_runs_decoded() {
         assert_eq!(seen[id], order(i).to_string(), "{id}");
     }
 }
+
+/// A queue with a codec: its QueueEvents deliver `completed` with the
+/// return value decoded (one made without the codec delivers the envelope
+/// as stored), and `wait_until_finished` answers it decoded, whether the
+/// finish came before the wait or during it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_events_deliver_return_values_decoded() {
+    use echomq::queue::Finished;
+    use echomq::queue_events::wait_until_finished;
+    use echomq::{Delivery, EventKind, QueueEvents, QueueEventsArgs, QueueEventsMsg};
+
+    let (_redis, conn, _) = RedisServer::with_queue("qe-codec").await;
+    let queue = open(
+        &conn,
+        "qe-codec",
+        codec_options(Some(Codec::Aes256GcmGzip), &spec(&[("k1", K1)])),
+    )
+    .await;
+    let spawn = async |args: QueueEventsArgs| {
+        let (qe, _) = Actor::spawn(None, QueueEvents, args.block(Duration::from_millis(200)))
+            .await
+            .unwrap();
+        qe
+    };
+    let decoding =
+        spawn(QueueEventsArgs::new(conn.clone(), "qe-codec").codec(queue.codec().clone())).await;
+    let plain = spawn(QueueEventsArgs::new(conn.clone(), "qe-codec")).await;
+    let mut decoded_sub = call_t!(decoding, QueueEventsMsg::Subscribe, 2000, 100).unwrap();
+    let mut plain_sub = call_t!(plain, QueueEventsMsg::Subscribe, 2000, 100).unwrap();
+
+    let first = queue
+        .add("a", &json!({"n": 1}), JobOptions::new())
+        .await
+        .unwrap();
+    rust_work(&queue, async || {
+        queue.counts().await.unwrap().completed == 1
+    })
+    .await;
+    let completed = async |sub: &mut echomq::queue_events::Subscription| loop {
+        let d = tokio::time::timeout(Duration::from_secs(5), sub.recv())
+            .await
+            .expect("a delivery within 5 s")
+            .expect("actor alive");
+        if let Delivery::Event(e) = d {
+            if let EventKind::Completed { return_value, .. } = e.kind {
+                return return_value;
+            }
+        }
+    };
+    let want = json!({"seenBy": "rust", "len": 7});
+    assert_eq!(completed(&mut decoded_sub).await, want);
+    let stored = completed(&mut plain_sub).await;
+    assert!(
+        is_envelope(&stored),
+        "without the codec: as stored, {stored}"
+    );
+    // Finished before the wait: read back through the queue's codec.
+    match wait_until_finished(&decoding, &queue, &first, Duration::from_secs(5))
+        .await
+        .unwrap()
+    {
+        Some(Finished::Completed(v)) => assert_eq!(v, want),
+        other => panic!("{other:?}"),
+    }
+    // Finished during the wait: from the event.
+    let second = queue
+        .add("b", &json!({"n": 2}), JobOptions::new())
+        .await
+        .unwrap();
+    let waiter = {
+        let (decoding, queue, second) = (decoding.clone(), queue.clone(), second.clone());
+        tokio::spawn(async move {
+            wait_until_finished(&decoding, &queue, &second, Duration::from_secs(20)).await
+        })
+    };
+    rust_work(&queue, async || {
+        queue.counts().await.unwrap().completed == 2
+    })
+    .await;
+    match waiter.await.unwrap().unwrap() {
+        Some(Finished::Completed(v)) => assert_eq!(v, want),
+        other => panic!("{other:?}"),
+    }
+    decoding.stop(None);
+    plain.stop(None);
+}

@@ -170,7 +170,23 @@ impl Queue {
         self.conn.call(&call).await
     }
 
-    /// Whether a job finished, with its result or failure reason.
+    /// A return value through this handle's codec: decoded when it is an
+    /// envelope this handle can open, else as it is (with a warning when it
+    /// is an envelope that cannot be opened).
+    pub(crate) fn decoded(&self, value: serde_json::Value) -> serde_json::Value {
+        #[cfg(feature = "codec")]
+        match self.options.codec.decode(&value) {
+            None => {}
+            Some(Ok(v)) => return v,
+            Some(Err(e)) => {
+                tracing::warn!(queue = %self.name(), error = %e, "return value left encoded: it cannot be decoded")
+            }
+        }
+        value
+    }
+
+    /// Whether a job finished, with its result (decoded through the
+    /// handle's codec) or failure reason.
     pub async fn is_finished(&self, id: &str) -> Result<Finished> {
         let call = IsFinished {
             keys: &self.keys,
@@ -180,7 +196,7 @@ impl Queue {
             Ok(FinishedReply::No) => Ok(Finished::No),
             // A return value that is not JSON (foreign writer) reads as null.
             Ok(FinishedReply::Completed(json)) => Ok(Finished::Completed(
-                serde_json::from_str(&json).unwrap_or(serde_json::Value::Null),
+                self.decoded(serde_json::from_str(&json).unwrap_or(serde_json::Value::Null)),
             )),
             Ok(FinishedReply::Failed(reason)) => Ok(Finished::Failed(reason)),
             Err(Error::Script {

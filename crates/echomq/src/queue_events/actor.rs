@@ -47,6 +47,11 @@ pub struct QueueEventsArgs {
     /// The subscribers, shared by every actor spawned from these arguments
     /// (or their clones). Default: a new, empty registry.
     pub subscribers: Subscribers,
+    /// The queue's payload codec: `completed` events carry their return
+    /// value decoded (an envelope that cannot be opened is delivered as it
+    /// is, with a warning). Default none: values as stored.
+    #[cfg(feature = "codec")]
+    pub codec: Option<crate::codec::CodecOptions>,
 }
 
 impl QueueEventsArgs {
@@ -59,7 +64,16 @@ impl QueueEventsArgs {
             block: Duration::from_secs(10),
             batch: 1000,
             subscribers: Subscribers::new(),
+            #[cfg(feature = "codec")]
+            codec: None,
         }
+    }
+
+    /// Sets [`QueueEventsArgs::codec`] (a queue's: `queue.codec().clone()`).
+    #[cfg(feature = "codec")]
+    pub fn codec(mut self, codec: crate::codec::CodecOptions) -> Self {
+        self.codec = Some(codec);
+        self
     }
 
     /// Sets [`QueueEventsArgs::start`].
@@ -146,6 +160,8 @@ pub struct QueueEvents;
 /// Runtime state: the cursor and the subscriber registry.
 pub struct QueueEventsState {
     last_id: String,
+    #[cfg(feature = "codec")]
+    codec: Option<crate::codec::CodecOptions>,
     subscribers: Subscribers,
     reader: Option<tokio::task::JoinHandle<()>>,
     metrics: crate::telemetry::metrics::QueueMetrics,
@@ -200,6 +216,8 @@ impl Actor for QueueEvents {
         ));
         Ok(QueueEventsState {
             last_id,
+            #[cfg(feature = "codec")]
+            codec: args.codec,
             subscribers: args.subscribers,
             reader: Some(reader),
             metrics: crate::telemetry::metrics::QueueMetrics::new(&args.queue),
@@ -246,6 +264,11 @@ impl Actor for QueueEvents {
                 me.stop(Some(crate::supervision::decision::CLOSED.into()));
             }
             QueueEventsMsg::Batch(events, gap) => {
+                #[cfg(feature = "codec")]
+                let events = match &state.codec {
+                    Some(codec) => decode_return_values(codec, events),
+                    None => events,
+                };
                 let _span = tracing::debug_span!("events_batch", events = events.len()).entered();
                 let written_ms = events
                     .last()
@@ -332,6 +355,33 @@ async fn read_loop(
         }
     }
     reader.close().await;
+}
+
+/// The `completed` events' return values through the queue's codec: a
+/// value that is not an envelope stays as it is; one that cannot be opened
+/// too, with a warning (the event is still delivered).
+#[cfg(feature = "codec")]
+pub(crate) fn decode_return_values(
+    codec: &crate::codec::CodecOptions,
+    mut events: Vec<Event>,
+) -> Vec<Event> {
+    for e in &mut events {
+        if let EventKind::Completed {
+            job_id,
+            return_value,
+            ..
+        } = &mut e.kind
+        {
+            match codec.decode(return_value) {
+                None => {}
+                Some(Ok(v)) => *return_value = v,
+                Some(Err(err)) => {
+                    warn!(job = %job_id, error = %err, "return value left encoded: it cannot be decoded")
+                }
+            }
+        }
+    }
+    events
 }
 
 /// `Some((cursor, first))` when entries after `cursor` may have been trimmed

@@ -42,7 +42,9 @@ pub async fn wait_until_finished(
                                 ..
                             },
                         ..
-                    }) if id == job_id => return Ok(Some(Finished::Completed(return_value))),
+                    }) if id == job_id => {
+                        return Ok(Some(Finished::Completed(queue.decoded(return_value))))
+                    }
                     Delivery::Event(Event {
                         kind:
                             EventKind::Failed {
