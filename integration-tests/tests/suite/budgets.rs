@@ -138,6 +138,8 @@ struct Sample {
     used: i64,
     dataset: i64,
     live: u64,
+    /// Jobs in `completed` and `failed`.
+    kept: u64,
 }
 
 /// Adds `range`'s jobs a chunk at a time, keeping at most [`BACKLOG`] of
@@ -155,7 +157,10 @@ async fn produce(
     let sample = async |samples: &mut Vec<Sample>| {
         let (used, dataset) = used_memory(c).await;
         let live = live(conn, q).await;
+        let completed: u64 = conn.pool().zcard(q.keys().completed()).await.unwrap();
+        let failed: u64 = conn.pool().zcard(q.keys().failed()).await.unwrap();
         samples.push(Sample {
+            kept: completed + failed,
             used: used as i64 - baseline.0 as i64,
             dataset: dataset as i64 - baseline.1 as i64,
             live,
@@ -287,11 +292,33 @@ async fn a_budget_holds_whoever_finishes_the_jobs() {
     .unwrap();
 
     // Phase 1: BullMQ Node 6.7.6 workers finish the jobs.
-    let node = NodeChild::spawn("worker.js", &redis.url(), Q, json!({"concurrency": 8}));
+    // One `start` line per run (a summary at exit is too big to count on
+    // at full size).
+    let mut node = NodeChild::spawn(
+        "worker.js",
+        &redis.url(),
+        Q,
+        json!({"concurrency": 8, "verbose": true}),
+    );
     let baseline = used_memory(&c).await;
     let (node_added, mut samples) = produce(&conn, &q, &c, 0..per_phase, baseline).await;
-    let summary = node.finish().expect("the Node worker's summary");
-    let node_runs: HashMap<String, u64> = serde_json::from_value(summary["runs"].clone()).unwrap();
+    let mut node_runs: HashMap<String, u64> = HashMap::new();
+    wait_until(
+        "a start line of the Node worker for each of its jobs",
+        Duration::from_secs(30),
+        async || {
+            node_runs.clear();
+            for line in node.drain() {
+                if line["ev"] == "start" {
+                    let id = line["id"].as_str().unwrap_or_default().to_owned();
+                    *node_runs.entry(id).or_default() += 1;
+                }
+            }
+            node_runs.len() >= node_added.len()
+        },
+    )
+    .await;
+    node.finish();
 
     // Phase 2: EchoMQ workers finish them.
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -347,6 +374,19 @@ async fn a_budget_holds_whoever_finishes_the_jobs() {
         .iter()
         .map(|s| over(s, s.dataset))
         .fold(f64::MIN, f64::max);
+    let at_worst = samples
+        .iter()
+        .max_by(|a, b| over(a, a.dataset).total_cmp(&over(b, b.dataset)))
+        .unwrap();
+    eprintln!(
+        "at the worst reading: dataset {} B over the baseline, {} jobs live, {} finished jobs kept \
+         ({} B at {job_bytes} B each; the budget fits {})",
+        at_worst.dataset,
+        at_worst.live,
+        at_worst.kept,
+        at_worst.kept * job_bytes,
+        budget / job_bytes
+    );
     let exact = kept_bytes_exactly(&c, &q).await;
     let estimate = q.byte_budget().await.unwrap();
     eprintln!(
