@@ -34,11 +34,12 @@ pub struct EnforcerSettings {
     /// Time between calls on a queue without a budget (one `HGET` each).
     /// Default 1 s: a budget set by `echomq budget` holds within a second.
     pub idle_interval: Duration,
-    /// Most finished jobs one call removes. Default 50 (well under a
-    /// millisecond of Redis time on an idle server, a few under load; a call
-    /// that finds more to remove is followed by the next at once).
+    /// Most finished jobs one call removes. Default 25 (well under a
+    /// millisecond of Redis time on an idle server; a call that finds more
+    /// to remove is followed by the next at once).
     pub page: u32,
-    /// Jobs sampled per finished set for the estimate. Default 16.
+    /// Jobs sampled per finished set for the estimate (consecutive calls
+    /// sample other ranks). Default 8.
     pub samples: u32,
     /// Over the budget, a call removes down to this percent of it, so that
     /// the next ticks' finishes fit. Default 90.
@@ -53,8 +54,8 @@ impl Default for EnforcerSettings {
         EnforcerSettings {
             interval: Duration::from_millis(100),
             idle_interval: Duration::from_secs(1),
-            page: 50,
-            samples: 16,
+            page: 25,
+            samples: 8,
             low_percent: 90,
             events_percent: 25,
         }
