@@ -408,10 +408,10 @@ async fn a_budget_holds_whoever_finishes_the_jobs() {
         stats.trimmed,
         stats.calls
     );
-    // Bounded: 20 MB of finished jobs passed through a 3 MiB budget. The
-    // enforcer runs on a timer, so between two calls the queue keeps what
-    // was finished meanwhile (docs/operations.md §Memory has the numbers;
-    // the issue's +10 % is not met at this rate on a shared 2-core machine).
+    // Bounded: many times the budget passed through. At CI size a
+    // transient outside the keys is large against 3 MiB (docs/operations.md
+    // §Memory has the numbers: the issue's +10 % holds at full size, `just
+    // bench-budget`, not here), so this size checks that it stays bounded.
     assert!(
         worst_dataset <= 1.0,
         "the dataset went {:.1} % over budget + live jobs",
