@@ -3,6 +3,7 @@
 
 mod bounded_ui;
 mod browser;
+mod budget_line;
 mod bull_board;
 mod codec_view;
 mod dashboard;
