@@ -12,6 +12,7 @@ mod chaos_fast;
 mod cluster;
 mod cluster_reshard;
 mod codecs;
+mod offload;
 mod dag;
 mod dead_letters;
 mod deduplication;
