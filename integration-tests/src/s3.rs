@@ -41,7 +41,14 @@ impl S3Server {
         for _ in 0..5 {
             let port = free_port();
             let mut child = Command::new(&python)
-                .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+                .args([
+                    "-m",
+                    "moto.server",
+                    "-H",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -79,7 +86,10 @@ impl S3Server {
         .unwrap();
         let mut reply = String::new();
         s.read_to_string(&mut reply).unwrap();
-        assert!(reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"), "create bucket: {reply}");
+        assert!(
+            reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"),
+            "create bucket: {reply}"
+        );
     }
 }
 

@@ -90,7 +90,6 @@ impl KeyArgs {
         )?
         .offload(self.offload.options()?))
     }
-
 }
 
 /// Codec settings from a codec name, a keys file (else the keys variable

@@ -118,7 +118,7 @@ pub(crate) fn node_codec(command: &str, url: &str, queue: &str, keys: &str, args
 }
 
 /// `python codec_driver.py <command>` with these keys.
-fn python_codec(
+pub(crate) fn python_codec(
     python: &std::path::Path,
     command: &str,
     url: &str,

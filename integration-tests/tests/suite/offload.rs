@@ -10,11 +10,14 @@ use std::time::Duration;
 use echomq::codec::{BlobStore, Codec, CodecOptions, DirStore, OffloadOptions, S3Config, S3Store};
 use echomq::{JobOptions, JobState, Queue};
 use echomq_integration_tests::s3::S3Server;
-use echomq_integration_tests::{wait_until, RedisServer};
+use echomq_integration_tests::{wait_until, NodeBullmq, RedisServer};
 use fred::prelude::*;
 use serde_json::{json, Value as Json};
 
-use super::codecs::{finished, node_codec, open, order, rust_work, rust_work_padded, stored};
+use super::codecs::{
+    finished, node_codec, open, order, python_codec, rust_work, rust_work_padded, stored,
+};
+use echomq_integration_tests::python_bullmq;
 
 const THRESHOLD: usize = 4 * 1024;
 
@@ -122,6 +125,10 @@ async fn node_and_echomq_read_each_others_offloaded_payloads() {
         ids.push(queue.add("order", d, JobOptions::new()).await.unwrap());
     }
     assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
+    // A plain BullMQ client (no shim) reads the job: valid JSON, the reference as data.
+    let read = NodeBullmq::V6_7.bullmq("read-jobs", &redis.url(), q, json!({ "ids": ids }));
+    assert_eq!(read[&ids[0]]["data"]["emq:codec"], "blob", "{read}");
+    assert_eq!(read[&ids[0]]["state"], "waiting", "{read}");
     let ran = node_codec(
         "work",
         &redis.url(),
@@ -132,7 +139,11 @@ async fn node_and_echomq_read_each_others_offloaded_payloads() {
     assert_eq!(ran["done"], true, "{ran}");
     assert_eq!(ran["failed"], json!({}), "{ran}");
     for (id, text) in ids.iter().zip(&texts) {
-        assert_eq!(ran["seen"][id]["text"], text.as_str(), "job {id}: byte-identical");
+        assert_eq!(
+            ran["seen"][id]["text"],
+            text.as_str(),
+            "job {id}: byte-identical"
+        );
         // Node's large return value went to the store, owned by its job.
         let rv = stored(&c, q, id, "returnvalue").await;
         assert_eq!(rv["emq:codec"], "blob", "{rv}");
@@ -143,7 +154,10 @@ async fn node_and_echomq_read_each_others_offloaded_payloads() {
 
     // Node offloads through the shim, an EchoMQ worker reads.
     let q = "off-from-node";
-    let jobs: Vec<Json> = data.iter().map(|d| json!({"name": "order", "data": d})).collect();
+    let jobs: Vec<Json> = data
+        .iter()
+        .map(|d| json!({"name": "order", "data": d}))
+        .collect();
     let ids = node_codec(
         "add",
         &redis.url(),
@@ -153,12 +167,83 @@ async fn node_and_echomq_read_each_others_offloaded_payloads() {
     );
     let ids: Vec<String> = serde_json::from_value(ids).unwrap();
     assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
-    assert_eq!(tracked(&c, q).await, (3, 3), "the shim tracks its blobs as EchoMQ does");
+    assert_eq!(
+        tracked(&c, q).await,
+        (3, 3),
+        "the shim tracks its blobs as EchoMQ does"
+    );
     let queue = open(&conn, q, codec).await;
     let seen = rust_work(&queue, async || finished(&c, q).await == (3, 0)).await;
     let seen = seen.lock().unwrap().clone();
     for (id, text) in ids.iter().zip(&texts) {
         assert_eq!(&seen[id], text, "job {id}: byte-identical");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_reads_echomqs_offloaded_payloads_and_offloads_its_own() {
+    let Some(python) = python_bullmq() else {
+        return;
+    };
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_owned();
+    let data: Vec<Json> = (20..23).map(order).collect();
+    let codec = CodecOptions::default()
+        .encode(Some(Codec::Gzip))
+        .offload(Some(
+            OffloadOptions::new(BlobStore::Dir(DirStore::new(dir.path()).unwrap())).threshold(1024),
+        ));
+
+    let q = "off-to-python";
+    let queue = open(&conn, q, codec.clone()).await;
+    let mut ids = Vec::new();
+    for d in &data {
+        ids.push(queue.add("order", d, JobOptions::new()).await.unwrap());
+    }
+    assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
+    let ran = python_codec(
+        &python,
+        "work",
+        &redis.url(),
+        q,
+        "",
+        json!({"count": 3, "offloadDir": d}),
+    );
+    assert_eq!(ran["done"], true, "{ran}");
+    for (id, data) in ids.iter().zip(&data) {
+        let seen: Json = serde_json::from_str(ran["seen"][id]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(&seen, data, "job {id}");
+    }
+
+    let q = "off-from-python";
+    let jobs: Vec<Json> = data
+        .iter()
+        .map(|d| json!({"name": "order", "data": d}))
+        .collect();
+    let ids = python_codec(
+        &python,
+        "add",
+        &redis.url(),
+        q,
+        "",
+        json!({"codec": "gzip", "jobs": jobs, "offloadDir": d, "threshold": 1024}),
+    );
+    let ids: Vec<String> = serde_json::from_value(ids).unwrap();
+    assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
+    assert_eq!(
+        tracked(&c, q).await,
+        (3, 3),
+        "the shim tracks its blobs as EchoMQ does"
+    );
+    let queue = open(&conn, q, codec).await;
+    let seen = rust_work(&queue, async || finished(&c, q).await == (3, 0)).await;
+    let seen = seen.lock().unwrap().clone();
+    for (id, data) in ids.iter().zip(&data) {
+        let got: Json = serde_json::from_str(&seen[id]).unwrap();
+        assert_eq!(&got, data, "job {id}");
     }
 }
 
@@ -169,7 +254,12 @@ async fn the_sweep_deletes_exactly_the_blobs_no_job_uses() {
     let c = redis.client().await;
     let dir = tempfile::tempdir().unwrap();
     let q = "off-sweep";
-    let queue = open(&conn, q, CodecOptions::default().offload(Some(dir_offload(dir.path())))).await;
+    let queue = open(
+        &conn,
+        q,
+        CodecOptions::default().offload(Some(dir_offload(dir.path()))),
+    )
+    .await;
     let big = json!({"pad": "x".repeat(2 * THRESHOLD)});
     let mut ids = Vec::new();
     for _ in 0..6 {
@@ -179,19 +269,36 @@ async fn the_sweep_deletes_exactly_the_blobs_no_job_uses() {
     // data, and a blob announced by a producer that died before adding.
     queue.remove(&ids[0], false).await.unwrap();
     queue.remove(&ids[1], false).await.unwrap();
-    queue.update_data(&ids[2], &json!({"small": true})).await.unwrap();
+    queue
+        .update_data(&ids[2], &json!({"small": true}))
+        .await
+        .unwrap();
     let orphan = "0123456789abcdef0123456789abcdef";
     std::fs::create_dir_all(dir.path().join("01")).unwrap();
     std::fs::write(dir.path().join("01").join(orphan), b"{}").unwrap();
     let _: () = c
-        .zadd(format!("emq:{q}:blobs"), None, None, false, false, (1.0, orphan))
+        .zadd(
+            format!("emq:{q}:blobs"),
+            None,
+            None,
+            false,
+            false,
+            (1.0, orphan),
+        )
         .await
         .unwrap();
     assert_eq!(blob_files(dir.path()), 7);
 
     // Within the grace nothing is touched.
-    let s = queue.collect_blobs(Duration::from_secs(3600), 100).await.unwrap();
-    assert_eq!((s.examined, s.deleted), (1, 1), "only the old orphan is due: {s:?}");
+    let s = queue
+        .collect_blobs(Duration::from_secs(3600), 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        (s.examined, s.deleted),
+        (1, 1),
+        "only the old orphan is due: {s:?}"
+    );
     assert_eq!(blob_files(dir.path()), 6);
     // Past it: the removed, replaced and orphaned blobs go, a page at a time.
     let mut deleted = 0;
@@ -205,7 +312,10 @@ async fn the_sweep_deletes_exactly_the_blobs_no_job_uses() {
             break;
         }
     }
-    assert_eq!(deleted, 3, "the blobs of the two removed jobs and the updated one");
+    assert_eq!(
+        deleted, 3,
+        "the blobs of the two removed jobs and the updated one"
+    );
     assert_eq!(blob_files(dir.path()), 3);
     assert_eq!(tracked(&c, q).await, (3, 3));
     // What stays is what the remaining jobs read.
@@ -223,10 +333,18 @@ async fn unreadable_references_fail_their_jobs_for_good() {
     let c = redis.client().await;
     let dir = tempfile::tempdir().unwrap();
     let q = "off-bad";
-    let queue = open(&conn, q, CodecOptions::default().offload(Some(dir_offload(dir.path())))).await;
+    let queue = open(
+        &conn,
+        q,
+        CodecOptions::default().offload(Some(dir_offload(dir.path()))),
+    )
+    .await;
     let big = json!({"pad": "y".repeat(2 * THRESHOLD)});
     let missing = queue.add("missing", &big, JobOptions::new()).await.unwrap();
-    let tampered = queue.add("tampered", &big, JobOptions::new()).await.unwrap();
+    let tampered = queue
+        .add("tampered", &big, JobOptions::new())
+        .await
+        .unwrap();
     let key = |env: &Json| env["key"].as_str().unwrap().to_owned();
     let k = key(&stored(&c, q, &missing, "data").await);
     std::fs::remove_file(dir.path().join(&k[..2]).join(&k)).unwrap();
@@ -272,7 +390,7 @@ async fn an_s3_compatible_store_holds_and_frees_the_blobs() {
     )
     .prefix("payloads");
     assert!(!format!("{config:?}").contains("test-secret"), "{config:?}");
-    let store = BlobStore::S3(S3Store::new(config).unwrap());
+    let store = BlobStore::S3(Box::new(S3Store::new(config).unwrap()));
     let q = "off-s3";
     let codec = CodecOptions::default()
         .encode(Some(Codec::Gzip))
@@ -287,8 +405,15 @@ async fn an_s3_compatible_store_holds_and_frees_the_blobs() {
         ids
     };
     let env = stored(&c, q, &ids[0], "data").await;
-    assert_eq!((env["emq:codec"].as_str(), env["store"].as_str()), (Some("blob"), Some("s3")));
-    let object = format!("{}/emq-blobs/payloads/{}", s3.endpoint(), env["key"].as_str().unwrap());
+    assert_eq!(
+        (env["emq:codec"].as_str(), env["store"].as_str()),
+        (Some("blob"), Some("s3"))
+    );
+    let object = format!(
+        "{}/emq-blobs/payloads/{}",
+        s3.endpoint(),
+        env["key"].as_str().unwrap()
+    );
     let seen = rust_work(&queue, async || finished(&c, q).await == (3, 0)).await;
     for id in &ids {
         assert_eq!(seen.lock().unwrap()[id], big.to_string(), "job {id}");
@@ -302,8 +427,10 @@ async fn an_s3_compatible_store_holds_and_frees_the_blobs() {
         matches!(load, Err(echomq::codec::CodecError::BlobMissing(_))),
         "{object}: {load:?}"
     );
-    wait_until("the sweep left the others", Duration::from_secs(5), async || {
-        tracked(&c, q).await == (2, 2)
-    })
+    wait_until(
+        "the sweep left the others",
+        Duration::from_secs(5),
+        async || tracked(&c, q).await == (2, 2),
+    )
     .await;
 }

@@ -32,7 +32,9 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
         .run(Access::Read, async |_, q| {
             let (mut examined, mut deleted) = (0, 0);
             loop {
-                let sweep = q.collect_blobs(Duration::from_secs(a.grace), a.page).await?;
+                let sweep = q
+                    .collect_blobs(Duration::from_secs(a.grace), a.page)
+                    .await?;
                 examined += sweep.examined;
                 deleted += sweep.deleted;
                 if (sweep.examined as u64) < a.page {

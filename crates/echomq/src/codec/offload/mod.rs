@@ -28,7 +28,7 @@ mod s3;
 use ring::digest::{digest, SHA256};
 use serde_json::{Map, Value};
 
-use super::envelope::{ENVELOPE_VERSION, CODEC_FIELD};
+use super::envelope::{CODEC_FIELD, ENVELOPE_VERSION};
 use super::error::CodecError;
 
 pub use self::dir::DirStore;
@@ -54,7 +54,7 @@ pub enum BlobStore {
     Dir(DirStore),
     /// Objects in an S3-compatible bucket.
     #[cfg(feature = "offload-s3")]
-    S3(S3Store),
+    S3(Box<S3Store>),
 }
 
 impl std::fmt::Debug for BlobStore {
@@ -86,7 +86,9 @@ impl BlobStore {
         }
         if spec.starts_with("s3://") {
             #[cfg(feature = "offload-s3")]
-            return Ok(BlobStore::S3(S3Store::new(S3Config::from_url(spec)?)?));
+            return Ok(BlobStore::S3(Box::new(S3Store::new(S3Config::from_url(
+                spec,
+            )?)?)));
             #[cfg(not(feature = "offload-s3"))]
             return Err(CodecError::BlobConfig(
                 "s3:// stores need the `offload-s3` feature of echomq".into(),
@@ -175,7 +177,10 @@ pub(crate) async fn write(
     o.insert("store".into(), opts.store.kind().into());
     o.insert("key".into(), key.into());
     o.insert("len".into(), text.len().into());
-    o.insert("sha256".into(), hex(digest(&SHA256, text.as_bytes()).as_ref()).into());
+    o.insert(
+        "sha256".into(),
+        hex(digest(&SHA256, text.as_bytes()).as_ref()).into(),
+    );
     Ok(Value::Object(o).to_string())
 }
 
@@ -265,7 +270,10 @@ pub(crate) async fn fetch(
 
 /// A blob key as this build writes them.
 pub(crate) fn valid_key(key: &str) -> bool {
-    key.len() == 32 && key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    key.len() == 32
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -28,11 +28,7 @@ pub(crate) async fn announce(conn: &Connection, keys: &QueueKeys, blob: &str) ->
 }
 
 /// Records the job a blob belongs to.
-pub(crate) async fn own(
-    conn: &Connection,
-    keys: &QueueKeys,
-    owned: &[(&str, &str)],
-) -> Result<()> {
+pub(crate) async fn own(conn: &Connection, keys: &QueueKeys, owned: &[(&str, &str)]) -> Result<()> {
     if owned.is_empty() {
         return Ok(());
     }
@@ -76,7 +72,9 @@ pub(crate) async fn collect(
     for key in &found.unused {
         match offload.store.delete(key).await {
             Ok(()) => gone.push(key.as_str()),
-            Err(e) => tracing::warn!(blob = %key, error = %e, "blob not deleted; kept for the next sweep"),
+            Err(e) => {
+                tracing::warn!(blob = %key, error = %e, "blob not deleted; kept for the next sweep")
+            }
         }
     }
     if !gone.is_empty() {

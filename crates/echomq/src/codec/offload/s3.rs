@@ -93,9 +93,8 @@ impl S3Config {
             None => Url::parse(&format!("https://s3.{region}.amazonaws.com"))
                 .map_err(|e| bad(e.to_string()))?,
         };
-        let credentials = Credentials::from_env().ok_or_else(|| {
-            bad("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set".into())
-        })?;
+        let credentials = Credentials::from_env()
+            .ok_or_else(|| bad("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set".into()))?;
         Ok(Self {
             endpoint,
             bucket,
