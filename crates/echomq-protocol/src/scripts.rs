@@ -211,6 +211,9 @@ script_ids! {
     /// EchoMQ extension (DAG flows): the audit's read-only page of a queue's
     /// DAG nodes not handed over yet.
     AuditDag => "auditDag", 1;
+    /// EchoMQ extension (payload offload): a page of offloaded payloads no
+    /// job uses any more, for the caller to delete from the blob store.
+    CollectBlobs => "collectBlobs", 2;
 }
 
 impl ScriptId {
