@@ -248,6 +248,70 @@ async fn python_reads_echomqs_offloaded_payloads_and_offloads_its_own() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_events_hand_over_decoded_return_values() {
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let q = "off-events";
+    let codec = CodecOptions::default()
+        .encode(Some(Codec::Gzip))
+        .offload(Some(dir_offload(dir.path())));
+    let queue = open(&conn, q, codec.clone()).await;
+    let mut args = echomq::QueueEventsArgs::new(conn.clone(), q).codec(codec);
+    args.block = Duration::from_millis(200);
+    let (qe, _h) = ractor::Actor::spawn(None, echomq::QueueEvents, args)
+        .await
+        .unwrap();
+    let mut sub = ractor::call_t!(qe, echomq::QueueEventsMsg::Subscribe, 2000, 100).unwrap();
+    // One small return value (gzip inline), one over the threshold (offloaded).
+    let small = queue
+        .add("s", &json!({"n": 1}), JobOptions::new())
+        .await
+        .unwrap();
+    let _ = rust_work(&queue, async || finished(&c, q).await == (1, 0)).await;
+    let big = queue
+        .add("b", &json!({"n": 2}), JobOptions::new())
+        .await
+        .unwrap();
+    let _ = rust_work_padded(&queue, 2 * THRESHOLD, async || {
+        finished(&c, q).await == (2, 0)
+    })
+    .await;
+    assert_eq!(
+        stored(&c, q, &small, "returnvalue").await["emq:codec"],
+        "gzip"
+    );
+    assert_eq!(
+        stored(&c, q, &big, "returnvalue").await["emq:codec"],
+        "blob"
+    );
+    let mut completed = std::collections::BTreeMap::new();
+    while completed.len() < 2 {
+        let d = tokio::time::timeout(Duration::from_secs(10), sub.recv())
+            .await
+            .expect("a delivery within 10 s")
+            .expect("actor alive");
+        if let echomq::Delivery::Event(e) = d {
+            if let echomq::protocol::EventKind::Completed {
+                job_id,
+                return_value,
+                ..
+            } = e.kind
+            {
+                completed.insert(job_id, return_value);
+            }
+        }
+    }
+    assert_eq!(completed[&small], json!({"seenBy": "rust", "len": 7}));
+    assert_eq!(completed[&big]["seenBy"], "rust");
+    assert_eq!(
+        completed[&big]["pad"].as_str().unwrap().len(),
+        2 * THRESHOLD
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_deletes_exactly_the_blobs_no_job_uses() {
     let redis = RedisServer::start();
     let conn = redis.connect().await;

@@ -47,6 +47,11 @@ pub struct QueueEventsArgs {
     /// The subscribers, shared by every actor spawned from these arguments
     /// (or their clones). Default: a new, empty registry.
     pub subscribers: Subscribers,
+    /// Decodes `completed` events' return values stored through a payload
+    /// codec or offloaded (docs/operations.md §Memory), as the queue's
+    /// workers stored them. Default: handed over as stored.
+    #[cfg(feature = "codec")]
+    pub codec: Option<crate::codec::CodecOptions>,
 }
 
 impl QueueEventsArgs {
@@ -59,7 +64,16 @@ impl QueueEventsArgs {
             block: Duration::from_secs(10),
             batch: 1000,
             subscribers: Subscribers::new(),
+            #[cfg(feature = "codec")]
+            codec: None,
         }
+    }
+
+    /// Sets [`QueueEventsArgs::codec`].
+    #[cfg(feature = "codec")]
+    pub fn codec(mut self, codec: crate::codec::CodecOptions) -> Self {
+        self.codec = Some(codec);
+        self
     }
 
     /// Sets [`QueueEventsArgs::start`].
@@ -197,6 +211,8 @@ impl Actor for QueueEvents {
             last_id.clone(),
             block,
             args.batch.max(1),
+            #[cfg(feature = "codec")]
+            args.codec.clone(),
         ));
         Ok(QueueEventsState {
             last_id,
@@ -264,6 +280,29 @@ impl Actor for QueueEvents {
     }
 }
 
+/// Replaces each `completed` event's stored return value by its plain value.
+/// One that cannot be decoded is handed over as stored (a warning says why):
+/// the event itself is a fact a subscriber must not lose.
+#[cfg(feature = "codec")]
+async fn decode_return_values(codec: &crate::codec::CodecOptions, events: &mut [Event]) {
+    for e in events {
+        if let EventKind::Completed {
+            job_id,
+            return_value,
+            ..
+        } = &mut e.kind
+        {
+            match codec.load(return_value).await {
+                None => {}
+                Some(Ok(plain)) => *return_value = plain,
+                Some(Err(err)) => {
+                    warn!(%job_id, error = %err, "completed event's return value not decoded")
+                }
+            }
+        }
+    }
+}
+
 /// The reader: XREAD BLOCK in a loop on its own client. Exits when the actor
 /// is gone (a failed cast). After a failed read the [`BlockingReader`] opens a
 /// fresh client (named as the first) and the loop resumes from its cursor,
@@ -276,6 +315,7 @@ async fn read_loop(
     mut cursor: String,
     block: Duration,
     batch: u64,
+    #[cfg(feature = "codec")] codec: Option<crate::codec::CodecOptions>,
 ) {
     let opts = blocking_options(block);
     let mut check_gap = true;
@@ -301,7 +341,12 @@ async fn read_loop(
             .await;
         match read {
             Read::Value(v) => {
-                let events = parse_xread(v);
+                #[allow(unused_mut)]
+                let mut events = parse_xread(v);
+                #[cfg(feature = "codec")]
+                if let Some(codec) = &codec {
+                    decode_return_values(codec, &mut events).await;
+                }
                 if let Some(last) = events.last() {
                     cursor = last.id.clone();
                 }
