@@ -209,10 +209,12 @@ impl Actor for QueueEvents {
             reader,
             stream,
             last_id.clone(),
-            block,
-            args.batch.max(1),
-            #[cfg(feature = "codec")]
-            args.codec.clone(),
+            ReadSettings {
+                block,
+                batch: args.batch.max(1),
+                #[cfg(feature = "codec")]
+                codec: args.codec.clone(),
+            },
         ));
         Ok(QueueEventsState {
             last_id,
@@ -303,6 +305,15 @@ async fn decode_return_values(codec: &crate::codec::CodecOptions, events: &mut [
     }
 }
 
+/// How the reader reads: its XREAD's block and count, and the codec of
+/// `completed` return values.
+struct ReadSettings {
+    block: Duration,
+    batch: u64,
+    #[cfg(feature = "codec")]
+    codec: Option<crate::codec::CodecOptions>,
+}
+
 /// The reader: XREAD BLOCK in a loop on its own client. Exits when the actor
 /// is gone (a failed cast). After a failed read the [`BlockingReader`] opens a
 /// fresh client (named as the first) and the loop resumes from its cursor,
@@ -313,10 +324,14 @@ async fn read_loop(
     reader: BlockingReader,
     stream: String,
     mut cursor: String,
-    block: Duration,
-    batch: u64,
-    #[cfg(feature = "codec")] codec: Option<crate::codec::CodecOptions>,
+    settings: ReadSettings,
 ) {
+    let ReadSettings {
+        block,
+        batch,
+        #[cfg(feature = "codec")]
+        codec,
+    } = settings;
     let opts = blocking_options(block);
     let mut check_gap = true;
     loop {
