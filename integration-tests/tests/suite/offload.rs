@@ -42,18 +42,46 @@ async fn tracked(c: &Client, q: &str) -> (u64, u64) {
     (blobs, owners)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn large_payloads_go_to_the_blob_store_and_come_back_byte_for_byte() {
+/// A server, its connections and an empty blob directory.
+struct Bed {
+    redis: RedisServer,
+    conn: echomq::Connection,
+    c: Client,
+    dir: tempfile::TempDir,
+}
+
+async fn bed() -> Bed {
     let redis = RedisServer::start();
     let conn = redis.connect().await;
     let c = redis.client().await;
-    let dir = tempfile::tempdir().unwrap();
+    Bed {
+        redis,
+        conn,
+        c,
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Queue `q` offloading to the bed's directory above [`THRESHOLD`], no codec.
+async fn offloading(b: &Bed, q: &str) -> Queue {
+    open(
+        &b.conn,
+        q,
+        CodecOptions::default().offload(Some(dir_offload(b.dir.path()))),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_payloads_go_to_the_blob_store_and_come_back_byte_for_byte() {
+    let b = bed().await;
+    let (conn, c, dir) = (&b.conn, &b.c, &b.dir);
     let q = "off-dir";
     let codec = CodecOptions::default()
         .encode(Some(Codec::Gzip))
         .offload(Some(dir_offload(dir.path())));
     let queue = Queue::with_options(
-        &conn,
+        conn,
         q,
         echomq::QueueOptions::default()
             .codec(codec)
@@ -76,18 +104,18 @@ async fn large_payloads_go_to_the_blob_store_and_come_back_byte_for_byte() {
         .collect();
     let bulk_ids = queue.add_bulk(bulk).await.unwrap();
 
-    let env = stored(&c, q, &id_big, "data").await;
+    let env = stored(c, q, &id_big, "data").await;
     assert_eq!(env["emq:codec"], "blob", "{env}");
     assert_eq!(env["store"], "dir");
     let raw: String = c.hget(format!("emq:{q}:{id_big}"), "data").await.unwrap();
     assert!(raw.len() < 300, "Redis keeps only the reference: {raw}");
-    assert_eq!(stored(&c, q, &id_small, "data").await["emq:codec"], "gzip");
+    assert_eq!(stored(c, q, &id_small, "data").await["emq:codec"], "gzip");
     assert_eq!(blob_files(dir.path()), 4);
-    assert_eq!(tracked(&c, q).await, (4, 4), "every blob tracked and owned");
+    assert_eq!(tracked(c, q).await, (4, 4), "every blob tracked and owned");
 
     // The worker reads the blobs; its large return values are offloaded too.
     let seen = rust_work_padded(&queue, 2 * THRESHOLD, async || {
-        finished(&c, q).await == (5, 0)
+        finished(c, q).await == (5, 0)
     })
     .await;
     let seen = seen.lock().unwrap().clone();
@@ -103,15 +131,13 @@ async fn large_payloads_go_to_the_blob_store_and_come_back_byte_for_byte() {
     assert_eq!(rv["seenBy"], "rust");
     assert_eq!(rv["pad"].as_str().unwrap().len(), 2 * THRESHOLD);
     assert_eq!(blob_files(dir.path()), 9, "4 data + 5 return values");
-    assert_eq!(tracked(&c, q).await, (9, 9));
+    assert_eq!(tracked(c, q).await, (9, 9));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_and_echomq_read_each_others_offloaded_payloads() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let c = redis.client().await;
-    let dir = tempfile::tempdir().unwrap();
+    let b = bed().await;
+    let (redis, conn, c, dir) = (&b.redis, &b.conn, &b.c, &b.dir);
     let d = dir.path().to_str().unwrap().to_owned();
     let data: Vec<Json> = (0..3).map(order).collect();
     let texts: Vec<String> = data.iter().map(|d| d.to_string()).collect();
@@ -119,12 +145,12 @@ async fn node_and_echomq_read_each_others_offloaded_payloads() {
     // EchoMQ offloads (plain JSON, no codec), a Node worker reads through the shim.
     let q = "off-to-node";
     let codec = CodecOptions::default().offload(Some(dir_offload(dir.path())));
-    let queue = open(&conn, q, codec.clone()).await;
+    let queue = open(conn, q, codec.clone()).await;
     let mut ids = Vec::new();
     for d in &data {
         ids.push(queue.add("order", d, JobOptions::new()).await.unwrap());
     }
-    assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
+    assert_eq!(stored(c, q, &ids[0], "data").await["emq:codec"], "blob");
     // A plain BullMQ client (no shim) reads the job: valid JSON, the reference as data.
     let read = NodeBullmq::V6_7.bullmq("read-jobs", &redis.url(), q, json!({ "ids": ids }));
     assert_eq!(read[&ids[0]]["data"]["emq:codec"], "blob", "{read}");
@@ -145,12 +171,12 @@ async fn node_and_echomq_read_each_others_offloaded_payloads() {
             "job {id}: byte-identical"
         );
         // Node's large return value went to the store, owned by its job.
-        let rv = stored(&c, q, id, "returnvalue").await;
+        let rv = stored(c, q, id, "returnvalue").await;
         assert_eq!(rv["emq:codec"], "blob", "{rv}");
         let rv = queue.codec().load(&rv).await.unwrap().unwrap();
         assert_eq!(rv["seenBy"], "node");
     }
-    assert_eq!(tracked(&c, q).await, (6, 6));
+    assert_eq!(tracked(c, q).await, (6, 6));
 
     // Node offloads through the shim, an EchoMQ worker reads.
     let q = "off-from-node";
@@ -166,14 +192,14 @@ async fn node_and_echomq_read_each_others_offloaded_payloads() {
         json!({"jobs": jobs, "offloadDir": d, "threshold": THRESHOLD}),
     );
     let ids: Vec<String> = serde_json::from_value(ids).unwrap();
-    assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
+    assert_eq!(stored(c, q, &ids[0], "data").await["emq:codec"], "blob");
     assert_eq!(
-        tracked(&c, q).await,
+        tracked(c, q).await,
         (3, 3),
         "the shim tracks its blobs as EchoMQ does"
     );
-    let queue = open(&conn, q, codec).await;
-    let seen = rust_work(&queue, async || finished(&c, q).await == (3, 0)).await;
+    let queue = open(conn, q, codec).await;
+    let seen = rust_work(&queue, async || finished(c, q).await == (3, 0)).await;
     let seen = seen.lock().unwrap().clone();
     for (id, text) in ids.iter().zip(&texts) {
         assert_eq!(&seen[id], text, "job {id}: byte-identical");
@@ -185,10 +211,8 @@ async fn python_reads_echomqs_offloaded_payloads_and_offloads_its_own() {
     let Some(python) = python_bullmq() else {
         return;
     };
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let c = redis.client().await;
-    let dir = tempfile::tempdir().unwrap();
+    let b = bed().await;
+    let (redis, conn, c, dir) = (&b.redis, &b.conn, &b.c, &b.dir);
     let d = dir.path().to_str().unwrap().to_owned();
     let data: Vec<Json> = (20..23).map(order).collect();
     let codec = CodecOptions::default()
@@ -198,12 +222,12 @@ async fn python_reads_echomqs_offloaded_payloads_and_offloads_its_own() {
         ));
 
     let q = "off-to-python";
-    let queue = open(&conn, q, codec.clone()).await;
+    let queue = open(conn, q, codec.clone()).await;
     let mut ids = Vec::new();
     for d in &data {
         ids.push(queue.add("order", d, JobOptions::new()).await.unwrap());
     }
-    assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
+    assert_eq!(stored(c, q, &ids[0], "data").await["emq:codec"], "blob");
     let ran = python_codec(
         &python,
         "work",
@@ -232,14 +256,14 @@ async fn python_reads_echomqs_offloaded_payloads_and_offloads_its_own() {
         json!({"codec": "gzip", "jobs": jobs, "offloadDir": d, "threshold": 1024}),
     );
     let ids: Vec<String> = serde_json::from_value(ids).unwrap();
-    assert_eq!(stored(&c, q, &ids[0], "data").await["emq:codec"], "blob");
+    assert_eq!(stored(c, q, &ids[0], "data").await["emq:codec"], "blob");
     assert_eq!(
-        tracked(&c, q).await,
+        tracked(c, q).await,
         (3, 3),
         "the shim tracks its blobs as EchoMQ does"
     );
-    let queue = open(&conn, q, codec).await;
-    let seen = rust_work(&queue, async || finished(&c, q).await == (3, 0)).await;
+    let queue = open(conn, q, codec).await;
+    let seen = rust_work(&queue, async || finished(c, q).await == (3, 0)).await;
     let seen = seen.lock().unwrap().clone();
     for (id, data) in ids.iter().zip(&data) {
         let got: Json = serde_json::from_str(&seen[id]).unwrap();
@@ -249,15 +273,13 @@ async fn python_reads_echomqs_offloaded_payloads_and_offloads_its_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_events_hand_over_decoded_return_values() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let c = redis.client().await;
-    let dir = tempfile::tempdir().unwrap();
+    let b = bed().await;
+    let (conn, c, dir) = (&b.conn, &b.c, &b.dir);
     let q = "off-events";
     let codec = CodecOptions::default()
         .encode(Some(Codec::Gzip))
         .offload(Some(dir_offload(dir.path())));
-    let queue = open(&conn, q, codec.clone()).await;
+    let queue = open(conn, q, codec.clone()).await;
     let mut args = echomq::QueueEventsArgs::new(conn.clone(), q).codec(codec);
     args.block = Duration::from_millis(200);
     let (qe, _h) = ractor::Actor::spawn(None, echomq::QueueEvents, args)
@@ -269,23 +291,20 @@ async fn queue_events_hand_over_decoded_return_values() {
         .add("s", &json!({"n": 1}), JobOptions::new())
         .await
         .unwrap();
-    let _ = rust_work(&queue, async || finished(&c, q).await == (1, 0)).await;
+    let _ = rust_work(&queue, async || finished(c, q).await == (1, 0)).await;
     let big = queue
         .add("b", &json!({"n": 2}), JobOptions::new())
         .await
         .unwrap();
     let _ = rust_work_padded(&queue, 2 * THRESHOLD, async || {
-        finished(&c, q).await == (2, 0)
+        finished(c, q).await == (2, 0)
     })
     .await;
     assert_eq!(
-        stored(&c, q, &small, "returnvalue").await["emq:codec"],
+        stored(c, q, &small, "returnvalue").await["emq:codec"],
         "gzip"
     );
-    assert_eq!(
-        stored(&c, q, &big, "returnvalue").await["emq:codec"],
-        "blob"
-    );
+    assert_eq!(stored(c, q, &big, "returnvalue").await["emq:codec"], "blob");
     let mut completed = std::collections::BTreeMap::new();
     while completed.len() < 2 {
         let d = tokio::time::timeout(Duration::from_secs(10), sub.recv())
@@ -313,17 +332,10 @@ async fn queue_events_hand_over_decoded_return_values() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_deletes_exactly_the_blobs_no_job_uses() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let c = redis.client().await;
-    let dir = tempfile::tempdir().unwrap();
+    let b = bed().await;
+    let (c, dir) = (&b.c, &b.dir);
     let q = "off-sweep";
-    let queue = open(
-        &conn,
-        q,
-        CodecOptions::default().offload(Some(dir_offload(dir.path()))),
-    )
-    .await;
+    let queue = offloading(&b, q).await;
     let big = json!({"pad": "x".repeat(2 * THRESHOLD)});
     let mut ids = Vec::new();
     for _ in 0..6 {
@@ -381,9 +393,9 @@ async fn the_sweep_deletes_exactly_the_blobs_no_job_uses() {
         "the blobs of the two removed jobs and the updated one"
     );
     assert_eq!(blob_files(dir.path()), 3);
-    assert_eq!(tracked(&c, q).await, (3, 3));
+    assert_eq!(tracked(c, q).await, (3, 3));
     // What stays is what the remaining jobs read.
-    let seen = rust_work(&queue, async || finished(&c, q).await == (4, 0)).await;
+    let seen = rust_work(&queue, async || finished(c, q).await == (4, 0)).await;
     let seen = seen.lock().unwrap().clone();
     for id in &ids[3..] {
         assert_eq!(seen[id], big.to_string(), "job {id}");
@@ -392,17 +404,10 @@ async fn the_sweep_deletes_exactly_the_blobs_no_job_uses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_references_fail_their_jobs_for_good() {
-    let redis = RedisServer::start();
-    let conn = redis.connect().await;
-    let c = redis.client().await;
-    let dir = tempfile::tempdir().unwrap();
+    let b = bed().await;
+    let (c, dir) = (&b.c, &b.dir);
     let q = "off-bad";
-    let queue = open(
-        &conn,
-        q,
-        CodecOptions::default().offload(Some(dir_offload(dir.path()))),
-    )
-    .await;
+    let queue = offloading(&b, q).await;
     let big = json!({"pad": "y".repeat(2 * THRESHOLD)});
     let missing = queue.add("missing", &big, JobOptions::new()).await.unwrap();
     let tampered = queue
@@ -410,9 +415,9 @@ async fn unreadable_references_fail_their_jobs_for_good() {
         .await
         .unwrap();
     let key = |env: &Json| env["key"].as_str().unwrap().to_owned();
-    let k = key(&stored(&c, q, &missing, "data").await);
+    let k = key(&stored(c, q, &missing, "data").await);
     std::fs::remove_file(dir.path().join(&k[..2]).join(&k)).unwrap();
-    let k = key(&stored(&c, q, &tampered, "data").await);
+    let k = key(&stored(c, q, &tampered, "data").await);
     let path = dir.path().join(&k[..2]).join(&k);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[10] ^= 1;
@@ -423,7 +428,7 @@ async fn unreadable_references_fail_their_jobs_for_good() {
         .add("escape", &foreign, JobOptions::new().attempts(3))
         .await
         .unwrap();
-    let _ = rust_work(&queue, async || finished(&c, q).await == (0, 3)).await;
+    let _ = rust_work(&queue, async || finished(c, q).await == (0, 3)).await;
     for (id, why) in [
         (&missing, "missing from the blob store"),
         (&tampered, "does not match its reference"),
