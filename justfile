@@ -173,11 +173,16 @@ _ensure-node-packages:
     done
 
 # Installs BullMQ for Python (integration-tests/python/requirements.txt, every
-# version pinned) into integration-tests/python/.venv for the Python interop tests.
-_ensure-python-packages:
+# version pinned) into integration-tests/python/.venv for the Python interop tests,
+# and moto's S3 server (integration-tests/s3/requirements.txt) into its own venv
+# for the offload tests.
+_ensure-python-packages: (_ensure-venv "integration-tests/python") (_ensure-venv "integration-tests/s3")
+
+# A venv in DIR/.venv holding DIR/requirements.txt, made again when the file changes.
+_ensure-venv DIR:
     #!/usr/bin/env bash
     set -euo pipefail
-    dir=integration-tests/python
+    dir="{{DIR}}"
     stamp="$dir/.venv/.installed"
     if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/requirements.txt" ]; then exit 0; fi
     if ! command -v python3 >/dev/null 2>&1; then

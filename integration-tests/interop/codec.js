@@ -6,6 +6,8 @@
 //         `count` jobs finished (completed, or failed for good); per id what its
 //         processor saw ({text: JSON.stringify(job.data)} or {len} with `short`), and
 //         the failures {reason, attemptsMade}.
+// Both take `offloadDir` and `threshold` (payloads over it to files under the dir),
+// and `work` takes `returnPad` (a return value padded with that many bytes).
 'use strict';
 const need = require('./pkg');
 const { Queue, Worker } = need('bullmq');
@@ -17,7 +19,8 @@ const args = rawArgs ? JSON.parse(rawArgs) : {};
 
 async function main() {
   const connection = new IORedis(url, { maxRetriesPerRequest: null });
-  const codec = createCodec({ codec: args.codec || null, maxDecodedBytes: args.maxDecodedBytes });
+  const offload = args.offloadDir ? { dir: args.offloadDir, threshold: args.threshold } : null;
+  const codec = createCodec({ codec: args.codec || null, maxDecodedBytes: args.maxDecodedBytes, offload });
   try {
     if (command === 'add') {
       const queue = new Queue(queueName, { connection, prefix: 'emq' });
@@ -35,7 +38,9 @@ async function main() {
       const worker = new Worker(queueName, codec.processor(async (job) => {
         const text = JSON.stringify(job.data);
         seen[job.id] = args.short ? { len: Buffer.byteLength(text) } : { text };
-        return { seenBy: 'node', len: Buffer.byteLength(text) };
+        const out = { seenBy: 'node', len: Buffer.byteLength(text) };
+        if (args.returnPad) out.pad = 'n'.repeat(args.returnPad);
+        return out;
       }), { connection, prefix: 'emq', concurrency: args.concurrency || 1, drainDelay: 1 });
       worker.on('completed', tick);
       worker.on('failed', (job, err) => {

@@ -7,6 +7,7 @@ The keys come from ECHOMQ_CODEC_KEYS. Prints one JSON document.
   work  {codec, count, timeoutMs, maxDecodedBytes}: a Worker through the shim until ``count`` jobs
         finished; per id what its processor saw ({"text": json.dumps(job.data)}),
         and the failures {reason, attemptsMade}.
+Both take ``offloadDir`` and ``threshold`` (payloads over it to files under the dir).
 """
 import asyncio
 import json
@@ -60,7 +61,8 @@ async def work(url, name, args, codec):
 async def main():
     command, url, name = sys.argv[1:4]
     args = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
-    codec = Codec(codec=args.get("codec"), max_decoded_bytes=args.get("maxDecodedBytes") or 512 * 1024 * 1024)
+    codec = Codec(codec=args.get("codec"), max_decoded_bytes=args.get("maxDecodedBytes") or 512 * 1024 * 1024,
+                  offload_dir=args.get("offloadDir"), threshold=args.get("threshold"))
     if command == "work":
         return await work(url, name, args, codec)
     if command == "add":

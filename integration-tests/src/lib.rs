@@ -18,6 +18,7 @@ pub mod launch;
 pub mod netns;
 mod node_bullmq;
 mod python_bullmq;
+pub mod s3;
 pub mod scale;
 pub mod sentinel;
 pub mod timeline;

@@ -9,6 +9,13 @@
 //   await codec.addBulk(queue, [{ name, data, opts }]);    // Queue.addBulk, encoded
 //   new Worker(name, codec.processor(async (job) => ...)); // job.data decoded, result encoded
 //
+// Offload (docs/operations.md §Memory): with `offload: { dir, threshold }`,
+// payloads over the threshold (as stored) go to a file under `dir` and the
+// job keeps a reference envelope; the processor reads references from `dir`
+// or through `offload.loadBlob(ref)` (e.g. an S3 GetObject), checking the
+// length and SHA-256. Blobs are tracked in Redis as EchoMQ's runtime tracks
+// them, so `echomq blobs` / `echomq work --offload` sweep the unused ones.
+//
 // A payload that cannot be decoded (unknown codec, missing or wrong key,
 // tampered envelope, corrupt data, over the size cap) throws an error named
 // UnrecoverableError, which BullMQ fails for good without retrying.
@@ -20,6 +27,10 @@ const CODEC_FIELD = 'emq:codec';
 const VERSION = 1;
 const GZIP = 'gzip';
 const SEALED = 'aes256gcm+gzip';
+const BLOB = 'blob';
+const DEFAULT_OFFLOAD_THRESHOLD = 256 * 1024;
+const fs = require('fs');
+const path = require('path');
 const DEFAULT_MAX_DECODED_BYTES = 512 * 1024 * 1024;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -81,6 +92,75 @@ function createCodec(options = {}) {
   const current = options.current || ring.current;
   if (current !== null && !ring.keys.has(current)) throw new CodecError(`no key with id "${current}" is configured`);
   const maxDecodedBytes = options.maxDecodedBytes || DEFAULT_MAX_DECODED_BYTES;
+  const offload = options.offload || null;
+  if (offload && !offload.dir && !offload.loadBlob) throw new CodecError('offload needs a dir or a loadBlob function');
+  const threshold = (offload && offload.threshold) || DEFAULT_OFFLOAD_THRESHOLD;
+
+  function blobPath(key) {
+    if (!/^[0-9a-f]{32}$/.test(key)) throw new CodecError('malformed payload envelope: key is not a blob key (32 lowercase hex digits)');
+    return path.join(offload.dir, key.slice(0, 2), key);
+  }
+
+  /** Reads and checks the blob a reference names: the text it holds. */
+  async function fetchBlob(ref) {
+    if (typeof ref.key !== 'string' || typeof ref.sha256 !== 'string' || typeof ref.len !== 'number') {
+      throw new CodecError('malformed payload envelope: a blob reference needs key, len and sha256');
+    }
+    if (ref.v !== VERSION) throw new CodecError(`unsupported payload envelope version ${ref.v}`);
+    if (!offload) throw new CodecError(`the payload is in a ${ref.store} blob store and no offload store is configured`);
+    if (ref.len > maxDecodedBytes) throw new CodecError(`payload decompresses to more than ${maxDecodedBytes} bytes (a decompression bomb?)`);
+    let bytes;
+    if (offload.loadBlob) {
+      bytes = await offload.loadBlob(ref);
+    } else {
+      if (ref.store !== 'dir') throw new CodecError(`the payload is in a ${ref.store} blob store, this codec reads dir`);
+      try {
+        bytes = await fs.promises.readFile(blobPath(ref.key));
+      } catch (e) {
+        if (e.code === 'ENOENT') throw new CodecError(`offloaded payload ${ref.key} is missing from the blob store`);
+        throw e; // an I/O error may heal: BullMQ retries it by its attempts
+      }
+    }
+    const sum = crypto.createHash('sha256').update(bytes).digest('hex');
+    if (bytes.length !== ref.len || sum !== ref.sha256) {
+      throw new CodecError(`offloaded payload ${ref.key} does not match its reference (length or SHA-256)`);
+    }
+    return bytes.toString('utf8');
+  }
+
+  /** Writes `text` as a blob tracked under queue keys `base` (`<prefix>:<queue>:`); the reference. */
+  async function writeBlob(client, base, text) {
+    const key = crypto.randomUUID().replace(/-/g, '');
+    // Announced before it is written: a producer dying here leaves a blob the sweep finds.
+    await client.zadd(`${base}blobs`, Date.now(), key);
+    const file = blobPath(key);
+    await fs.promises.mkdir(path.dirname(file), { recursive: true });
+    const tmp = path.join(path.dirname(file), `.${key}.tmp`);
+    await fs.promises.writeFile(tmp, text);
+    await fs.promises.rename(tmp, file);
+    const sha256 = crypto.createHash('sha256').update(text, 'utf8').digest('hex');
+    return { key, ref: { [CODEC_FIELD]: BLOB, v: VERSION, store: 'dir', key, len: Buffer.byteLength(text, 'utf8'), sha256 } };
+  }
+
+  /** `value` as stored, offloaded when its text is over the threshold; [stored, blob key or null]. */
+  async function store(client, base, value) {
+    const stored = encode(value);
+    if (!offload || !offload.dir) return [stored, null];
+    const text = JSON.stringify(stored === undefined ? null : stored);
+    if (Buffer.byteLength(text, 'utf8') <= threshold) return [stored, null];
+    const { key, ref } = await writeBlob(client, base, text);
+    return [ref, key];
+  }
+
+  /** The raw Redis client of a Queue or a Worker (6.7.6 keeps a Worker's on its backend). */
+  function redisOf(q) {
+    return q.client !== undefined ? q.client : q.getBackend().client;
+  }
+
+  async function queueBase(queue) {
+    const client = await redisOf(queue);
+    return [client, `${queue.opts.prefix || 'bull'}:${queue.name}:`];
+  }
 
   /** The envelope of a JSON text under `name`. */
   function seal(name, text) {
@@ -140,6 +220,7 @@ function createCodec(options = {}) {
   /** The plain value of stored data: decoded when it is an envelope, else as it is. */
   function decode(data) {
     if (!isEnvelope(data)) return data;
+    if (data[CODEC_FIELD] === BLOB) throw new CodecError('an offloaded payload is read with decodeAsync');
     const text = openText(data);
     try {
       return JSON.parse(text);
@@ -155,23 +236,63 @@ function createCodec(options = {}) {
     return [decode(data), text];
   }
 
-  /** A BullMQ processor seeing decoded `job.data`, its result stored encoded. */
+  /** decode, reading offloaded payloads from the blob store. */
+  async function decodeAsync(data) {
+    if (!isEnvelope(data) || data[CODEC_FIELD] !== BLOB) return decode(data);
+    const text = await fetchBlob(data);
+    let inner;
+    try {
+      inner = JSON.parse(text);
+    } catch (e) {
+      throw new CodecError(`decoded payload is not JSON: ${e.message}`);
+    }
+    if (isEnvelope(inner) && inner[CODEC_FIELD] === BLOB) throw new CodecError('malformed payload envelope: an offloaded payload refers to another blob');
+    return decode(inner);
+  }
+
+  /** A BullMQ processor seeing decoded `job.data`, its result stored encoded (and offloaded). */
   function processor(fn) {
     return async (job, token) => {
-      job.data = decode(job.data);
-      return encode(await fn(job, token));
+      job.data = await decodeAsync(job.data);
+      const result = await fn(job, token);
+      if (!offload || !offload.dir) return encode(result);
+      const client = await redisOf(job.queue);
+      const base = `${job.prefix}:${job.queueName}:`;
+      const [stored, key] = await store(client, base, result);
+      if (key) await client.hset(`${base}blobs:owner`, key, job.id);
+      return stored;
     };
+  }
+
+  async function add(queue, name, data, opts) {
+    const [client, base] = await queueBase(queue);
+    const [stored, key] = await store(client, base, data);
+    const job = await queue.add(name, stored, opts);
+    if (key) await client.hset(`${base}blobs:owner`, key, job.id);
+    return job;
+  }
+
+  async function addBulk(queue, jobs) {
+    const [client, base] = await queueBase(queue);
+    const stored = [];
+    for (const j of jobs) stored.push(await store(client, base, j.data));
+    const added = await queue.addBulk(jobs.map((j, i) => ({ ...j, data: stored[i][0] })));
+    const owners = [];
+    added.forEach((job, i) => { if (stored[i][1]) owners.push(stored[i][1], job.id); });
+    if (owners.length) await client.hset(`${base}blobs:owner`, ...owners);
+    return added;
   }
 
   return {
     codec,
     encode,
     decode,
+    decodeAsync,
     decodeText,
     processor,
-    add: (queue, name, data, opts) => queue.add(name, encode(data), opts),
-    addBulk: (queue, jobs) => queue.addBulk(jobs.map((j) => ({ ...j, data: encode(j.data) }))),
+    add,
+    addBulk,
   };
 }
 
-module.exports = { createCodec, isEnvelope, parseKeys, CodecError, CODEC_FIELD, DEFAULT_MAX_DECODED_BYTES };
+module.exports = { createCodec, isEnvelope, parseKeys, CodecError, CODEC_FIELD, DEFAULT_MAX_DECODED_BYTES, DEFAULT_OFFLOAD_THRESHOLD };

@@ -9,13 +9,23 @@ AES-GCM.
     await codec.add_bulk(queue, [{"name", "data", "opts"}])
     Worker(name, codec.processor(process), ...)    # job.data decoded, result encoded
 
+Offload (docs/operations.md §Memory): with ``offload_dir``, data over
+``threshold`` bytes (as stored) that ``add`` is given goes to a file under that
+directory and the job keeps a reference envelope, tracked in Redis as EchoMQ
+tracks its blobs; the processor reads references from the directory, checking
+the length and SHA-256. (Return values stay inline here.)
+
 A payload that cannot be decoded raises ``CodecError``, an
 ``UnrecoverableError``: BullMQ fails the job without retrying.
 """
 import base64
 import binascii
+import hashlib
 import json
 import os
+import re
+import time
+import uuid
 import zlib
 
 from bullmq.custom_errors import UnrecoverableError
@@ -27,6 +37,9 @@ SEALED = "aes256gcm+gzip"
 DEFAULT_MAX_DECODED_BYTES = 512 * 1024 * 1024
 IV_BYTES = 12
 KEYS_ENV = "ECHOMQ_CODEC_KEYS"
+BLOB = "blob"
+DEFAULT_OFFLOAD_THRESHOLD = 256 * 1024
+_BLOB_KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
 class CodecError(UnrecoverableError):
@@ -84,7 +97,8 @@ class Codec:
     ``id:base64,...`` string (default ECHOMQ_CODEC_KEYS); ``current``: the
     sealing key id (default the last); ``max_decoded_bytes`` (default 512 MiB)."""
 
-    def __init__(self, codec=None, keys=None, current=None, max_decoded_bytes=DEFAULT_MAX_DECODED_BYTES):
+    def __init__(self, codec=None, keys=None, current=None, max_decoded_bytes=DEFAULT_MAX_DECODED_BYTES,
+                 offload_dir=None, threshold=DEFAULT_OFFLOAD_THRESHOLD):
         if codec not in (None, GZIP, SEALED):
             raise CodecError(f'unknown payload codec "{codec}"')
         self.codec = codec
@@ -93,6 +107,8 @@ class Codec:
         if self._current is not None and self._current not in self._keys:
             raise CodecError(f'no key with id "{self._current}" is configured')
         self.max_decoded_bytes = max_decoded_bytes
+        self.offload_dir = offload_dir
+        self.threshold = threshold or DEFAULT_OFFLOAD_THRESHOLD
 
     def __repr__(self):
         return f"Codec(codec={self.codec!r}, key_ids={list(self._keys)!r}, current={self._current!r})"
@@ -177,17 +193,85 @@ class Codec:
         except ValueError as e:
             raise CodecError(f"decoded payload is not JSON: {e}") from None
 
+    def _blob_path(self, key):
+        if not isinstance(key, str) or not _BLOB_KEY.match(key):
+            raise CodecError("malformed payload envelope: key is not a blob key (32 lowercase hex digits)")
+        return os.path.join(self.offload_dir, key[:2], key)
+
+    def load(self, data):
+        """``decode``, reading an offloaded payload from ``offload_dir``."""
+        if not is_envelope(data) or data.get(CODEC_FIELD) != BLOB:
+            return self.decode(data)
+        if data.get("v") != VERSION:
+            raise CodecError(f"unsupported payload envelope version {data.get('v')}")
+        length, digest = data.get("len"), data.get("sha256")
+        if not isinstance(length, int) or not isinstance(digest, str):
+            raise CodecError("malformed payload envelope: a blob reference needs key, len and sha256")
+        if self.offload_dir is None or data.get("store") != "dir":
+            raise CodecError(f"the payload is in a {data.get('store')} blob store and no such store is configured")
+        if length > self.max_decoded_bytes:
+            raise CodecError(f"payload decompresses to more than {self.max_decoded_bytes} bytes (a decompression bomb?)")
+        path = self._blob_path(data.get("key"))
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(self.max_decoded_bytes + 1)
+        except FileNotFoundError:
+            raise CodecError(f"offloaded payload {data['key']} is missing from the blob store") from None
+        if len(raw) != length or hashlib.sha256(raw).hexdigest() != digest:
+            raise CodecError(f"offloaded payload {data['key']} does not match its reference (length or SHA-256)")
+        try:
+            inner = json.loads(raw.decode("utf-8"))
+        except ValueError as e:
+            raise CodecError(f"decoded payload is not JSON: {e}") from None
+        if is_envelope(inner) and inner.get(CODEC_FIELD) == BLOB:
+            raise CodecError("malformed payload envelope: an offloaded payload refers to another blob")
+        return self.decode(inner)
+
     def processor(self, fn):
         """A BullMQ processor seeing decoded ``job.data``, its result stored encoded."""
 
         async def run(job, token):
-            job.data = self.decode(job.data)
+            job.data = self.load(job.data)
             return self.encode(await fn(job, token))
 
         return run
 
+    async def _store(self, client, base, data):
+        """``data`` as stored, offloaded over the threshold: (stored, blob key or None)."""
+        stored = self.encode(data)
+        if self.offload_dir is None:
+            return stored, None
+        text = json.dumps(stored, ensure_ascii=False, separators=(",", ":")).encode()
+        if len(text) <= self.threshold:
+            return stored, None
+        key = uuid.uuid4().hex
+        # Announced before it is written: a producer dying here leaves a blob the sweep finds.
+        await client.zadd(f"{base}blobs", {key: int(time.time() * 1000)})
+        path = self._blob_path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = os.path.join(os.path.dirname(path), f".{key}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        ref = {CODEC_FIELD: BLOB, "v": VERSION, "store": "dir", "key": key,
+               "len": len(text), "sha256": hashlib.sha256(text).hexdigest()}
+        return ref, key
+
     async def add(self, queue, name, data, opts=None):
-        return await queue.add(name, self.encode(data), opts or {})
+        base = f"{queue.prefix}:{queue.name}:"
+        stored, key = await self._store(queue.client, base, data)
+        job = await queue.add(name, stored, opts or {})
+        if key is not None:
+            await queue.client.hset(f"{base}blobs:owner", key, job.id)
+        return job
 
     async def add_bulk(self, queue, jobs):
-        return await queue.addBulk([{**j, "data": self.encode(j.get("data"))} for j in jobs])
+        base = f"{queue.prefix}:{queue.name}:"
+        stored = [await self._store(queue.client, base, j.get("data")) for j in jobs]
+        added = await queue.addBulk([{**j, "data": s} for j, (s, _) in zip(jobs, stored)])
+        owners = {key: job.id for job, (_, key) in zip(added, stored) if key is not None}
+        if owners:
+            await queue.client.hset(f"{base}blobs:owner", mapping=owners)
+        return added

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use echomq::codec::{Codec, CodecOptions, Keyring, KEYS_ENV};
+use echomq::codec::{BlobStore, Codec, CodecOptions, Keyring, OffloadOptions, KEYS_ENV};
 
 /// `--codec` and the decoding flags (`add`, `add-bulk`).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -27,29 +27,68 @@ pub(crate) struct KeyArgs {
     /// The largest decoded payload accepted, in bytes [default: 512 MiB].
     #[arg(long, value_name = "BYTES")]
     max_decoded_bytes: Option<usize>,
+    #[command(flatten)]
+    offload: OffloadArgs,
+}
+
+/// `--offload` and `--offload-threshold`: where large payloads go.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct OffloadArgs {
+    /// Offload payloads over the threshold to a blob store: `dir:/path` or
+    /// `s3://bucket/prefix?endpoint=URL&region=R` (credentials from
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) [default: none].
+    #[arg(long, env = "ECHOMQ_OFFLOAD", value_name = "STORE")]
+    pub(crate) offload: Option<String>,
+    /// Payloads larger than this many bytes (as stored, after the codec) are
+    /// offloaded [default: 262144].
+    #[arg(long, env = "ECHOMQ_OFFLOAD_THRESHOLD", value_name = "BYTES")]
+    pub(crate) offload_threshold: Option<usize>,
+}
+
+impl OffloadArgs {
+    /// The offload settings, `None` without a store.
+    pub(crate) fn options(&self) -> Result<Option<OffloadOptions>, String> {
+        let Some(spec) = self.offload.as_deref() else {
+            if self.offload_threshold.is_some() {
+                return Err("--offload-threshold needs --offload".into());
+            }
+            return Ok(None);
+        };
+        let store = BlobStore::from_spec(spec).map_err(|e| format!("--offload: {e}"))?;
+        let mut o = OffloadOptions::new(store);
+        if let Some(t) = self.offload_threshold {
+            if t == 0 {
+                return Err("--offload-threshold must be at least 1".into());
+            }
+            o = o.threshold(t);
+        }
+        Ok(Some(o))
+    }
 }
 
 impl CodecArgs {
     /// The codec settings these flags and the environment give.
     pub(crate) fn options(&self) -> Result<CodecOptions, String> {
-        options(
+        Ok(options(
             self.codec.as_deref(),
             self.keys.codec_keys_file.as_deref(),
             self.keys.max_decoded_bytes,
             |k| std::env::var(k).ok(),
-        )
+        )?
+        .offload(self.keys.offload.options()?))
     }
 }
 
 impl KeyArgs {
     /// The decoding settings (no codec to encode with).
     pub(crate) fn options(&self) -> Result<CodecOptions, String> {
-        options(
+        Ok(options(
             None,
             self.codec_keys_file.as_deref(),
             self.max_decoded_bytes,
             |k| std::env::var(k).ok(),
-        )
+        )?
+        .offload(self.offload.options()?))
     }
 }
 

@@ -215,6 +215,9 @@ script_ids! {
     /// budget — estimate what it keeps, trim events, remove the oldest
     /// finished jobs.
     EnforceBudget => "enforceBudget", 4;
+    /// EchoMQ extension (payload offload): a page of offloaded payloads no
+    /// job uses any more, for the caller to delete from the blob store.
+    CollectBlobs => "collectBlobs", 2;
 }
 
 impl ScriptId {

@@ -46,7 +46,7 @@ fn codec_options(codec: Option<Codec>, keys: &str) -> CodecOptions {
         .keys(Keyring::parse(keys).unwrap())
 }
 
-async fn open(conn: &Connection, name: &str, codec: CodecOptions) -> Queue {
+pub(crate) async fn open(conn: &Connection, name: &str, codec: CodecOptions) -> Queue {
     Queue::with_options(conn, name, QueueOptions::default().codec(codec))
         .await
         .unwrap()
@@ -54,7 +54,7 @@ async fn open(conn: &Connection, name: &str, codec: CodecOptions) -> Queue {
 
 /// A realistic order document of about 15 KB: repetitive in shape, with
 /// varying skus, quantities and prices (deterministic per `i`).
-fn order(i: u64) -> Json {
+pub(crate) fn order(i: u64) -> Json {
     let mut seed = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
         seed = seed
@@ -102,7 +102,7 @@ fn order(i: u64) -> Json {
 }
 
 /// `node interop/codec.js <command>` with BullMQ 6.7.6 and these keys.
-fn node_codec(command: &str, url: &str, queue: &str, keys: &str, args: Json) -> Json {
+pub(crate) fn node_codec(command: &str, url: &str, queue: &str, keys: &str, args: Json) -> Json {
     let out = NodeBullmq::V6_7
         .node("codec.js")
         .env("ECHOMQ_CODEC_KEYS", keys)
@@ -118,7 +118,7 @@ fn node_codec(command: &str, url: &str, queue: &str, keys: &str, args: Json) -> 
 }
 
 /// `python codec_driver.py <command>` with these keys.
-fn python_codec(
+pub(crate) fn python_codec(
     python: &std::path::Path,
     command: &str,
     url: &str,
@@ -142,11 +142,20 @@ fn python_codec(
 }
 
 /// What a Rust worker's processor saw: the data's JSON text per job id.
-type Seen = Arc<Mutex<BTreeMap<String, String>>>;
+pub(crate) type Seen = Arc<Mutex<BTreeMap<String, String>>>;
 
 /// Runs a Rust worker on `queue` until `done` holds; its processor records
 /// the data it sees and returns `{"seenBy": "rust", "len": …}`.
-async fn rust_work(queue: &Queue, done: impl AsyncFnMut() -> bool) -> Seen {
+pub(crate) async fn rust_work(queue: &Queue, done: impl AsyncFnMut() -> bool) -> Seen {
+    rust_work_padded(queue, 0, done).await
+}
+
+/// [`rust_work`] whose return values carry `pad` more bytes (`"pad": "r…"`).
+pub(crate) async fn rust_work_padded(
+    queue: &Queue,
+    pad: usize,
+    done: impl AsyncFnMut() -> bool,
+) -> Seen {
     let seen: Seen = Arc::default();
     let record = seen.clone();
     let processor = processor_fn(move |job: JobContext| {
@@ -155,7 +164,21 @@ async fn rust_work(queue: &Queue, done: impl AsyncFnMut() -> bool) -> Seen {
             let text = serde_json::to_string(job.data()).unwrap();
             let len = text.len();
             record.lock().unwrap().insert(job.id().to_owned(), text);
-            Ok::<_, ProcessError>(json!({"seenBy": "rust", "len": len}))
+            let mut out = json!({"seenBy": "rust", "len": len});
+            if pad > 0 {
+                // Hex of a xorshift sequence: gzip cannot fold it away.
+                let mut x = 0x9E37_79B9_7F4A_7C15u64;
+                let text: String = (0..pad.div_ceil(16))
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        format!("{x:016x}")
+                    })
+                    .collect();
+                out["pad"] = json!(text[..pad]);
+            }
+            Ok::<_, ProcessError>(out)
         }
     });
     let mut args = WorkerArgs::new(queue.clone(), processor);
@@ -175,14 +198,14 @@ async fn rust_work(queue: &Queue, done: impl AsyncFnMut() -> bool) -> Seen {
     seen
 }
 
-async fn finished(c: &Client, q: &str) -> (u64, u64) {
+pub(crate) async fn finished(c: &Client, q: &str) -> (u64, u64) {
     let done: u64 = c.zcard(format!("emq:{q}:completed")).await.unwrap();
     let failed: u64 = c.zcard(format!("emq:{q}:failed")).await.unwrap();
     (done, failed)
 }
 
 /// The stored field of a job, parsed: always JSON, whatever its codec.
-async fn stored(c: &Client, q: &str, id: &str, field: &str) -> Json {
+pub(crate) async fn stored(c: &Client, q: &str, id: &str, field: &str) -> Json {
     let text: String = c.hget(format!("emq:{q}:{id}"), field).await.unwrap();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{field} of {id} is not JSON: {e}"))
 }

@@ -739,6 +739,8 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "auditDag-1",
         // Byte budgets (docs/operations.md §Memory).
         "enforceBudget-4",
+        // Payload offload (docs/operations.md §Memory).
+        "collectBlobs-2",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {

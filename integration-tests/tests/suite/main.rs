@@ -48,6 +48,7 @@ mod lock_manager;
 mod lost_finish_reply;
 mod metrics;
 mod observability;
+mod offload;
 mod partition;
 mod queue_add;
 mod queue_admin;

@@ -43,8 +43,8 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
     for (k, v) in fields {
         anstream::println!("  {k:<13}{v}");
     }
-    show_decoded("data", Some(&job.data), q);
-    show_decoded("returnvalue", job.return_value.as_ref(), q);
+    show_decoded("data", Some(&job.data), q).await;
+    show_decoded("returnvalue", job.return_value.as_ref(), q).await;
     show_dependencies(q, id).await?;
     let logs = q
         .get_job_logs(id, 0, -1, echomq::RangeOrder::Ascending)
@@ -61,9 +61,9 @@ async fn show_job(conn: &Connection, q: &Queue, id: &str) -> Res {
 
 /// A payload stored through a codec, decoded when the keys allow, else why
 /// not (docs/operations.md §Memory).
-fn show_decoded(field: &str, value: Option<&serde_json::Value>, q: &Queue) {
+async fn show_decoded(field: &str, value: Option<&serde_json::Value>, q: &Queue) {
     let Some(value) = value else { return };
-    let Some(decoded) = q.codec().decode(value) else {
+    let Some(decoded) = q.codec().load(value).await else {
         return;
     };
     let codec = value[echomq::codec::CODEC_FIELD].as_str().unwrap_or("?");

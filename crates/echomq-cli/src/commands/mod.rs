@@ -13,6 +13,7 @@ mod add_flow;
 mod adopt;
 mod audit;
 mod budget;
+mod blobs;
 mod cancel;
 mod clean;
 mod concurrency;
@@ -98,6 +99,9 @@ pub(crate) enum Command {
     /// Add a flow from a JSON file in BullMQ's FlowJob shape (or an array of
     /// them); prints the tree of ids. A `{"dag": [...]}` file adds a DAG.
     AddFlow(add_flow::Args),
+    /// Delete the offloaded payloads no job of the queue uses any more
+    /// (removed, replaced or never added), a page per call (docs/operations.md §Memory).
+    Blobs(blobs::Args),
     /// Hand finished DAG nodes of these queues to the nodes that also wait
     /// for them (docs/flows.md §DAGs), until Ctrl-C or SIGTERM.
     DagRelease(dag_release::Args),
@@ -148,6 +152,7 @@ impl Command {
             Command::Pause(a) => pause::run(a, t).await,
             Command::Resume(a) => resume::run(a, t).await,
             Command::Drain(a) => drain::run(a, t).await,
+            Command::Blobs(a) => blobs::run(a, t).await,
             Command::Clean(a) => clean::run(a, t).await,
             Command::Obliterate(a) => obliterate::run(a, t).await,
             Command::Events(a) => events::run(a, t).await,

@@ -179,6 +179,15 @@ pub(crate) struct Args {
     /// The largest decoded payload accepted, in bytes [default: 512 MiB].
     #[arg(long, env = "ECHOMQ_MAX_DECODED_BYTES", value_name = "BYTES")]
     max_decoded_bytes: Option<usize>,
+    /// Offload data and return values over the threshold to a blob store:
+    /// `dir:/path` or `s3://bucket/prefix?endpoint=URL&region=R` (credentials
+    /// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); the worker also
+    /// sweeps the blobs no job uses, every minute [default: none].
+    #[arg(long, env = "ECHOMQ_OFFLOAD", value_name = "STORE")]
+    offload: Option<String>,
+    /// Payloads larger than this many bytes (as stored) are offloaded [default: 262144].
+    #[arg(long, env = "ECHOMQ_OFFLOAD_THRESHOLD", value_name = "BYTES")]
+    offload_threshold: Option<usize>,
 }
 
 /// How log lines are written (to stderr).
@@ -332,6 +341,37 @@ fn watch(server: Option<&MetricsServer>, queue: &Queue, r: &Settings) {
 #[cfg(not(feature = "metrics"))]
 fn watch(_server: Option<&MetricsServer>, _queue: &Queue, _r: &Settings) {}
 
+/// While the worker runs, the blobs no job uses are deleted: a page a
+/// second until none is due, then a minute's rest. Dropped, it stops.
+fn sweep_blobs(queue: &Queue) -> Option<AbortOnDrop> {
+    queue.codec().offload.as_ref()?;
+    let queue = queue.clone();
+    Some(AbortOnDrop(tokio::spawn(async move {
+        const PAGE: u64 = 250;
+        const GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+        loop {
+            let pause = match queue.collect_blobs(GRACE, PAGE).await {
+                Ok(s) if s.examined as u64 == PAGE => std::time::Duration::from_secs(1),
+                Ok(_) => std::time::Duration::from_secs(60),
+                Err(e) => {
+                    warn!(error = %e, "blob sweep failed; trying again in a minute");
+                    std::time::Duration::from_secs(60)
+                }
+            };
+            tokio::time::sleep(pause).await;
+        }
+    })))
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 async fn run_connected(
     conn: &Connection,
     r: Settings,
@@ -373,6 +413,7 @@ async fn run_connected(
         Ok(p) => p,
         Err(e) => return fail(FailureClass::Config, &e),
     };
+    let _sweeper = sweep_blobs(&queue);
     match tree::work(conn.clone(), queue, r, processor, health).await {
         Ok(()) => 0,
         Err(e) => fail(FailureClass::Runtime, &e.to_string()),

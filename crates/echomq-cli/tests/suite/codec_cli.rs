@@ -164,3 +164,73 @@ async fn add_bulk_with_gzip_stores_envelopes() {
     let shown = echomq_env(&url, &[], &["job", "bq", "2"]);
     assert!(text(&shown).contains(r#"{"n":2}"#), "{}", text(&shown));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn add_offloads_job_shows_it_and_blobs_sweeps_what_no_job_uses() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let c = redis.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("dir:{}", dir.path().display());
+    let big = format!(r#"{{"pad":"{}"}}"#, "z".repeat(3000));
+    let out = echomq_env(
+        &url,
+        &[],
+        &[
+            "add",
+            "oq",
+            "n",
+            &big,
+            "--offload",
+            &store,
+            "--offload-threshold",
+            "1024",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let raw: String = c.hget("emq:oq:1", "data").await.unwrap();
+    let reference: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(reference["emq:codec"], "blob", "{raw}");
+    // `job` reads the blob with the store named, says where it is without.
+    let shown = echomq_env(&url, &[("ECHOMQ_OFFLOAD", &store)], &["job", "oq", "1"]);
+    assert!(text(&shown).contains(&"z".repeat(3000)), "{}", text(&shown));
+    let shown = echomq_env(&url, &[], &["job", "oq", "1"]);
+    assert!(
+        text(&shown).contains("blob store and this queue has none configured"),
+        "{}",
+        text(&shown)
+    );
+    // Bad settings are refused before anything is written.
+    for (args, why) in [
+        (vec!["--offload", "ftp://x"], "unknown blob store"),
+        (vec!["--offload", "dir:/nonexistent/emq"], "does not exist"),
+        (vec!["--offload-threshold", "10"], "needs --offload"),
+        (
+            vec!["--offload", &store, "--offload-threshold", "0"],
+            "at least 1",
+        ),
+    ] {
+        let mut a = vec!["add", "oq", "n", "{}"];
+        a.extend(args);
+        let out = echomq_env(&url, &[], &a);
+        assert!(!out.status.success(), "{a:?}: {}", text(&out));
+        assert!(text(&out).contains(why), "{a:?}: {}", text(&out));
+    }
+    let n: u64 = c.llen("emq:oq:wait").await.unwrap();
+    assert_eq!(n, 1, "nothing added by a refused command");
+    // Removed, its blob is swept.
+    let out = echomq_env(&url, &[], &["remove", "oq", "1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = echomq_env(
+        &url,
+        &[],
+        &["blobs", "oq", "--offload", &store, "--grace", "0"],
+    );
+    assert!(
+        text(&out).contains("examined 1 blobs, deleted 1"),
+        "{}",
+        text(&out)
+    );
+    let left: u64 = c.zcard("emq:oq:blobs").await.unwrap();
+    assert_eq!(left, 0);
+}

@@ -33,6 +33,7 @@ pub mod groups;
 pub mod lifecycle;
 pub mod limits;
 pub mod metrics;
+pub mod offload;
 pub mod relay;
 pub mod scheduler;
 pub mod script;

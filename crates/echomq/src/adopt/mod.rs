@@ -337,8 +337,9 @@ fn known_shape(suffix: &str) -> bool {
         "drained",
         "cancel",
         "budget",
+        "blobs",
     ];
-    const FAMILIES: &[&str] = &["repeat:", "de:", "dn:", "metrics:", "gr:"];
+    const FAMILIES: &[&str] = &["repeat:", "de:", "dn:", "metrics:", "gr:", "blobs:"];
     const JOB_PARTS: &[&str] = &[
         "lock",
         "logs",

@@ -49,4 +49,34 @@ pub enum CodecError {
     /// Encryption itself failed (the system random source).
     #[error("payload encryption failed: {0}")]
     Encrypt(&'static str),
+    /// The blob an offload reference names is not in the store (deleted,
+    /// or written to another store).
+    #[error("offloaded payload {0} is missing from the blob store")]
+    BlobMissing(String),
+    /// The blob's length or SHA-256 differs from its reference.
+    #[error("offloaded payload {0} does not match its reference (length or SHA-256)")]
+    BlobCorrupt(String),
+    /// The blob store could not be reached or refused (may heal: a job whose
+    /// payload hits this is retried by its attempts, not failed for good).
+    #[error("blob store: {0}")]
+    BlobStore(String),
+    /// An offload reference met by a synchronous decode, which does not read
+    /// blob stores (`CodecOptions::load` does).
+    #[error("offloaded payload of {len} bytes in the {store} blob store (not read here)")]
+    Offloaded {
+        /// The store the reference names.
+        store: String,
+        /// The payload's length in bytes.
+        len: usize,
+    },
+    /// The blob store is not configured, or not the one a reference names.
+    #[error("blob store configuration: {0}")]
+    BlobConfig(String),
+}
+
+impl CodecError {
+    /// True when retrying may help: the blob store could not be reached.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, CodecError::BlobStore(_))
+    }
 }

@@ -12,11 +12,18 @@
 mod envelope;
 mod error;
 mod keys;
+pub(crate) mod offload;
 mod options;
 
 pub use self::envelope::{is_envelope, Codec, CODEC_FIELD, ENVELOPE_VERSION};
 pub use self::error::CodecError;
 pub use self::keys::{CodecKey, Keyring, KEYS_ENV};
+pub use self::offload::refs::BlobSweep;
+pub use self::offload::{
+    BlobStore, DirStore, OffloadOptions, BLOB_CODEC, DEFAULT_OFFLOAD_THRESHOLD, MAX_BLOB_BYTES,
+};
+#[cfg(feature = "offload-s3")]
+pub use self::offload::{S3Config, S3Store};
 pub use self::options::{CodecOptions, DEFAULT_MAX_DECODED_BYTES};
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::envelope::{self, Codec};
 use super::error::CodecError;
 use super::keys::{CodecKey, Keyring};
+use super::offload::{self, OffloadOptions};
 
 /// The default cap on a payload's decoded size: 512 MiB (Redis's own limit on
 /// a string), so a small envelope cannot make a worker allocate without end.
@@ -21,7 +22,7 @@ pub const DEFAULT_MAX_DECODED_BYTES: usize = 512 * 1024 * 1024;
 /// `encode`; a worker decodes any envelope it meets (with `keys` when it is
 /// encrypted) and encodes its return values with `encode`. Data that is not an
 /// envelope is read as plain JSON whatever the settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct CodecOptions {
     /// The codec new data and return values are stored with. Default: none
@@ -32,6 +33,9 @@ pub struct CodecOptions {
     /// The largest decoded payload accepted, in bytes. Default
     /// [`DEFAULT_MAX_DECODED_BYTES`].
     pub max_decoded_bytes: usize,
+    /// Where payloads over a threshold are offloaded (docs/operations.md
+    /// §Memory). Default: none, every payload stays in Redis.
+    pub offload: Option<OffloadOptions>,
 }
 
 impl Default for CodecOptions {
@@ -40,6 +44,7 @@ impl Default for CodecOptions {
             encode: None,
             keys: Keyring::default(),
             max_decoded_bytes: DEFAULT_MAX_DECODED_BYTES,
+            offload: None,
         }
     }
 }
@@ -63,6 +68,40 @@ impl CodecOptions {
         self
     }
 
+    /// Offloads payloads over `offload.threshold` bytes to its store.
+    pub fn offload(mut self, offload: Option<OffloadOptions>) -> Self {
+        self.offload = offload;
+        self
+    }
+
+    /// The plain value of stored data, reading an offloaded payload from the
+    /// blob store: `None` when `data` is neither a reference nor an envelope
+    /// (read it as it is).
+    pub async fn load(&self, data: &Value) -> Option<Result<Value, CodecError>> {
+        match offload::reference(data) {
+            None => self.decode(data),
+            Some(Err(e)) => Some(Err(e)),
+            Some(Ok(r)) => Some(self.load_reference(&r).await),
+        }
+    }
+
+    async fn load_reference(&self, r: &offload::Reference<'_>) -> Result<Value, CodecError> {
+        let text = offload::fetch(self.offload.as_ref(), r, self.max_decoded_bytes).await?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(|e| CodecError::Json(e.to_string()))?;
+        // The blob holds what would have been stored inline: plain JSON or
+        // a codec envelope, never another reference.
+        if offload::reference(&value).is_some() {
+            return Err(CodecError::MalformedEnvelope(
+                "an offloaded payload refers to another blob",
+            ));
+        }
+        match self.decode(&value) {
+            None => Ok(value),
+            Some(decoded) => decoded,
+        }
+    }
+
     /// The text stored for `json` (a JSON document's text): the envelope's
     /// text with a codec, `json` itself without.
     pub fn encode_text(&self, json: String) -> Result<String, CodecError> {
@@ -82,7 +121,19 @@ impl CodecOptions {
 
     /// The plain value of `data`: `None` when it is not an envelope (read it
     /// as it is), else the decoded document or why it cannot be read.
+    /// An offload reference is not read here (see [`CodecOptions::load`]):
+    /// it answers [`CodecError::Offloaded`].
     pub fn decode(&self, data: &Value) -> Option<Result<Value, CodecError>> {
+        match offload::reference(data) {
+            Some(Ok(r)) => {
+                return Some(Err(CodecError::Offloaded {
+                    store: r.store.to_owned(),
+                    len: r.len,
+                }))
+            }
+            Some(Err(e)) => return Some(Err(e)),
+            None => {}
+        }
         let parsed = match envelope::parse(data)? {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),

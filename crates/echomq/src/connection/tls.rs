@@ -58,7 +58,7 @@ pub(crate) fn apply(fred_config: &mut Config, url: &str, opts: &TlsOptions) -> R
 /// roots as for Redis. Without `load_roots` (a plaintext endpoint) and a CA
 /// file, nothing is trusted, so that a machine without system roots can
 /// still call `http://`.
-#[cfg(feature = "http-processor")]
+#[cfg(any(feature = "http-processor", feature = "offload-s3"))]
 pub(crate) fn verifying_config(ca_file: Option<&Path>, load_roots: bool) -> Result<ClientConfig> {
     let roots = if load_roots || ca_file.is_some() {
         roots(ca_file)?

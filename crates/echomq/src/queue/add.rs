@@ -32,6 +32,9 @@ struct Prepared {
     /// With `opts.group`: the group, its priority inside it and the keys of
     /// the extension (docs/groups.md).
     group: Option<(String, i64, GroupKeys)>,
+    /// The blob the data was offloaded to, given its job once added.
+    #[cfg(feature = "codec")]
+    blob: Option<String>,
 }
 
 struct ParentArgs {
@@ -97,11 +100,20 @@ impl Queue {
         }
         let options = self.merged(options);
         options.validate()?;
+        // With offload, what Redis holds of a large payload is its
+        // reference: the cap is the blob store's.
+        #[cfg(feature = "codec")]
+        let cap = match self.options.codec.offload {
+            Some(_) => crate::codec::MAX_BLOB_BYTES,
+            None => self.options.max_data_bytes,
+        };
+        #[cfg(not(feature = "codec"))]
+        let cap = self.options.max_data_bytes;
         let limit = options
             .size_limit
             .map(|l| l as usize)
-            .unwrap_or(self.options.max_data_bytes)
-            .min(self.options.max_data_bytes);
+            .unwrap_or(cap)
+            .min(cap);
         Ok(Prepared {
             kind: AddKind::for_job(options.delay.unwrap_or(0), options.priority.unwrap_or(0)),
             name: name.to_owned(),
@@ -128,7 +140,41 @@ impl Queue {
                     descriptor: options.parent_descriptor()?,
                 })
             }),
+            #[cfg(feature = "codec")]
+            blob: None,
         })
+    }
+
+    /// Moves the data of a job over the offload threshold to the blob store,
+    /// announced in `{P}blobs` first (a producer dying after the write leaves
+    /// a blob the sweep finds).
+    #[cfg(feature = "codec")]
+    async fn offload(&self, p: &mut Prepared) -> Result<()> {
+        use crate::codec::offload;
+        let Some(off) = &self.options.codec.offload else {
+            return Ok(());
+        };
+        if p.data.len() <= off.threshold {
+            return Ok(());
+        }
+        let key = offload::new_key();
+        offload::refs::announce(&self.conn, &self.keys, &key).await?;
+        p.data = offload::write(off, &key, &p.data).await?;
+        p.blob = Some(key);
+        Ok(())
+    }
+
+    /// Gives offloaded blobs their jobs. A failure here loses nothing: the
+    /// sweep keeps an unowned blob for its grace, and a job whose blob was
+    /// swept reads it as missing; so it is logged, not returned.
+    #[cfg(feature = "codec")]
+    async fn own_blobs<'p>(&self, added: impl Iterator<Item = (&'p Prepared, &'p str)>) {
+        let owned: Vec<(&str, &str)> = added
+            .filter_map(|(p, id)| p.blob.as_deref().map(|b| (b, id)))
+            .collect();
+        if let Err(e) = crate::codec::offload::refs::own(&self.conn, &self.keys, &owned).await {
+            tracing::warn!(error = %e, blobs = owned.len(), "offloaded blobs not given their jobs");
+        }
     }
 
     fn add_call<'a>(&'a self, p: &'a Prepared) -> AnyAdd<'a> {
@@ -176,8 +222,14 @@ impl Queue {
     ) -> Result<String> {
         let span = crate::telemetry::trace::add_span(self.name(), name);
         async {
-            let p = self.prepare(name, data, options)?;
-            Self::added(&p, self.conn.call(&self.add_call(&p)).await)
+            #[allow(unused_mut)]
+            let mut p = self.prepare(name, data, options)?;
+            #[cfg(feature = "codec")]
+            self.offload(&mut p).await?;
+            let id = Self::added(&p, self.conn.call(&self.add_call(&p)).await)?;
+            #[cfg(feature = "codec")]
+            self.own_blobs(std::iter::once((&p, id.as_str()))).await;
+            Ok(id)
         }
         .instrument(span)
         .await
@@ -205,10 +257,15 @@ impl Queue {
     pub async fn add_bulk_each(&self, jobs: Vec<NewJob>) -> Result<Vec<Result<String>>> {
         let span = crate::telemetry::trace::add_bulk_span(self.name(), jobs.len());
         async {
-            let prepared = jobs
+            #[allow(unused_mut)]
+            let mut prepared = jobs
                 .iter()
                 .map(|j| self.prepare(&j.name, &j.data, j.options.clone()))
                 .collect::<Result<Vec<_>>>()?;
+            #[cfg(feature = "codec")]
+            for p in prepared.iter_mut() {
+                self.offload(p).await?;
+            }
             let mut out: Vec<Result<String>> = Vec::with_capacity(prepared.len());
             let mut chunks = prepared.chunks(ADD_BULK_CHUNK);
             for chunk in chunks.by_ref() {
@@ -219,6 +276,14 @@ impl Queue {
                     .zip(replies)
                     .map(|(p, r)| Self::added(p, r))
                     .collect();
+                #[cfg(feature = "codec")]
+                self.own_blobs(
+                    chunk
+                        .iter()
+                        .zip(&results)
+                        .filter_map(|(p, r)| r.as_ref().ok().map(|id| (p, id.as_str()))),
+                )
+                .await;
                 let broken = results
                     .iter()
                     .find_map(|r| r.as_ref().err().filter(|e| e.is_connection()))

@@ -88,10 +88,38 @@ impl Queue {
     }
 
     /// How this handle stores payloads: decode a job's data read through
-    /// [`Queue::get_job`] with `queue.codec().decode(&job.data)`.
+    /// [`Queue::get_job`] with `queue.codec().load(&job.data).await` (which
+    /// also reads offloaded payloads) or, inline ones only, `decode`.
     #[cfg(feature = "codec")]
     pub fn codec(&self) -> &crate::codec::CodecOptions {
         &self.options.codec
+    }
+
+    /// One bounded sweep of the blobs this queue's payloads were offloaded
+    /// to (docs/operations.md §Memory): of at most `page` blobs not found in
+    /// use for `grace`, those no job holds any more (removed by retention or
+    /// any client, replaced, or never added) are deleted from the store.
+    /// Call again while `examined` equals the page. Without offload
+    /// configured, [`Error::Config`].
+    #[cfg(feature = "codec")]
+    pub async fn collect_blobs(
+        &self,
+        grace: std::time::Duration,
+        page: u64,
+    ) -> Result<crate::codec::BlobSweep> {
+        let Some(off) = &self.options.codec.offload else {
+            return Err(Error::Config(
+                "collect_blobs needs an offload store (CodecOptions::offload)".into(),
+            ));
+        };
+        crate::codec::offload::refs::collect(
+            &self.conn,
+            &self.keys,
+            off,
+            grace.as_millis() as u64,
+            page,
+        )
+        .await
     }
 
     /// The shared connection.
@@ -170,12 +198,12 @@ impl Queue {
         self.conn.call(&call).await
     }
 
-    /// A return value through this handle's codec: decoded when it is an
-    /// envelope this handle can open, else as it is (with a warning when it
-    /// is an envelope that cannot be opened).
-    pub(crate) fn decoded(&self, value: serde_json::Value) -> serde_json::Value {
+    /// A return value through this handle's codec: decoded (an offloaded
+    /// one read from the store) when this handle can, else as it is (with a
+    /// warning when it is an envelope that cannot be opened).
+    pub(crate) async fn decoded(&self, value: serde_json::Value) -> serde_json::Value {
         #[cfg(feature = "codec")]
-        match self.options.codec.decode(&value) {
+        match self.options.codec.load(&value).await {
             None => {}
             Some(Ok(v)) => return v,
             Some(Err(e)) => {
@@ -196,7 +224,8 @@ impl Queue {
             Ok(FinishedReply::No) => Ok(Finished::No),
             // A return value that is not JSON (foreign writer) reads as null.
             Ok(FinishedReply::Completed(json)) => Ok(Finished::Completed(
-                self.decoded(serde_json::from_str(&json).unwrap_or(serde_json::Value::Null)),
+                self.decoded(serde_json::from_str(&json).unwrap_or(serde_json::Value::Null))
+                    .await,
             )),
             Ok(FinishedReply::Failed(reason)) => Ok(Finished::Failed(reason)),
             Err(Error::Script {

@@ -47,9 +47,9 @@ pub struct QueueEventsArgs {
     /// The subscribers, shared by every actor spawned from these arguments
     /// (or their clones). Default: a new, empty registry.
     pub subscribers: Subscribers,
-    /// The queue's payload codec: `completed` events carry their return
-    /// value decoded (an envelope that cannot be opened is delivered as it
-    /// is, with a warning). Default none: values as stored.
+    /// Decodes `completed` events' return values stored through a payload
+    /// codec or offloaded (docs/operations.md §Memory), as the queue's
+    /// workers stored them. Default: handed over as stored.
     #[cfg(feature = "codec")]
     pub codec: Option<crate::codec::CodecOptions>,
 }
@@ -69,7 +69,7 @@ impl QueueEventsArgs {
         }
     }
 
-    /// Sets [`QueueEventsArgs::codec`] (a queue's: `queue.codec().clone()`).
+    /// Sets [`QueueEventsArgs::codec`].
     #[cfg(feature = "codec")]
     pub fn codec(mut self, codec: crate::codec::CodecOptions) -> Self {
         self.codec = Some(codec);
@@ -160,8 +160,6 @@ pub struct QueueEvents;
 /// Runtime state: the cursor and the subscriber registry.
 pub struct QueueEventsState {
     last_id: String,
-    #[cfg(feature = "codec")]
-    codec: Option<crate::codec::CodecOptions>,
     subscribers: Subscribers,
     reader: Option<tokio::task::JoinHandle<()>>,
     metrics: crate::telemetry::metrics::QueueMetrics,
@@ -211,13 +209,15 @@ impl Actor for QueueEvents {
             reader,
             stream,
             last_id.clone(),
-            block,
-            args.batch.max(1),
+            ReadSettings {
+                block,
+                batch: args.batch.max(1),
+                #[cfg(feature = "codec")]
+                codec: args.codec.clone(),
+            },
         ));
         Ok(QueueEventsState {
             last_id,
-            #[cfg(feature = "codec")]
-            codec: args.codec,
             subscribers: args.subscribers,
             reader: Some(reader),
             metrics: crate::telemetry::metrics::QueueMetrics::new(&args.queue),
@@ -264,11 +264,6 @@ impl Actor for QueueEvents {
                 me.stop(Some(crate::supervision::decision::CLOSED.into()));
             }
             QueueEventsMsg::Batch(events, gap) => {
-                #[cfg(feature = "codec")]
-                let events = match &state.codec {
-                    Some(codec) => decode_return_values(codec, events),
-                    None => events,
-                };
                 let _span = tracing::debug_span!("events_batch", events = events.len()).entered();
                 let written_ms = events
                     .last()
@@ -287,6 +282,38 @@ impl Actor for QueueEvents {
     }
 }
 
+/// Replaces each `completed` event's stored return value by its plain value.
+/// One that cannot be decoded is handed over as stored (a warning says why):
+/// the event itself is a fact a subscriber must not lose.
+#[cfg(feature = "codec")]
+async fn decode_return_values(codec: &crate::codec::CodecOptions, events: &mut [Event]) {
+    for e in events {
+        if let EventKind::Completed {
+            job_id,
+            return_value,
+            ..
+        } = &mut e.kind
+        {
+            match codec.load(return_value).await {
+                None => {}
+                Some(Ok(plain)) => *return_value = plain,
+                Some(Err(err)) => {
+                    warn!(%job_id, error = %err, "completed event's return value not decoded")
+                }
+            }
+        }
+    }
+}
+
+/// How the reader reads: its XREAD's block and count, and the codec of
+/// `completed` return values.
+struct ReadSettings {
+    block: Duration,
+    batch: u64,
+    #[cfg(feature = "codec")]
+    codec: Option<crate::codec::CodecOptions>,
+}
+
 /// The reader: XREAD BLOCK in a loop on its own client. Exits when the actor
 /// is gone (a failed cast). After a failed read the [`BlockingReader`] opens a
 /// fresh client (named as the first) and the loop resumes from its cursor,
@@ -297,9 +324,14 @@ async fn read_loop(
     reader: BlockingReader,
     stream: String,
     mut cursor: String,
-    block: Duration,
-    batch: u64,
+    settings: ReadSettings,
 ) {
+    let ReadSettings {
+        block,
+        batch,
+        #[cfg(feature = "codec")]
+        codec,
+    } = settings;
     let opts = blocking_options(block);
     let mut check_gap = true;
     loop {
@@ -324,7 +356,12 @@ async fn read_loop(
             .await;
         match read {
             Read::Value(v) => {
-                let events = parse_xread(v);
+                #[allow(unused_mut)]
+                let mut events = parse_xread(v);
+                #[cfg(feature = "codec")]
+                if let Some(codec) = &codec {
+                    decode_return_values(codec, &mut events).await;
+                }
                 if let Some(last) = events.last() {
                     cursor = last.id.clone();
                 }
@@ -355,33 +392,6 @@ async fn read_loop(
         }
     }
     reader.close().await;
-}
-
-/// The `completed` events' return values through the queue's codec: a
-/// value that is not an envelope stays as it is; one that cannot be opened
-/// too, with a warning (the event is still delivered).
-#[cfg(feature = "codec")]
-pub(crate) fn decode_return_values(
-    codec: &crate::codec::CodecOptions,
-    mut events: Vec<Event>,
-) -> Vec<Event> {
-    for e in &mut events {
-        if let EventKind::Completed {
-            job_id,
-            return_value,
-            ..
-        } = &mut e.kind
-        {
-            match codec.decode(return_value) {
-                None => {}
-                Some(Ok(v)) => *return_value = v,
-                Some(Err(err)) => {
-                    warn!(job = %job_id, error = %err, "return value left encoded: it cannot be decoded")
-                }
-            }
-        }
-    }
-    events
 }
 
 /// `Some((cursor, first))` when entries after `cursor` may have been trimmed

@@ -43,7 +43,7 @@ pub async fn wait_until_finished(
                             },
                         ..
                     }) if id == job_id => {
-                        return Ok(Some(Finished::Completed(queue.decoded(return_value))))
+                        return Ok(Some(Finished::Completed(queue.decoded(return_value).await)))
                     }
                     Delivery::Event(Event {
                         kind:

@@ -112,6 +112,8 @@ impl Args {
             codec: self.codec.or(file.codec),
             codec_keys_file: self.codec_keys_file.or(file.codec_keys_file),
             max_decoded_bytes: self.max_decoded_bytes.or(file.max_decoded_bytes),
+            offload: self.offload.or(file.offload),
+            offload_threshold: self.offload_threshold.or(file.offload_threshold),
         }
     }
 }
@@ -159,7 +161,14 @@ pub(super) fn resolve(
         a.codec_keys_file.as_deref(),
         a.max_decoded_bytes,
         &env,
-    )?;
+    )?
+    .offload(
+        crate::codec::OffloadArgs {
+            offload: a.offload.clone(),
+            offload_threshold: a.offload_threshold,
+        }
+        .options()?,
+    );
     checked(a, url, prefix, queue, otel_env, codec)
 }
 

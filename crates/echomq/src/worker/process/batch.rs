@@ -94,7 +94,7 @@ pub(crate) async fn run(core: Arc<WorkerShared>, permit: SlotPermit, jobs: Vec<A
     // Jobs whose payload cannot be decoded fail without reaching the
     // processor, as single jobs do (payload.rs).
     #[cfg(feature = "codec")]
-    let (jobs, unreadable) = open_all(&core, jobs);
+    let (jobs, unreadable) = open_all(&core, jobs).await;
     let n = jobs.len();
     let contexts: Vec<JobContext> = jobs.iter().map(ActiveJob::context).collect();
     let started = Instant::now();
@@ -128,6 +128,12 @@ pub(crate) async fn run(core: Arc<WorkerShared>, permit: SlotPermit, jobs: Vec<A
             job.abandon();
             continue;
         }
+        // The return value is stored through the queue's codec.
+        #[cfg(feature = "codec")]
+        let result = match result {
+            Ok(value) => super::payload::seal(&core, job.id(), value).await,
+            Err(e) => Err(e),
+        };
         let (t, report) = transition_of(&core, &job, result);
         reports.push((job.id().to_owned(), report));
         items.push((job, t));
@@ -184,14 +190,14 @@ enum Report {
 /// The jobs whose data decodes (decoded in place), and the others with the
 /// failure to record for them.
 #[cfg(feature = "codec")]
-fn open_all(
+async fn open_all(
     core: &WorkerShared,
     jobs: Vec<ActiveJob>,
 ) -> (Vec<ActiveJob>, Vec<(ActiveJob, ProcessError)>) {
     let mut readable = Vec::with_capacity(jobs.len());
     let mut unreadable = Vec::new();
     for mut job in jobs {
-        match super::payload::open(core, &mut job) {
+        match super::payload::open(core, &mut job).await {
             Ok(()) => readable.push(job),
             Err(e) => unreadable.push((job, e)),
         }
@@ -204,9 +210,6 @@ fn transition_of(
     job: &ActiveJob,
     result: Result<Value, ProcessError>,
 ) -> (Transition, Report) {
-    // The return value is stored through the queue's codec.
-    #[cfg(feature = "codec")]
-    let result = result.and_then(|value| super::payload::seal(core, value));
     match result {
         Ok(value) => (Transition::complete(&value), Report::Completed),
         Err(ProcessError::RateLimited) => (Transition::ToWait, Report::Other),

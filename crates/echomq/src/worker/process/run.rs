@@ -68,7 +68,7 @@ async fn process_one(core: &Arc<WorkerShared>, job: ActiveJob) -> Option<ActiveJ
     #[cfg(feature = "codec")]
     let job = {
         let mut job = job;
-        if let Err(unreadable) = super::payload::open(core, &mut job) {
+        if let Err(unreadable) = super::payload::open(core, &mut job).await {
             return Box::pin(fail_job(core, job, unreadable)).await;
         }
         job
@@ -96,7 +96,7 @@ async fn after_run(core: &Arc<WorkerShared>, job: ActiveJob, ran: Ran) -> Option
         }
         Ran::Returned(Ok(value)) => {
             #[cfg(feature = "codec")]
-            let value = match super::payload::seal(core, value) {
+            let value = match super::payload::seal(core, job.id(), value).await {
                 Ok(value) => value,
                 Err(e) => return fail_job(core, job, e).await,
             };
