@@ -882,3 +882,103 @@ async fn a_10000_node_dag_is_written_in_bounded_chunks() {
         tree_time.as_micros() as f64 / 10_000.0
     );
 }
+
+/// A DagReleaser under a Host: crashed, it is restarted from its args, and
+/// the new one hands a diamond's A over (no other releaser runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_restarts_a_crashed_dag_releaser() {
+    let (_redis, conn, _q) = RedisServer::with_queue("hr").await;
+    let host = echomq::Host::start().await.unwrap();
+    let args = DagReleaserArgs::new(conn.clone(), "hr")
+        .sweep_interval(Duration::from_millis(200))
+        .block(Duration::from_millis(200));
+    let rel = host.add_dag_releaser(args).await.unwrap();
+    let first = rel.actor().await.unwrap();
+    first.cast(DagReleaserMsg::Crash).unwrap();
+    wait_until(
+        "the releaser restarted",
+        Duration::from_secs(10),
+        async || {
+            rel.actor()
+                .await
+                .is_ok_and(|a| a.get_id() != first.get_id())
+        },
+    )
+    .await;
+    let status = host.status().await.unwrap();
+    assert_eq!(status.restarts, 1);
+    assert_eq!(
+        status.recent.last().map(|(_, k)| *k),
+        Some(echomq::supervision::ChildKind::DagReleaser)
+    );
+
+    let nodes = diamond("", "hr", "hr");
+    FlowProducer::new(&conn).add_dag(nodes).await.unwrap();
+    let ws = workers(&conn, &["hr"]).await;
+    wait_until("E completes", Duration::from_secs(30), async || {
+        state(&conn, "hr", "E").await == JobState::Completed
+    })
+    .await;
+    close(ws).await;
+    assert_eq!(rel.stats().await.unwrap().handed_over, 1);
+    let report = host.close(Duration::from_secs(5)).await.unwrap();
+    assert!(report.worker_sets.is_empty());
+    echomq_integration_tests::assert_consistent(&conn, "hr").await;
+}
+
+/// `echomq work` starts a releaser on every queue: on a queue without DAG
+/// nodes it reads no events, only looks for `{P}dag:pending`; the first
+/// DAG node several nodes wait for wakes it, and it follows the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_releaser_reads_no_events_until_its_queue_has_dag_nodes() {
+    use echomq_integration_tests::scale::Monitor;
+    let (redis, conn, q) = RedisServer::with_queue("dorm").await;
+    let c = redis.client().await;
+    let m = Monitor::start(redis.port(), &c).await;
+    let rel = releaser(&conn, "dorm").await;
+    for i in 0..50 {
+        q.add("plain", &json!({ "i": i }), echomq::JobOptions::new())
+            .await
+            .unwrap();
+    }
+    let mut calls = Vec::new();
+    wait_until(
+        "three looks for DAG nodes",
+        Duration::from_secs(10),
+        async || {
+            calls.extend(m.take(&c).await);
+            calls
+                .iter()
+                .filter(|c| {
+                    c.command == "EXISTS" && c.args.iter().any(|a| a == "emq:dorm:dag:pending")
+                })
+                .count()
+                >= 3
+        },
+    )
+    .await;
+    assert!(
+        !calls.iter().any(|c| c.command == "XREAD"),
+        "the releaser read the events of a queue without DAG nodes"
+    );
+    assert_eq!(
+        call_t!(rel, DagReleaserMsg::GetStats, 5000).unwrap().rounds,
+        0
+    );
+    // A diamond: A has extra parents, so dag:pending appears.
+    FlowProducer::new(&conn)
+        .add_dag(diamond("", "dorm", "dorm"))
+        .await
+        .unwrap();
+    wait_until("the stream followed", Duration::from_secs(10), async || {
+        m.take(&c).await.iter().any(|c| c.command == "XREAD")
+    })
+    .await;
+    let ws = workers(&conn, &["dorm"]).await;
+    wait_until("E completes", Duration::from_secs(30), async || {
+        state(&conn, "dorm", "E").await == JobState::Completed
+    })
+    .await;
+    close(ws).await;
+    rel.cast(DagReleaserMsg::Close).unwrap();
+}

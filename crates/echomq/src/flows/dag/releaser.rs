@@ -6,6 +6,11 @@
 //! restart, a trimmed stream, a dropped read. Every release is idempotent,
 //! so several releasers of one queue, a replayed event or a sweep that meets
 //! a node the stream already handled change nothing.
+//!
+//! `echomq work` starts one per queue under its host
+//! ([`Host::add_dag_releaser`](crate::host::Host::add_dag_releaser)): on a
+//! queue that holds no DAG node several nodes wait for, it reads nothing but
+//! one EXISTS of `{P}dag:pending` every 250 ms, until the first appears.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,6 +35,8 @@ const READ_BATCH: u64 = 1000;
 const SWEEP_PAGE: u64 = 200;
 /// Extra parents handed over per script call.
 const PARENTS_PER_CALL: u64 = 100;
+/// How often a releaser of a queue without DAG nodes looks for one.
+const DORMANT_POLL: Duration = Duration::from_millis(250);
 
 /// Arguments of a [`DagReleaser`]: [`DagReleaserArgs::new`], then the setters.
 #[derive(Clone, Debug)]
@@ -91,8 +98,11 @@ struct Counters {
 pub enum DagReleaserMsg {
     /// The counters.
     GetStats(RpcReplyPort<DagReleaserStats>),
-    /// Stop (reason `"closed"`).
+    /// Stop (reason `"closed"`, not restarted by a host).
     Close,
+    /// Panics the actor (fault injection for supervision tests).
+    #[cfg(feature = "fault-injection")]
+    Crash,
 }
 
 /// The actor (`Actor::spawn` or `Actor::spawn_linked` with
@@ -169,6 +179,8 @@ impl Actor for DagReleaser {
                 }
                 me.stop(Some(crate::supervision::decision::CLOSED.into()));
             }
+            #[cfg(feature = "fault-injection")]
+            DagReleaserMsg::Crash => panic!("fault injection: DAG releaser crash"),
         }
         Ok(())
     }
@@ -182,16 +194,56 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(self, reader: BlockingReader, mut cursor: String) {
+    async fn run(self, reader: BlockingReader, cursor: String) {
+        if let Some(cursor) = self.wait_for_nodes(cursor).await {
+            self.follow(&reader, cursor).await;
+        }
+        reader.close().await;
+    }
+
+    fn stopping(&self) -> bool {
+        // Not `!= Running`: the pump starts inside pre_start, while the
+        // actor is still `Starting`.
+        matches!(
+            self.me.get_status(),
+            ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+        )
+    }
+
+    /// Most queues hold no DAG node several nodes wait for, and `echomq work`
+    /// starts a releaser on every queue: until `{P}dag:pending` exists (the
+    /// add writes it with the node), the releaser only looks for it, one
+    /// EXISTS every [`DORMANT_POLL`], instead of reading and decoding every
+    /// event of a busy queue. Answers the cursor to follow the stream from
+    /// (read before the look, so a finish in between is not missed; the
+    /// first round's sweep covers the rest), `None` once stopped.
+    async fn wait_for_nodes(&self, mut cursor: String) -> Option<String> {
+        use fred::prelude::KeysInterface;
+        let conn = &self.args.connection;
+        let pending = pending_key(&self.keys);
+        loop {
+            if self.stopping() {
+                return None;
+            }
+            match conn.pool().exists::<u64, _>(pending.as_str()).await {
+                Ok(n) if n > 0 => return Some(cursor),
+                Ok(_) => {}
+                Err(e) => debug!(error = %e, "dag releaser: looking for DAG nodes failed"),
+            }
+            tokio::time::sleep(DORMANT_POLL).await;
+            if let Ok(id) = last_entry_id(conn, &self.keys.events()).await {
+                cursor = id;
+            }
+        }
+    }
+
+    async fn follow(&self, reader: &BlockingReader, mut cursor: String) {
         let stream = self.keys.events();
         let mut finished: Vec<String> = Vec::new();
         let mut sweep_cursor = "0".to_owned();
         let mut next_sweep = Instant::now();
         loop {
-            if matches!(
-                self.me.get_status(),
-                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
-            ) {
+            if self.stopping() {
                 break;
             }
             self.counters.rounds.fetch_add(1, Ordering::Relaxed);
@@ -238,7 +290,6 @@ impl Pump {
                 Read::Stopped => break,
             }
         }
-        reader.close().await;
     }
 
     /// Hands over the finishes the stream announced, then a sweep page when due.
