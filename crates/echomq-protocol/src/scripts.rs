@@ -211,6 +211,15 @@ script_ids! {
     /// EchoMQ extension (DAG flows): the audit's read-only page of a queue's
     /// DAG nodes not handed over yet.
     AuditDag => "auditDag", 1;
+    /// EchoMQ extension (DAG flows): one node's extra edges (and its entry
+    /// in a gated write), checked whole before any write.
+    AddDagEdges => "addDagEdges", 4;
+    /// EchoMQ extension (DAG flows): the writer's side of a gated write's
+    /// gate (open, renew, lifting, close), on Redis's clock.
+    DagGate => "dagGate", 2;
+    /// EchoMQ extension (DAG flows): roll back or finish a gated write whose
+    /// writer let its deadline pass, a page of nodes per call.
+    RepairDagWrite => "repairDagWrite", 2;
 }
 
 impl ScriptId {

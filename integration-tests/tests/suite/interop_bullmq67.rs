@@ -737,6 +737,9 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         // DAG flows (docs/flows.md §DAGs).
         "releaseDagParents-5",
         "auditDag-1",
+        "addDagEdges-4",
+        "dagGate-2",
+        "repairDagWrite-2",
     ];
     let mut missing = Vec::new();
     for (stem, _, _) in echomq::protocol::scripts::compiled() {

@@ -7,6 +7,10 @@
 //! so several releasers of one queue, a replayed event or a sweep that meets
 //! a node the stream already handled change nothing.
 //!
+//! Each sweep also ends the gated DAG writes homed in its queue whose writer
+//! let the deadline pass (`{P}dag:gates`, repairDagWrite-2): rolled back, or
+//! finished when every node was written.
+//!
 //! `echomq work` starts one per queue under its host
 //! ([`Host::add_dag_releaser`](crate::host::Host::add_dag_releaser)): on a
 //! queue that holds no DAG node several nodes wait for, it reads nothing but
@@ -16,7 +20,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use echomq_protocol::call::dag::{pending_key, DagRelease, ReleaseDagParents};
+use echomq_protocol::call::dag::{
+    gates_key, pending_key, DagRelease, DagRepair, ReleaseDagParents, RepairDagWrite,
+};
 use echomq_protocol::call::lifecycle::EpochMs;
 use echomq_protocol::QueueKeys;
 use fred::prelude::{ClientLike, SetsInterface, StreamsInterface, Value};
@@ -35,6 +41,10 @@ const READ_BATCH: u64 = 1000;
 const SWEEP_PAGE: u64 = 200;
 /// Extra parents handed over per script call.
 const PARENTS_PER_CALL: u64 = 100;
+/// Gated writes looked at per sweep (the earliest deadlines).
+const GATES_PER_SWEEP: i64 = 10;
+/// Nodes rolled back or lifted per repair call.
+const NODES_PER_REPAIR: u64 = 200;
 /// How often a releaser of a queue without DAG nodes looks for one.
 const DORMANT_POLL: Duration = Duration::from_millis(250);
 
@@ -83,6 +93,8 @@ impl DagReleaserArgs {
 pub struct DagReleaserStats {
     /// Nodes fully handed over to their extra parents.
     pub handed_over: u64,
+    /// Abandoned gated writes ended (rolled back or finished).
+    pub repaired: u64,
     /// Rounds (handle events, sweep, block).
     pub rounds: u64,
 }
@@ -90,6 +102,7 @@ pub struct DagReleaserStats {
 #[derive(Default)]
 struct Counters {
     handed_over: AtomicU64,
+    repaired: AtomicU64,
     rounds: AtomicU64,
 }
 
@@ -170,6 +183,7 @@ impl Actor for DagReleaser {
                 let c = &state.counters;
                 let _ = reply.send(DagReleaserStats {
                     handed_over: c.handed_over.load(Ordering::Relaxed),
+                    repaired: c.repaired.load(Ordering::Relaxed),
                     rounds: c.rounds.load(Ordering::Relaxed),
                 });
             }
@@ -211,8 +225,8 @@ impl Pump {
     }
 
     /// Most queues hold no DAG node several nodes wait for, and `echomq work`
-    /// starts a releaser on every queue: until `{P}dag:pending` exists (the
-    /// add writes it with the node), the releaser only looks for it, one
+    /// starts a releaser on every queue: until `{P}dag:pending` or
+    /// `{P}dag:gates` exists (the add writes them), the releaser only looks for them, one
     /// EXISTS every [`DORMANT_POLL`], instead of reading and decoding every
     /// event of a busy queue. Answers the cursor to follow the stream from
     /// (read before the look, so a finish in between is not missed; the
@@ -220,12 +234,12 @@ impl Pump {
     async fn wait_for_nodes(&self, mut cursor: String) -> Option<String> {
         use fred::prelude::KeysInterface;
         let conn = &self.args.connection;
-        let pending = pending_key(&self.keys);
+        let look = vec![pending_key(&self.keys), gates_key(&self.keys)];
         loop {
             if self.stopping() {
                 return None;
             }
-            match conn.pool().exists::<u64, _>(pending.as_str()).await {
+            match conn.pool().exists::<u64, _>(look.clone()).await {
                 Ok(n) if n > 0 => return Some(cursor),
                 Ok(_) => {}
                 Err(e) => debug!(error = %e, "dag releaser: looking for DAG nodes failed"),
@@ -328,10 +342,49 @@ impl Pump {
                 self.release(id).await?;
             }
             if next == "0" {
+                self.repair_writes().await?;
                 *sweep_cursor = "0".to_owned();
                 *next_sweep = Instant::now() + self.args.sweep_interval;
             } else {
                 *sweep_cursor = next;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the gated writes homed here whose deadline passed, earliest
+    /// first; the first live one ends the look (deadlines are in order).
+    async fn repair_writes(&self) -> Result<()> {
+        use fred::prelude::SortedSetsInterface;
+        let conn = &self.args.connection;
+        let gates: Vec<String> = conn
+            .pool()
+            .zrange(
+                gates_key(&self.keys),
+                0,
+                GATES_PER_SWEEP - 1,
+                None,
+                false,
+                None,
+                false,
+            )
+            .await?;
+        for gate in gates {
+            loop {
+                let call = RepairDagWrite {
+                    home: &self.keys,
+                    gate: &gate,
+                    budget: NODES_PER_REPAIR,
+                };
+                match conn.call(&call).await? {
+                    DagRepair::Alive => return Ok(()),
+                    DagRepair::Left(0) => {
+                        warn!(queue = %self.args.queue, gate = %gate, "ended a DAG write abandoned by its writer");
+                        self.counters.repaired.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    DagRepair::Left(_) => {}
+                }
             }
         }
         Ok(())
