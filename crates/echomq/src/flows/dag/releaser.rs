@@ -318,9 +318,13 @@ impl Pump {
         for part in finished.chunks(500) {
             // Only the nodes with extra parents cost a script call.
             let member: Vec<bool> = conn.pool().smismember(&pending, part.to_vec()).await?;
-            for (id, _) in part.iter().zip(member).filter(|(_, m)| *m) {
-                self.release(id).await?;
-            }
+            let ids: Vec<&str> = part
+                .iter()
+                .zip(member)
+                .filter(|(_, m)| *m)
+                .map(|(id, _)| id.as_str())
+                .collect();
+            self.release_all(&ids).await?;
         }
         finished.clear();
         if Instant::now() >= *next_sweep {
@@ -338,9 +342,8 @@ impl Pump {
                 )
                 .await?;
             let (next, ids) = scan_page(page);
-            for id in &ids {
-                self.release(id).await?;
-            }
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            self.release_all(&ids).await?;
             if next == "0" {
                 self.repair_writes().await?;
                 *sweep_cursor = "0".to_owned();
@@ -385,6 +388,37 @@ impl Pump {
                     }
                     DagRepair::Left(_) => {}
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands these nodes over in one pipelined round trip (a burst of
+    /// finishes, say the first nodes of many DAGs, would otherwise wait for
+    /// each other's round trips); a node with more extra parents than one
+    /// call takes goes on alone.
+    async fn release_all(&self, ids: &[&str]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let now = EpochMs(crate::clock::now_ms());
+        let calls: Vec<ReleaseDagParents<'_>> = ids
+            .iter()
+            .map(|id| ReleaseDagParents {
+                keys: &self.keys,
+                id,
+                now,
+                budget: PARENTS_PER_CALL,
+            })
+            .collect();
+        let results = self.args.connection.call_batch(&calls).await;
+        for (id, r) in ids.iter().zip(results) {
+            match r? {
+                DagRelease::NotFinished => {}
+                DagRelease::Left(0) => {
+                    self.counters.handed_over.fetch_add(1, Ordering::Relaxed);
+                }
+                DagRelease::Left(_) => self.release(id).await?,
             }
         }
         Ok(())
