@@ -5,6 +5,7 @@ mod bounded_ui;
 mod browser;
 mod bull_board;
 mod codec_view;
+mod dag_view;
 mod dashboard;
 mod dead_letters_panel;
 mod groups_panel;
