@@ -41,6 +41,7 @@ bench: _ensure-redis _ensure-node-packages
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
     cargo run --release -q -p echomq-integration-tests --bin bench_batches
     cargo run --release -q -p echomq-integration-tests --bin bench_groups
+    cargo run --release -q -p echomq-integration-tests --bin bench_dag
 
 # The cost curve as a queue grows: add/process throughput and the operator's
 # calls at 10^3, 10^5, 10^6 and 10^7 jobs, each with its longest Redis command

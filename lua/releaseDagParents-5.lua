@@ -32,69 +32,9 @@
     the number of extra parents left (0: done, the id left dag:pending), or
     -1: not finished (or failed without a rule), nothing changed
   Events: those of each release (waiting or delayed, on the parent's queue).
+  The logic is includes/releaseDagParents (releaseDagParents()), so that a
+  finish script may hand its finished node over in the same call.
 ]]
---- @include "includes/updateParentOnChildFinish"
---- @include "includes/pushParentToWait"
+--- @include "includes/releaseDagParents"
 
-local jobKey = KEYS[1]
-local parentsKey = KEYS[2]
-local jobId = ARGV[1]
-local now = ARGV[2]
-local budget = tonumber(ARGV[3])
-if budget == nil or budget < 1 then
-  budget = 1
-end
-
-if redis.call("EXISTS", parentsKey) == 0 then
-  redis.call("SREM", KEYS[3], jobId)
-  return 0
-end
-
-local mode, value
-local flags = {}
-if redis.call("EXISTS", jobKey) == 0 then
-  mode = "removed"
-elseif redis.call("ZSCORE", KEYS[4], jobId) then
-  mode = "completed"
-  value = redis.call("HGET", jobKey, "returnvalue") or "null"
-elseif redis.call("ZSCORE", KEYS[5], jobId) then
-  local fields = redis.call("HMGET", jobKey, "parent", "failedReason")
-  if fields[1] then
-    local ok, decoded = pcall(cjson.decode, fields[1])
-    if ok and type(decoded) == "table" then
-      flags = decoded
-    end
-  end
-  if not (flags["fpof"] or flags["cpof"] or flags["idof"] or flags["rdof"]) then
-    return -1
-  end
-  mode = "failed"
-  value = fields[2] or ""
-else
-  return -1
-end
-
-local parents = redis.call("HRANDFIELD", parentsKey, budget, "WITHVALUES")
-for i = 1, #parents, 2 do
-  local parentKey = parents[i]
-  local parentPrefix = parents[i + 1] .. ":"
-  local parentId = string.sub(parentKey, #parentPrefix + 1)
-  if mode == "completed" then
-    updateParentOnChildCompleted(parentKey, parentPrefix, parentId, jobKey, value, now)
-  elseif mode == "failed" then
-    updateParentOnChildFailed(parentKey, parentPrefix, parentId, flags, jobKey, value, now)
-  else
-    local dependenciesKey = parentKey .. ":dependencies"
-    if redis.call("SREM", dependenciesKey, jobKey) == 1 and redis.call("SCARD", dependenciesKey) == 0
-        and redis.call("ZREM", parentPrefix .. "waiting-children", parentId) == 1 then
-      pushParentToWait(parentPrefix, parentId, true)
-    end
-  end
-  redis.call("HDEL", parentsKey, parentKey)
-end
-
-local left = redis.call("HLEN", parentsKey)
-if left == 0 then
-  redis.call("SREM", KEYS[3], jobId)
-end
-return left
+return releaseDagParents(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3])

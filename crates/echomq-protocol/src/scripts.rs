@@ -218,6 +218,15 @@ script_ids! {
     /// EchoMQ extension (payload offload): a page of offloaded payloads no
     /// job uses any more, for the caller to delete from the blob store.
     CollectBlobs => "collectBlobs", 2;
+    /// EchoMQ extension (DAG flows): one node's extra edges (and its entry
+    /// in a gated write), checked whole before any write.
+    AddDagEdges => "addDagEdges", 4;
+    /// EchoMQ extension (DAG flows): the writer's side of a gated write's
+    /// gate (open, renew, lifting, close), on Redis's clock.
+    DagGate => "dagGate", 2;
+    /// EchoMQ extension (DAG flows): roll back or finish a gated write whose
+    /// writer let its deadline pass, a page of nodes per call.
+    RepairDagWrite => "repairDagWrite", 2;
 }
 
 impl ScriptId {

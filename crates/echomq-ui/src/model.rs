@@ -253,6 +253,91 @@ pub(crate) struct JobDetail {
     pub children: Vec<(&'static str, JobRef, Option<String>)>,
     /// `data` and `returnvalue` when stored through a codec.
     pub decoded: Vec<Decoded>,
+    /// The DAG (or tree) below the job, when it has children.
+    pub dag: Option<DagView>,
+}
+
+/// The jobs below one job, each once however many of them wait for it
+/// (docs/flows.md §DAGs), breadth first, at most [`DAG_NODES`].
+pub(crate) struct DagView {
+    pub rows: Vec<DagRow>,
+    /// More nodes were below than shown.
+    pub truncated: bool,
+}
+
+/// One node of a [`DagView`].
+pub(crate) struct DagRow {
+    pub node: JobRef,
+    /// Distance from the job (0: the job itself).
+    pub depth: usize,
+    pub state: JobState,
+    /// What it waits for (pending or done), at most [`CHILDREN`].
+    pub waits_for: Vec<JobRef>,
+}
+
+/// Nodes a job page's DAG shows (each costs two reads).
+pub(crate) const DAG_NODES: usize = 50;
+
+/// Walks the jobs below `id`: every dependency key of each node's
+/// `:dependencies`, `:processed`, `:failed` and `:unsuccessful` (so a node
+/// several nodes wait for appears once, linked from each).
+async fn dag_below(app: &App, q: &Queue, id: &str) -> Result<DagView, Failure> {
+    use std::collections::{HashMap, HashSet, VecDeque};
+    let prefix = app.prefix();
+    let mut queues: HashMap<String, Queue> = HashMap::new();
+    queues.insert(q.name().to_owned(), q.clone());
+    let start = JobRef {
+        queue: q.name().to_owned(),
+        id: id.to_owned(),
+    };
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    seen.insert((start.queue.clone(), start.id.clone()));
+    let mut frontier = VecDeque::from([(start, 0usize)]);
+    let mut rows = Vec::new();
+    while let Some((node, depth)) = frontier.pop_front() {
+        if rows.len() == DAG_NODES {
+            return Ok(DagView {
+                rows,
+                truncated: true,
+            });
+        }
+        let nq = match queues.get(&node.queue) {
+            Some(nq) => nq.clone(),
+            None => {
+                let nq = app.queue(&node.queue).await?;
+                queues.insert(node.queue.clone(), nq.clone());
+                nq
+            }
+        };
+        let (state, deps) = tokio::try_join!(
+            nq.get_job_state(&node.id),
+            nq.flows().get_dependencies(&node.id, 0, CHILDREN)
+        )?;
+        let keys = deps
+            .processed
+            .keys()
+            .chain(deps.unprocessed.iter())
+            .chain(deps.ignored.keys())
+            .chain(deps.failed.iter());
+        // Sets come in no order: sorted, so the page reads the same twice.
+        let mut waits_for: Vec<JobRef> = keys.filter_map(|k| job_ref(prefix, k)).collect();
+        waits_for.sort_by(|a, b| (&a.queue, &a.id).cmp(&(&b.queue, &b.id)));
+        for r in &waits_for {
+            if seen.insert((r.queue.clone(), r.id.clone())) {
+                frontier.push_back((r.clone(), depth + 1));
+            }
+        }
+        rows.push(DagRow {
+            node,
+            depth,
+            state,
+            waits_for,
+        });
+    }
+    Ok(DagView {
+        rows,
+        truncated: false,
+    })
 }
 
 /// A payload stored through a codec: decoded with the dashboard's keys, or
@@ -327,7 +412,13 @@ pub(crate) async fn job_detail(app: &App, q: &Queue, id: &str) -> Result<JobDeta
             children.push(("failed", r, None));
         }
     }
+    let dag = if children.is_empty() {
+        None
+    } else {
+        Some(dag_below(app, q, id).await?)
+    };
     Ok(JobDetail {
+        dag,
         decoded: decoded(q, &job),
         job,
         state,
@@ -343,6 +434,18 @@ pub(crate) fn job_detail_json(d: &JobDetail) -> Value {
     v["state"] = json!(d.state.as_str());
     v["logs"] = json!(d.logs);
     v["logCount"] = json!(d.log_count);
+    if let Some(dag) = &d.dag {
+        v["below"] = json!({
+            "truncated": dag.truncated,
+            "nodes": dag.rows.iter().map(|r| json!({
+                "queue": r.node.queue,
+                "id": r.node.id,
+                "depth": r.depth,
+                "state": r.state.as_str(),
+                "waitsFor": r.waits_for,
+            })).collect::<Vec<_>>(),
+        });
+    }
     // Only when a payload is stored through a codec: {field: {codec, value | error}}.
     if !d.decoded.is_empty() {
         v["decoded"] = d

@@ -546,6 +546,23 @@ pub(crate) async fn job(
                 } } }
             }
         }
+        @if let Some(dag) = d.dag.as_ref().filter(|v| v.rows.len() > 1) {
+            h2 { "Jobs below (" (dag.rows.len() - 1)
+                @if dag.truncated { ", the first " (model::DAG_NODES - 1) " breadth first" }
+                "; a job several jobs wait for is listed once)" }
+            table.dag #job-dag {
+                thead { tr { th { "Level" } th { "Job" } th { "State" } th { "Waits for" } } }
+                tbody { @for row in &dag.rows { tr data-depth=(row.depth) {
+                    td { (row.depth) }
+                    td { a href=(job_url(&row.node.queue, &row.node.id)) { (row.node.queue) " / " (row.node.id) } }
+                    td { (state_badge(row.state)) }
+                    td { @for (i, w) in row.waits_for.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        a href=(job_url(&w.queue, &w.id)) { (w.id) }
+                    } }
+                } } }
+            }
+        }
         @for x in &d.decoded {
             h2 { "Decoded " (x.field) " (" code { (x.codec) } ")" }
             @match &x.value {

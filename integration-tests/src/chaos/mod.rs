@@ -11,6 +11,7 @@
 
 pub mod accounting;
 pub mod cluster_faults;
+pub mod dag_faults;
 pub mod fleet;
 pub mod input_faults;
 pub mod lock_faults;
@@ -226,6 +227,7 @@ pub fn catalogue() -> Vec<Scenario> {
         sc("F45", Tier::Manual, partition_faults::f45),
         sc("F46", Tier::Manual, partition_faults::f46),
         sc("F47", Tier::Manual, partition_faults::f47),
+        sc("F48", Tier::Ci, dag_faults::f48),
     ]
 }
 

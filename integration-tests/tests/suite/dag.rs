@@ -882,3 +882,290 @@ async fn a_10000_node_dag_is_written_in_bounded_chunks() {
         tree_time.as_micros() as f64 / 10_000.0
     );
 }
+
+/// A DagReleaser under a Host: crashed, it is restarted from its args, and
+/// the new one hands a diamond's A over (no other releaser runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_restarts_a_crashed_dag_releaser() {
+    let (_redis, conn, _q) = RedisServer::with_queue("hr").await;
+    let host = echomq::Host::start().await.unwrap();
+    let args = DagReleaserArgs::new(conn.clone(), "hr")
+        .sweep_interval(Duration::from_millis(200))
+        .block(Duration::from_millis(200));
+    let rel = host.add_dag_releaser(args).await.unwrap();
+    let first = rel.actor().await.unwrap();
+    first.cast(DagReleaserMsg::Crash).unwrap();
+    wait_until(
+        "the releaser restarted",
+        Duration::from_secs(10),
+        async || {
+            rel.actor()
+                .await
+                .is_ok_and(|a| a.get_id() != first.get_id())
+        },
+    )
+    .await;
+    let status = host.status().await.unwrap();
+    assert_eq!(status.restarts, 1);
+    assert_eq!(
+        status.recent.last().map(|(_, k)| *k),
+        Some(echomq::supervision::ChildKind::DagReleaser)
+    );
+
+    let nodes = diamond("", "hr", "hr");
+    FlowProducer::new(&conn).add_dag(nodes).await.unwrap();
+    let ws = workers(&conn, &["hr"]).await;
+    wait_until("E completes", Duration::from_secs(30), async || {
+        state(&conn, "hr", "E").await == JobState::Completed
+    })
+    .await;
+    close(ws).await;
+    assert_eq!(rel.stats().await.unwrap().handed_over, 1);
+    let report = host.close(Duration::from_secs(5)).await.unwrap();
+    assert!(report.worker_sets.is_empty());
+    echomq_integration_tests::assert_consistent(&conn, "hr").await;
+}
+
+/// `echomq work` starts a releaser on every queue: on a queue without DAG
+/// nodes it reads no events, only looks for `{P}dag:pending`; the first
+/// DAG node several nodes wait for wakes it, and it follows the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_releaser_reads_no_events_until_its_queue_has_dag_nodes() {
+    use echomq_integration_tests::scale::Monitor;
+    let (redis, conn, q) = RedisServer::with_queue("dorm").await;
+    let c = redis.client().await;
+    let m = Monitor::start(redis.port(), &c).await;
+    let rel = releaser(&conn, "dorm").await;
+    for i in 0..50 {
+        q.add("plain", &json!({ "i": i }), echomq::JobOptions::new())
+            .await
+            .unwrap();
+    }
+    let mut calls = Vec::new();
+    wait_until(
+        "three looks for DAG nodes",
+        Duration::from_secs(10),
+        async || {
+            calls.extend(m.take(&c).await);
+            calls
+                .iter()
+                .filter(|c| {
+                    c.command == "EXISTS" && c.args.iter().any(|a| a == "emq:dorm:dag:pending")
+                })
+                .count()
+                >= 3
+        },
+    )
+    .await;
+    assert!(
+        !calls.iter().any(|c| c.command == "XREAD"),
+        "the releaser read the events of a queue without DAG nodes"
+    );
+    assert_eq!(
+        call_t!(rel, DagReleaserMsg::GetStats, 5000).unwrap().rounds,
+        0
+    );
+    // A diamond: A has extra parents, so dag:pending appears.
+    FlowProducer::new(&conn)
+        .add_dag(diamond("", "dorm", "dorm"))
+        .await
+        .unwrap();
+    wait_until("the stream followed", Duration::from_secs(10), async || {
+        m.take(&c).await.iter().any(|c| c.command == "XREAD")
+    })
+    .await;
+    let ws = workers(&conn, &["dorm"]).await;
+    wait_until("E completes", Duration::from_secs(30), async || {
+        state(&conn, "dorm", "E").await == JobState::Completed
+    })
+    .await;
+    close(ws).await;
+    rel.cast(DagReleaserMsg::Close).unwrap();
+}
+
+/// Every key of a queue but its stream, meta and the DAG-free ones.
+async fn node_keys(c: &Client, queue: &str, tag: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursor = "0".to_owned();
+    loop {
+        let (next, keys): (String, Vec<String>) = c
+            .custom(
+                fred::cmd!("SCAN"),
+                vec![
+                    cursor.clone(),
+                    "MATCH".into(),
+                    format!("emq:{queue}:{tag}*"),
+                    "COUNT".into(),
+                    "1000".into(),
+                ],
+            )
+            .await
+            .unwrap();
+        out.extend(keys);
+        if next == "0" {
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+/// A writer that dies between chunks (the library write stopped after 2 of
+/// its 4 transactions, as a killed process would) leaves 60 nodes parked
+/// and its gate open; once the gate's lease has passed, the home queue's
+/// releaser rolls the write back: no node ran, no node key is left, the
+/// audit is clean, and the same DAG can then be written and run whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_dag_write_is_rolled_back_by_the_releaser() {
+    use echomq::flow_producer::DagWriteStop;
+    let (redis, conn, q) = RedisServer::with_queue("ab").await;
+    let c = redis.client().await;
+    let mut nodes = Vec::new();
+    for i in 0..20 {
+        nodes.extend(diamond(&format!("k{i}-"), "ab", "ab"));
+    }
+    let stop = DagWriteStop {
+        after_transactions: 2,
+        lease: Duration::from_millis(500),
+    };
+    let added = FlowProducer::new(&conn)
+        .add_dag_abandoned(nodes.clone(), 30, stop)
+        .await
+        .unwrap();
+    assert_eq!(added.transactions, 2);
+    assert_eq!(q.counts().await.unwrap().waiting_children, 60);
+    assert_eq!(c.zcard::<u64, _>("emq:ab:dag:gates").await.unwrap(), 1);
+
+    // A write whose lease has not passed is nobody's to end: the repair
+    // leaves it as it is (a live writer is still renewing).
+    let live = FlowProducer::new(&conn)
+        .add_dag_abandoned(
+            diamond("", "live", "live"),
+            2,
+            DagWriteStop {
+                after_transactions: 1,
+                lease: Duration::from_secs(600),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(live.transactions, 1);
+    let home = echomq::protocol::QueueKeys::new("emq", "live").unwrap();
+    let gates: Vec<String> = c
+        .zrange("emq:live:dag:gates", 0, -1, None, false, None, false)
+        .await
+        .unwrap();
+    assert_eq!(gates.len(), 1);
+    let repair = echomq::protocol::call::dag::RepairDagWrite {
+        home: &home,
+        gate: &gates[0],
+        budget: 100,
+    };
+    assert_eq!(
+        conn.call(&repair).await.unwrap(),
+        echomq::protocol::call::dag::DagRepair::Alive
+    );
+    assert_eq!(
+        Queue::new(&conn, "live")
+            .await
+            .unwrap()
+            .counts()
+            .await
+            .unwrap()
+            .waiting_children,
+        2
+    );
+
+    let ws = workers(&conn, &["ab"]).await;
+    let rel = releaser(&conn, "ab").await;
+    wait_until(
+        "the abandoned write rolled back",
+        Duration::from_secs(30),
+        async || {
+            !echomq_integration_tests::state::exists(&c, "emq:ab:dag:gates").await
+                && q.counts().await.unwrap().waiting_children == 0
+        },
+    )
+    .await;
+    let counts = q.counts().await.unwrap();
+    assert_eq!(
+        (
+            counts.completed,
+            counts.active,
+            counts.waiting,
+            counts.failed
+        ),
+        (0, 0, 0, 0),
+        "a node of a half-written DAG ran: {counts:?}"
+    );
+    assert!(node_keys(&c, "ab", "k").await.is_empty());
+    assert!(node_keys(&c, "ab", "dag:").await.is_empty());
+    echomq_integration_tests::assert_consistent(&conn, "ab").await;
+    assert_eq!(
+        call_t!(rel, DagReleaserMsg::GetStats, 5000)
+            .unwrap()
+            .repaired,
+        1
+    );
+
+    // The ids are free again: the whole DAG is written and runs.
+    FlowProducer::new(&conn)
+        .add_dag_in_chunks(nodes.clone(), 30)
+        .await
+        .unwrap();
+    wait_until(
+        "every node completes",
+        Duration::from_secs(60),
+        async || q.counts().await.unwrap().completed == 100,
+    )
+    .await;
+    close(ws).await;
+    rel.stop(None);
+    echomq_integration_tests::assert_consistent(&conn, "ab").await;
+}
+
+/// A writer that dies while lifting its gates (every node written, 1 of 4
+/// lift transactions done): the releaser finishes the lift once the lease
+/// has passed, and every node runs exactly once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dag_write_abandoned_while_lifting_is_finished_by_the_releaser() {
+    use echomq::flow_producer::DagWriteStop;
+    let (redis, conn, q) = RedisServer::with_queue("fin").await;
+    let c = redis.client().await;
+    let mut nodes = Vec::new();
+    for i in 0..20 {
+        nodes.extend(diamond(&format!("k{i}-"), "fin", "fin"));
+    }
+    // 100 nodes in chunks of 5: 20 node transactions, then 20 roots in 4 lifts.
+    let stop = DagWriteStop {
+        after_transactions: 21,
+        lease: Duration::from_millis(500),
+    };
+    let added = FlowProducer::new(&conn)
+        .add_dag_abandoned(nodes.clone(), 5, stop)
+        .await
+        .unwrap();
+    assert_eq!(added.transactions, 21);
+    assert_eq!(q.counts().await.unwrap().waiting, 5, "one lift of 5 roots");
+
+    let rel = releaser(&conn, "fin").await;
+    let ws = workers(&conn, &["fin"]).await;
+    wait_until(
+        "every node completes",
+        Duration::from_secs(60),
+        async || q.counts().await.unwrap().completed == 100,
+    )
+    .await;
+    close(ws).await;
+    assert_eq!(
+        call_t!(rel, DagReleaserMsg::GetStats, 5000)
+            .unwrap()
+            .repaired,
+        1
+    );
+    rel.stop(None);
+    let (active, completed, completions) = positions(&c, "fin").await;
+    assert_order(&nodes, &active, &completed);
+    assert!(completions.values().all(|&n| n == 1), "{completions:?}");
+    assert!(node_keys(&c, "fin", "dag:").await.is_empty());
+    echomq_integration_tests::assert_consistent(&conn, "fin").await;
+}

@@ -737,6 +737,9 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         // DAG flows (docs/flows.md §DAGs).
         "releaseDagParents-5",
         "auditDag-1",
+        "addDagEdges-4",
+        "dagGate-2",
+        "repairDagWrite-2",
         // Byte budgets (docs/operations.md §Memory).
         "enforceBudget-4",
         // Payload offload (docs/operations.md §Memory).

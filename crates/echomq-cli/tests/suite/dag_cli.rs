@@ -130,3 +130,65 @@ async fn dag_release_lets_a_node_fleet_run_a_diamond() {
     assert_eq!(under_a, 2, "a below both b and c:\n{text}");
     assert!(lines.iter().all(|l| l.contains("completed")), "{text}");
 }
+
+/// `echomq work` alone runs a diamond whose A has two dependents: the
+/// worker process starts a DAG releaser under its host, so no `dag-release`
+/// runs beside it. `--max-jobs 4` ends the worker once e, the last node,
+/// has run — which only its releaser can make happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echomq_work_releases_a_dag_without_dag_release() {
+    use std::time::Duration;
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let (redis, conn, q) = RedisServer::with_queue("w").await;
+    let url = redis.url();
+    let dir = tempfile::tempdir().unwrap();
+    let node = |id: &str, deps: &[&str]| json!({"id": id, "name": id, "queueName": "w", "data": {}, "dependsOn": deps});
+    let file = dir.path().join("diamond.json");
+    std::fs::write(
+        &file,
+        json!({"dag": [node("a", &[]), node("b", &["a"]), node("c", &["a"]), node("e", &["b", "c"])]})
+            .to_string(),
+    )
+    .unwrap();
+    let out = echomq(&url, &["add-flow", file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut work = Reap(
+        crate::cli::command()
+            .args(["--url", &url, "work", "w", "--quiet", "--max-jobs", "4"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut exit = None;
+    echomq_integration_tests::wait_until(
+        "echomq work ran the whole diamond and exited",
+        Duration::from_secs(30),
+        async || {
+            exit = work.0.try_wait().unwrap();
+            exit.is_some()
+        },
+    )
+    .await;
+    assert!(exit.unwrap().success(), "{exit:?}");
+    let counts = q.counts().await.unwrap();
+    assert_eq!(counts.completed, 4, "{counts:?}");
+    let c = redis.client().await;
+    assert_eq!(
+        c.exists::<u64, _>("emq:w:dag:pending").await.unwrap(),
+        0,
+        "a was not handed over"
+    );
+    let values = q.flows().get_children_values("e").await.unwrap();
+    assert_eq!(values.len(), 2, "{values:?}");
+    conn.close().await;
+}

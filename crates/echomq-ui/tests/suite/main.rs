@@ -6,6 +6,7 @@ mod browser;
 mod budget_line;
 mod bull_board;
 mod codec_view;
+mod dag_view;
 mod dashboard;
 mod dead_letters_panel;
 mod groups_panel;

@@ -34,8 +34,11 @@ pub use echomq_protocol::ParentRef;
 
 pub use crate::flows::dag::{
     DagAdded, DagError, DagNode, DagReleaser, DagReleaserArgs, DagReleaserMsg, DagReleaserStats,
-    DAG_CHUNK,
+    DAG_CHUNK, DAG_WRITE_LEASE,
 };
+
+#[cfg(feature = "fault-injection")]
+pub use crate::flows::dag::DagWriteStop;
 
 /// What a failed child does to its parent (BullMQ's four options; without
 /// any, the parent keeps waiting for that child forever). The same rule as

@@ -3,7 +3,7 @@
 //! A [`Host`] runs the shipped one-for-one [`HostSupervisor`] and is the one way
 //! to start and supervise EchoMQ's actors: each `add_*` spawns a child under
 //! it and answers a handle — [`WorkerHandle`], [`SchedulerHandle`],
-//! [`EventsHandle`], [`FeederHandle`], [`RelayHandle`]. A handle names its
+//! [`EventsHandle`], [`FeederHandle`], [`DagReleaserHandle`], [`RelayHandle`]. A handle names its
 //! child by [`ChildId`] and resolves the child's current actor on every call,
 //! so it stays valid across the child's restarts.
 //!
@@ -40,6 +40,7 @@ mod error;
 mod events;
 mod feeder;
 mod relay;
+mod releaser;
 mod scheduler;
 mod worker;
 
@@ -51,11 +52,13 @@ pub use self::error::HandleError;
 pub use self::events::EventsHandle;
 pub use self::feeder::FeederHandle;
 pub use self::relay::RelayHandle;
+pub use self::releaser::DagReleaserHandle;
 pub use self::scheduler::SchedulerHandle;
 pub use self::worker::WorkerHandle;
 pub use crate::supervision::ChildId;
 
 use self::call::ask;
+use crate::flows::dag::releaser::DagReleaserArgs;
 use crate::groups::feeder::GroupFeederArgs;
 use crate::queue_events::QueueEventsArgs;
 use crate::relay::RelayArgs;
@@ -193,6 +196,22 @@ impl Host {
         Ok(FeederHandle::new(self.clone(), id))
     }
 
+    /// Spawns a DagReleaser (docs/flows.md §DAGs): the follower that hands
+    /// a queue's finished DAG nodes to their extra parents. Dormant (one
+    /// EXISTS every 250 ms) until the queue holds such a node.
+    pub async fn add_dag_releaser(
+        &self,
+        args: DagReleaserArgs,
+    ) -> Result<DagReleaserHandle, HandleError> {
+        let args = Box::new(args);
+        let (id, _) = self
+            .spawned("add_dag_releaser", |r| {
+                HostSupervisorMsg::AddDagReleaser(args, r)
+            })
+            .await?;
+        Ok(DagReleaserHandle::new(self.clone(), id))
+    }
+
     /// Spawns a Relay node (docs/relay.md); it answers once the node is
     /// registered.
     pub async fn add_relay(&self, args: RelayArgs) -> Result<RelayHandle, HandleError> {
@@ -214,7 +233,7 @@ impl Host {
         .await
     }
 
-    /// Closes every child in order — feeders, worker sets (running jobs get
+    /// Closes every child in order — feeders and DAG releasers, worker sets (running jobs get
     /// `timeout` to finish; the rest go back to wait), schedulers, relay
     /// nodes, QueueEvents — and returns once the host has stopped.
     pub async fn close(&self, timeout: Duration) -> Result<ShutdownReport, HandleError> {

@@ -55,6 +55,8 @@ pub enum ChildKind {
     QueueEvents,
     /// A GroupFeeder.
     GroupFeeder,
+    /// A DagReleaser.
+    DagReleaser,
     /// A Relay node.
     Relay,
 }

@@ -13,7 +13,7 @@
 //! * counts every restart in one [`RestartIntensity`]; past it, stops all its
 //!   children and fails with [`SupervisionError::GaveUp`];
 //! * closes everything in order on [`HostSupervisorMsg::Close`]: the group
-//!   feeders, the worker sets (each [`WorkerSet::close`], concurrently), the
+//!   feeders and DAG releasers, the worker sets (each [`WorkerSet::close`], concurrently), the
 //!   JobSchedulers, the Relay nodes, then the QueueEvents; answers with a
 //!   [`ShutdownReport`] and stops.
 //!
@@ -37,6 +37,7 @@ use super::decision::{
 };
 use super::intensity::RestartIntensity;
 use super::worker_set::{WorkerSet, WorkerSetSpec};
+use crate::flows::dag::releaser::{DagReleaser, DagReleaserArgs, DagReleaserMsg};
 use crate::groups::feeder::{GroupFeeder, GroupFeederArgs, GroupFeederMsg};
 use crate::queue_events::{QueueEvents, QueueEventsArgs, QueueEventsMsg};
 use crate::relay::{Relay, RelayArgs, RelayMsg};
@@ -83,11 +84,18 @@ pub enum HostSupervisorMsg {
         Box<GroupFeederArgs>,
         RpcReplyPort<Added<ActorRef<GroupFeederMsg>>>,
     ),
+    /// Spawn a DagReleaser (docs/flows.md §DAGs) under the supervisor.
+    AddDagReleaser(
+        Box<DagReleaserArgs>,
+        RpcReplyPort<Added<ActorRef<DagReleaserMsg>>>,
+    ),
     /// Spawn a Relay node (docs/relay.md) under the supervisor; a restarted
     /// node keeps its id and the subscriptions of `args`' registry.
     AddRelay(Box<RelayArgs>, RpcReplyPort<Added<ActorRef<RelayMsg>>>),
     /// The current ref of a GroupFeeder.
     GetGroupFeeder(ChildId, RpcReplyPort<Option<ActorRef<GroupFeederMsg>>>),
+    /// The current ref of a DagReleaser.
+    GetDagReleaser(ChildId, RpcReplyPort<Option<ActorRef<DagReleaserMsg>>>),
     /// The current refs of a worker set.
     GetWorkerSet(ChildId, RpcReplyPort<Option<WorkerSet>>),
     /// The current ref of a JobScheduler.
@@ -114,8 +122,10 @@ impl std::fmt::Debug for HostSupervisorMsg {
             HostSupervisorMsg::AddJobScheduler(..) => write!(f, "AddJobScheduler"),
             HostSupervisorMsg::AddQueueEvents(..) => write!(f, "AddQueueEvents"),
             HostSupervisorMsg::AddGroupFeeder(..) => write!(f, "AddGroupFeeder"),
+            HostSupervisorMsg::AddDagReleaser(..) => write!(f, "AddDagReleaser"),
             HostSupervisorMsg::AddRelay(..) => write!(f, "AddRelay"),
             HostSupervisorMsg::GetGroupFeeder(id, _) => write!(f, "GetGroupFeeder({id})"),
+            HostSupervisorMsg::GetDagReleaser(id, _) => write!(f, "GetDagReleaser({id})"),
             HostSupervisorMsg::GetWorkerSet(id, _) => write!(f, "GetWorkerSet({id})"),
             HostSupervisorMsg::GetJobScheduler(id, _) => write!(f, "GetJobScheduler({id})"),
             HostSupervisorMsg::GetQueueEvents(id, _) => write!(f, "GetQueueEvents({id})"),
@@ -166,6 +176,7 @@ enum Child {
     Scheduler(Box<JobSchedulerArgs>, ActorRef<JobSchedulerMsg>),
     Events(Box<QueueEventsArgs>, ActorRef<QueueEventsMsg>),
     Feeder(Box<GroupFeederArgs>, ActorRef<GroupFeederMsg>),
+    Releaser(Box<DagReleaserArgs>, ActorRef<DagReleaserMsg>),
     Relay(Box<RelayArgs>, ActorRef<RelayMsg>),
 }
 
@@ -176,6 +187,7 @@ impl Child {
             Child::Scheduler(..) => ChildKind::JobScheduler,
             Child::Events(..) => ChildKind::QueueEvents,
             Child::Feeder(..) => ChildKind::GroupFeeder,
+            Child::Releaser(..) => ChildKind::DagReleaser,
             Child::Relay(..) => ChildKind::Relay,
         }
     }
@@ -187,6 +199,7 @@ impl Child {
             Child::Scheduler(_, a) => Some(a.get_cell()),
             Child::Events(_, a) => Some(a.get_cell()),
             Child::Feeder(_, a) => Some(a.get_cell()),
+            Child::Releaser(_, a) => Some(a.get_cell()),
             Child::Relay(_, a) => Some(a.get_cell()),
         }
     }
@@ -198,6 +211,7 @@ impl Child {
             Child::Scheduler(args, a) => *a = spawn(JobScheduler, args, sup).await?,
             Child::Events(args, a) => *a = spawn(QueueEvents, args, sup).await?,
             Child::Feeder(args, a) => *a = spawn(GroupFeeder, args, sup).await?,
+            Child::Releaser(args, a) => *a = spawn(DagReleaser, args, sup).await?,
             Child::Relay(args, a) => *a = spawn(Relay, args, sup).await?,
         }
         Ok(())
@@ -219,6 +233,7 @@ impl Child {
             }
             Child::Scheduler(_, a) => stop_and_wait(a.get_cell()).await,
             Child::Feeder(_, a) => stop_and_wait(a.get_cell()).await,
+            Child::Releaser(_, a) => stop_and_wait(a.get_cell()).await,
         }
         None
     }
@@ -318,6 +333,10 @@ impl Actor for HostSupervisor {
                 let r = spawn(GroupFeeder, &args, sup).await;
                 let _ = reply.send(r.map(|a| (s.add(Child::Feeder(args, a.clone())), a)));
             }
+            M::AddDagReleaser(args, reply) => {
+                let r = spawn(DagReleaser, &args, sup).await;
+                let _ = reply.send(r.map(|a| (s.add(Child::Releaser(args, a.clone())), a)));
+            }
             M::AddRelay(args, reply) => {
                 let r = spawn(Relay, &args, sup).await;
                 let _ = reply.send(r.map(|a| (s.add(Child::Relay(args, a.clone())), a)));
@@ -343,6 +362,12 @@ impl Actor for HostSupervisor {
             M::GetGroupFeeder(id, reply) => {
                 let _ = reply.send(match s.get(id) {
                     Some(Child::Feeder(_, a)) => Some(a.clone()),
+                    _ => None,
+                });
+            }
+            M::GetDagReleaser(id, reply) => {
+                let _ = reply.send(match s.get(id) {
+                    Some(Child::Releaser(_, a)) => Some(a.clone()),
                     _ => None,
                 });
             }
@@ -452,14 +477,15 @@ fn give_up(me: &ActorRef<HostSupervisorMsg>, err: SupervisionError) -> ActorProc
     Box::new(err)
 }
 
-/// Close order of the kinds: feeders first (nothing more is released while the
-/// workers finish), then the worker sets (their jobs finish or go back to wait
+/// Close order of the kinds: feeders and DAG releasers first (nothing more is
+/// released while the workers finish; a finish after that is the next
+/// releaser's, by its sweep), then the worker sets (their jobs finish or go back to wait
 /// while locks are renewed), the schedulers, the relay nodes, and QueueEvents
 /// last, so that subscribers get the events the closing workers wrote that it
 /// has already read.
 fn close_rank(c: &Child) -> u8 {
     match c {
-        Child::Feeder(..) => 0,
+        Child::Feeder(..) | Child::Releaser(..) => 0,
         Child::Set { .. } => 1,
         Child::Scheduler(..) => 2,
         Child::Relay(..) => 3,

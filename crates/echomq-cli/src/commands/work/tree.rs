@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use echomq::flow_producer::DagReleaserArgs;
 use echomq::groups::GroupFeederArgs;
 use echomq::health::{HealthCheck, HealthServer};
 use echomq::worker::Processor;
@@ -35,6 +36,11 @@ pub(super) async fn work(
     let feeder = GroupFeederArgs::new(conn.clone(), queue.name())
         .max_ready((settings.concurrency as u64 * 2).max(16));
     host.add_group_feeder(feeder).await?;
+    // Nodes of a DAG that several nodes wait for (docs/flows.md §DAGs) are
+    // handed to their extra parents by a releaser; with none on the queue it
+    // only looks for `{P}dag:pending` four times a second.
+    host.add_dag_releaser(DagReleaserArgs::new(conn.clone(), queue.name()))
+        .await?;
     // Final failures of other workers (BullMQ Node's) follow this worker's
     // into the dead-letter queue.
     let follower = match &settings.dead_letter {

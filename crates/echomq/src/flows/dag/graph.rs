@@ -184,8 +184,17 @@ pub enum DagError {
         /// Its queue.
         queue: String,
     },
+    /// A gated write let its gate's deadline pass (a writer stalled past
+    /// the lease) and a repair took it over: rolled back, or finished.
+    #[error("the dag write was taken over by a repair: its gate {gate:?} passed its deadline")]
+    TakenOver {
+        /// The gate key.
+        gate: String,
+    },
     /// Redis failed. Chunks already written stay written, but no node of
-    /// the DAG can run: its roots are released only after the last chunk.
+    /// the DAG can run: its roots are released only after the last chunk;
+    /// once the write's lease has passed, the home queue's DagReleaser
+    /// rolls the write back (or finishes lifting its gates).
     #[error(transparent)]
     Redis(#[from] crate::error::Error),
 }

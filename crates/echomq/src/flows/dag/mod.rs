@@ -10,6 +10,8 @@ pub(crate) mod add;
 pub(crate) mod graph;
 pub(crate) mod releaser;
 
-pub use self::add::{DagAdded, DAG_CHUNK};
+#[cfg(feature = "fault-injection")]
+pub use self::add::DagWriteStop;
+pub use self::add::{DagAdded, DAG_CHUNK, DAG_WRITE_LEASE};
 pub use self::graph::{DagError, DagNode};
 pub use self::releaser::{DagReleaser, DagReleaserArgs, DagReleaserMsg, DagReleaserStats};

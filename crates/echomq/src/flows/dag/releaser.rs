@@ -6,12 +6,23 @@
 //! restart, a trimmed stream, a dropped read. Every release is idempotent,
 //! so several releasers of one queue, a replayed event or a sweep that meets
 //! a node the stream already handled change nothing.
+//!
+//! Each sweep also ends the gated DAG writes homed in its queue whose writer
+//! let the deadline pass (`{P}dag:gates`, repairDagWrite-2): rolled back, or
+//! finished when every node was written.
+//!
+//! `echomq work` starts one per queue under its host
+//! ([`Host::add_dag_releaser`](crate::host::Host::add_dag_releaser)): on a
+//! queue that holds no DAG node several nodes wait for, it reads nothing but
+//! one EXISTS of `{P}dag:pending` every 250 ms, until the first appears.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use echomq_protocol::call::dag::{pending_key, DagRelease, ReleaseDagParents};
+use echomq_protocol::call::dag::{
+    gates_key, pending_key, DagRelease, DagRepair, ReleaseDagParents, RepairDagWrite,
+};
 use echomq_protocol::call::lifecycle::EpochMs;
 use echomq_protocol::QueueKeys;
 use fred::prelude::{ClientLike, SetsInterface, StreamsInterface, Value};
@@ -30,6 +41,12 @@ const READ_BATCH: u64 = 1000;
 const SWEEP_PAGE: u64 = 200;
 /// Extra parents handed over per script call.
 const PARENTS_PER_CALL: u64 = 100;
+/// Gated writes looked at per sweep (the earliest deadlines).
+const GATES_PER_SWEEP: i64 = 10;
+/// Nodes rolled back or lifted per repair call.
+const NODES_PER_REPAIR: u64 = 200;
+/// How often a releaser of a queue without DAG nodes looks for one.
+const DORMANT_POLL: Duration = Duration::from_millis(250);
 
 /// Arguments of a [`DagReleaser`]: [`DagReleaserArgs::new`], then the setters.
 #[derive(Clone, Debug)]
@@ -76,6 +93,8 @@ impl DagReleaserArgs {
 pub struct DagReleaserStats {
     /// Nodes fully handed over to their extra parents.
     pub handed_over: u64,
+    /// Abandoned gated writes ended (rolled back or finished).
+    pub repaired: u64,
     /// Rounds (handle events, sweep, block).
     pub rounds: u64,
 }
@@ -83,6 +102,7 @@ pub struct DagReleaserStats {
 #[derive(Default)]
 struct Counters {
     handed_over: AtomicU64,
+    repaired: AtomicU64,
     rounds: AtomicU64,
 }
 
@@ -91,8 +111,11 @@ struct Counters {
 pub enum DagReleaserMsg {
     /// The counters.
     GetStats(RpcReplyPort<DagReleaserStats>),
-    /// Stop (reason `"closed"`).
+    /// Stop (reason `"closed"`, not restarted by a host).
     Close,
+    /// Panics the actor (fault injection for supervision tests).
+    #[cfg(feature = "fault-injection")]
+    Crash,
 }
 
 /// The actor (`Actor::spawn` or `Actor::spawn_linked` with
@@ -160,6 +183,7 @@ impl Actor for DagReleaser {
                 let c = &state.counters;
                 let _ = reply.send(DagReleaserStats {
                     handed_over: c.handed_over.load(Ordering::Relaxed),
+                    repaired: c.repaired.load(Ordering::Relaxed),
                     rounds: c.rounds.load(Ordering::Relaxed),
                 });
             }
@@ -169,6 +193,8 @@ impl Actor for DagReleaser {
                 }
                 me.stop(Some(crate::supervision::decision::CLOSED.into()));
             }
+            #[cfg(feature = "fault-injection")]
+            DagReleaserMsg::Crash => panic!("fault injection: DAG releaser crash"),
         }
         Ok(())
     }
@@ -182,16 +208,56 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(self, reader: BlockingReader, mut cursor: String) {
+    async fn run(self, reader: BlockingReader, cursor: String) {
+        if let Some(cursor) = self.wait_for_nodes(cursor).await {
+            self.follow(&reader, cursor).await;
+        }
+        reader.close().await;
+    }
+
+    fn stopping(&self) -> bool {
+        // Not `!= Running`: the pump starts inside pre_start, while the
+        // actor is still `Starting`.
+        matches!(
+            self.me.get_status(),
+            ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+        )
+    }
+
+    /// Most queues hold no DAG node several nodes wait for, and `echomq work`
+    /// starts a releaser on every queue: until `{P}dag:pending` or
+    /// `{P}dag:gates` exists (the add writes them), the releaser only looks for them, one
+    /// EXISTS every [`DORMANT_POLL`], instead of reading and decoding every
+    /// event of a busy queue. Answers the cursor to follow the stream from
+    /// (read before the look, so a finish in between is not missed; the
+    /// first round's sweep covers the rest), `None` once stopped.
+    async fn wait_for_nodes(&self, mut cursor: String) -> Option<String> {
+        use fred::prelude::KeysInterface;
+        let conn = &self.args.connection;
+        let look = vec![pending_key(&self.keys), gates_key(&self.keys)];
+        loop {
+            if self.stopping() {
+                return None;
+            }
+            match conn.pool().exists::<u64, _>(look.clone()).await {
+                Ok(n) if n > 0 => return Some(cursor),
+                Ok(_) => {}
+                Err(e) => debug!(error = %e, "dag releaser: looking for DAG nodes failed"),
+            }
+            tokio::time::sleep(DORMANT_POLL).await;
+            if let Ok(id) = last_entry_id(conn, &self.keys.events()).await {
+                cursor = id;
+            }
+        }
+    }
+
+    async fn follow(&self, reader: &BlockingReader, mut cursor: String) {
         let stream = self.keys.events();
         let mut finished: Vec<String> = Vec::new();
         let mut sweep_cursor = "0".to_owned();
         let mut next_sweep = Instant::now();
         loop {
-            if matches!(
-                self.me.get_status(),
-                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
-            ) {
+            if self.stopping() {
                 break;
             }
             self.counters.rounds.fetch_add(1, Ordering::Relaxed);
@@ -238,7 +304,6 @@ impl Pump {
                 Read::Stopped => break,
             }
         }
-        reader.close().await;
     }
 
     /// Hands over the finishes the stream announced, then a sweep page when due.
@@ -253,9 +318,13 @@ impl Pump {
         for part in finished.chunks(500) {
             // Only the nodes with extra parents cost a script call.
             let member: Vec<bool> = conn.pool().smismember(&pending, part.to_vec()).await?;
-            for (id, _) in part.iter().zip(member).filter(|(_, m)| *m) {
-                self.release(id).await?;
-            }
+            let ids: Vec<&str> = part
+                .iter()
+                .zip(member)
+                .filter(|(_, m)| *m)
+                .map(|(id, _)| id.as_str())
+                .collect();
+            self.release_all(&ids).await?;
         }
         finished.clear();
         if Instant::now() >= *next_sweep {
@@ -273,14 +342,83 @@ impl Pump {
                 )
                 .await?;
             let (next, ids) = scan_page(page);
-            for id in &ids {
-                self.release(id).await?;
-            }
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            self.release_all(&ids).await?;
             if next == "0" {
+                self.repair_writes().await?;
                 *sweep_cursor = "0".to_owned();
                 *next_sweep = Instant::now() + self.args.sweep_interval;
             } else {
                 *sweep_cursor = next;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the gated writes homed here whose deadline passed, earliest
+    /// first; the first live one ends the look (deadlines are in order).
+    async fn repair_writes(&self) -> Result<()> {
+        use fred::prelude::SortedSetsInterface;
+        let conn = &self.args.connection;
+        let gates: Vec<String> = conn
+            .pool()
+            .zrange(
+                gates_key(&self.keys),
+                0,
+                GATES_PER_SWEEP - 1,
+                None,
+                false,
+                None,
+                false,
+            )
+            .await?;
+        for gate in gates {
+            loop {
+                let call = RepairDagWrite {
+                    home: &self.keys,
+                    gate: &gate,
+                    budget: NODES_PER_REPAIR,
+                };
+                match conn.call(&call).await? {
+                    DagRepair::Alive => return Ok(()),
+                    DagRepair::Left(0) => {
+                        warn!(queue = %self.args.queue, gate = %gate, "ended a DAG write abandoned by its writer");
+                        self.counters.repaired.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    DagRepair::Left(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands these nodes over in one pipelined round trip (a burst of
+    /// finishes, say the first nodes of many DAGs, would otherwise wait for
+    /// each other's round trips); a node with more extra parents than one
+    /// call takes goes on alone.
+    async fn release_all(&self, ids: &[&str]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let now = EpochMs(crate::clock::now_ms());
+        let calls: Vec<ReleaseDagParents<'_>> = ids
+            .iter()
+            .map(|id| ReleaseDagParents {
+                keys: &self.keys,
+                id,
+                now,
+                budget: PARENTS_PER_CALL,
+            })
+            .collect();
+        let results = self.args.connection.call_batch(&calls).await;
+        for (id, r) in ids.iter().zip(results) {
+            match r? {
+                DagRelease::NotFinished => {}
+                DagRelease::Left(0) => {
+                    self.counters.handed_over.fetch_add(1, Ordering::Relaxed);
+                }
+                DagRelease::Left(_) => self.release(id).await?,
             }
         }
         Ok(())
