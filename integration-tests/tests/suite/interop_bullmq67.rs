@@ -728,6 +728,7 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "removeGroup-7",
         // Group commit (docs/decisions.md §16).
         "moveJobsToFinished-15",
+        "moveJobsToActive-11",
         // `echomq adopt` (docs/migrating.md).
         "adoptLegacyRepeatable-5",
         // Dead letters (docs/operations.md §Dead letters).

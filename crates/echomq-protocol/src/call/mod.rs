@@ -25,6 +25,7 @@ pub mod dag;
 pub mod dead_letter;
 pub mod decode;
 pub mod dedup;
+pub mod fetch_batch;
 pub mod flow;
 pub mod getters;
 pub mod group_commit;
