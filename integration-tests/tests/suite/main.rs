@@ -17,6 +17,7 @@ mod dead_letters;
 mod deduplication;
 mod delayed_timing;
 mod examples;
+mod fetch_batch;
 mod fetch_batch_equality;
 mod flows;
 mod foreign_data;
