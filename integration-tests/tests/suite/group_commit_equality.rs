@@ -646,7 +646,7 @@ fn bullmq_opts(o: &FinishOpts) -> Vec<u8> {
     rmp_serde::to_vec_named(&m).unwrap()
 }
 
-fn to_reply(v: Value) -> Reply {
+pub(crate) fn to_reply(v: Value) -> Reply {
     match v {
         Value::Null => Reply::Nil,
         Value::Integer(n) => Reply::Int(n),

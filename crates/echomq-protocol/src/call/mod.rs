@@ -18,6 +18,7 @@ macro_rules! keys {
 }
 
 pub mod add;
+pub mod add_group;
 pub mod admin;
 pub mod audit;
 pub mod chunked;
