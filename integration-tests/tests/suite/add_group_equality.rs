@@ -379,3 +379,62 @@ async fn a_malformed_add_group_is_refused_whole() {
     }
     assert_eq!(dump(&c).await, before, "nothing written");
 }
+
+/// `add_bulk` (runs of standard adds grouped, the others alone) leaves the
+/// keyspace and the ids of the same jobs added one by one with `add`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_bulk_leaves_the_keyspace_of_single_adds() {
+    use echomq::{Deduplication, JobOptions, NewJob, Queue};
+    const N: usize = 700;
+    let jobs: Vec<NewJob> = (0..N)
+        .map(|i| {
+            let mut o = JobOptions::new().timestamp(T0 + i as u64);
+            if i % 7 == 0 {
+                o = o.job_id(format!("c{}", i % 50));
+            }
+            if i % 11 == 0 {
+                o = o.priority(1 + (i % 3) as i64);
+            }
+            if i % 13 == 0 {
+                o = o.delay(std::time::Duration::from_millis(5000));
+            }
+            if i % 17 == 0 {
+                o = o.deduplication(Deduplication::new(format!("d{}", i % 4)));
+            }
+            if i % 19 == 0 {
+                o = o.lifo(true);
+            }
+            NewJob {
+                name: format!("n{}", i % 3),
+                data: json!({ "i": i }),
+                options: o,
+            }
+        })
+        .collect();
+    let (_ra, conn_a, ca) = one_server().await;
+    let (_rb, conn_b, cb) = one_server().await;
+    let qa = Queue::new(&conn_a, QUEUE).await.unwrap();
+    let qb = Queue::new(&conn_b, QUEUE).await.unwrap();
+    let mut singles = Vec::new();
+    for j in &jobs {
+        singles.push(qa.add(&j.name, &j.data, j.options.clone()).await.unwrap());
+    }
+    crate::group_commit::log_every_command(&cb).await;
+    let bulk = qb.add_bulk(jobs).await.unwrap();
+    assert_eq!(singles, bulk, "the same ids");
+    let (da, db) = (dump(&ca).await, dump(&cb).await);
+    assert!(
+        da == db,
+        "keyspace: add vs add_bulk: {}",
+        first_difference(&da, &db)
+    );
+    let groups =
+        crate::group_commit::calls_of(&cb, echomq::protocol::ScriptId::AddStandardJobs).await;
+    let standard =
+        crate::group_commit::calls_of(&cb, echomq::protocol::ScriptId::AddStandardJob).await;
+    assert!(
+        groups > 0,
+        "no add was grouped ({standard} single standard adds)"
+    );
+    eprintln!("add_bulk of {N}: {groups} addStandardJobs + {standard} addStandardJob calls");
+}
