@@ -1022,23 +1022,15 @@ fn process_cpu_us(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / hz * 1e6
 }
 
-/// The worker waits on the paused queue (its marker read, BZPOPMIN,
-/// blocked): the section can start.
-async fn marker_read_blocked(c: &Client) -> bool {
-    let list: String = c.client_list::<String, String>(None, None).await.unwrap();
-    list.lines().any(|l| l.contains("cmd=bzpopmin"))
-}
-
 /// `n` jobs on the paused queue `name`, a worker at c16 started and
 /// waiting; then the section: resume to the n-th completion (`ZCARD` of
 /// completed, read every millisecond, the same for both workers).
 async fn work_section(c: &Client, q: &Queue, n: u64) -> f64 {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !marker_read_blocked(c).await {
-        assert!(
-            Instant::now() < deadline,
-            "the worker never waited on its marker"
-        );
+    // The worker has opened and named its blocking connection (at start):
+    // it is up, waiting on the paused queue.
+    while q.get_workers().await.unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the worker never connected");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let t = Instant::now();
