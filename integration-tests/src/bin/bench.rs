@@ -1134,8 +1134,8 @@ fn print_work(rounds: &[WorkRound]) {
         "\n### `echomq work` (release binary, `--processor echo`) vs the library worker, c16, kept ({} jobs)\n",
         first.n
     );
-    println!("Each cell: the median of {} measured rounds (min–max); the ratio is taken per round (binary / library, > 1 = the binary faster). Client CPU: the binary's from /proc, the library's getrusage of the bench process (which also polls Redis for the count).\n", rounds.len());
-    println!("| metric | library | `echomq work` | `echomq work` / library |");
+    println!("Each cell: the median of {} measured rounds (min–max); the ratio is taken per round, > 1 = `echomq work` better (jobs/s: binary / library; CPU: library / binary). Client CPU: the binary's from /proc, the library's getrusage of the bench process (which also polls Redis for the count).\n", rounds.len());
+    println!("| metric | library | `echomq work` | `echomq work` vs library |");
     println!("| --- | ---: | ---: | ---: |");
     let show = |v: Vec<f64>, unit: &str| cell(v, unit);
     let ratio = |v: Vec<f64>| match spread(v) {
