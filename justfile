@@ -37,6 +37,8 @@ bench: _ensure-redis _ensure-node-packages
         echo "bullmq-official could not be built: the bench runs without that peer" >&2
         export BENCH_OFFICIAL=/nonexistent
     fi
+    # The `work` section runs the shipped binary beside the library.
+    cargo build --release -q -p echomq-cli
     cargo run --release -q -p echomq-integration-tests --bin bench
     cargo run --release -q -p echomq-integration-tests --bin bench_lateness
     cargo run --release -q -p echomq-integration-tests --bin bench_batches

@@ -17,27 +17,6 @@
     deduplicated; -5 missing parent; -7 parent cannot be replaced.
   Events: added, waiting (or duplicated / deduplicated, removed).
 ]]
---- @include "includes/addJobInTargetList"
---- @include "includes/prepareJobAdd"
---- @include "includes/storeJob"
+--- @include "includes/addStandardJob"
 
-local result, job = prepareJobAdd(KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], ARGV[1], ARGV[2], ARGV[3])
-if result ~= nil then
-  return result
-end
-
-storeJob(KEYS[8], job.jobKey, job.jobId, job.name, job.data, job.opts, job.timestamp, job.parentKey,
-  job.parentData, job.repeatJobKey)
-
-local isPausedOrMaxed = isJobQueuePausedOrMaxed(job, KEYS[7])
--- Workers pop the tail of wait, so lifo jobs are appended there.
-local pushCmd = job.opts["lifo"] and "RPUSH" or "LPUSH"
-addJobInTargetList(KEYS[1], KEYS[9], pushCmd, isPausedOrMaxed, job.jobId)
-
-redis.call("XADD", KEYS[8], "MAXLEN", "~", job.maxEventsArg, "*", "event", "waiting", "jobId", job.jobId)
-
-if job.parentDependenciesKey ~= nil then
-  redis.call("SADD", job.parentDependenciesKey, job.jobKey)
-end
-
-return job.jobId
+return addStandardJob(KEYS, ARGV[1], ARGV[2], ARGV[3])

@@ -1,9 +1,11 @@
 --[[
   moveJobsToFinished (EchoMQ extension, docs/protocol.md §Extensions): several
-  moveToFinished in one call — group commit. Each entry is exactly one
-  moveToFinished's ARGV and runs the same body (includes/finishJob), in order,
-  fetch-next included: the keyspace, the events and each entry's reply are
-  those of the same moveToFinished calls sent one after the other.
+  moveToFinished in one call — group commit. Each entry runs the same body as
+  one moveToFinished (includes/finishJob), in order, fetch-next included: the
+  keyspace, the events and each entry's reply are those of the same
+  moveToFinished calls sent one after the other. What the entries share (the
+  prefix, the FinishOpts but for the lock token) is sent and unpacked once
+  per call, not once per entry.
 
   KEYS
     1 {P}wait     2 {P}active    3 {P}prioritized  4 {P}events
@@ -11,13 +13,19 @@
     9 {P}meta     10 {P}pc
     11 {P}completed   12 {P}failed   13 {P}metrics:completed
     14 {P}marker (moveToFinished's position)   15 {P}metrics:failed
-  Each entry's job key is {P}<id> (ARGV 7 and 1 of the entry), the key
+  Each entry's job key is {P}<id> (ARGV 1 and the entry's id), the key
   moveToFinished gets as KEYS[12]; the queue's keys share its hash slot.
   ARGV
-    1 the entries: a msgpack array of 1 to 32 arrays of 9 strings, each the
-      ARGV of one moveToFinished (id, now, field, value, target, fetch next,
-      {P}, FinishOpts, FieldsToUpdate); at most 1 MiB in all unless there is
-      a single entry.
+    1 {P}
+    2 the shared options: a msgpack array of 1 to 32 strings, each a
+      moveToFinished FinishOpts map without its token
+    3 the entries: a msgpack array of 1 to 32 arrays of 8 strings: id, now,
+      value, target (completed | failed), fetch next (1 | 0), the index in
+      ARGV 2 of its options (from 1), its lock token, FieldsToUpdate or "";
+      ARGV 2 and 3 at most 1 MiB in all unless there is a single entry.
+  Entry i runs as moveToFinished with ARGV id, now, returnvalue | failedReason
+  (by target), value, target, fetch next, {P}, its options with its token,
+  FieldsToUpdate.
   Returns
     an array with one reply per entry, in order: what that moveToFinished
     returns (0, a next-job reply, or -1 -2 -3 -4 -6 -9). A refused entry
@@ -26,35 +34,65 @@
 ]]
 --- @include "includes/finishJob"
 
-local entries = cmsgpack.unpack(ARGV[1])
-if type(entries) ~= "table" or #entries < 1 or #entries > 32 then
-  return redis.error_reply("ERR moveJobsToFinished: ARGV[1] must pack 1 to 32 entries")
-end
-if #entries > 1 and #ARGV[1] > 1048576 then
-  return redis.error_reply("ERR moveJobsToFinished: more than 1 MiB of entries")
-end
-for i = 1, #entries do
-  local a = entries[i]
-  if type(a) ~= "table" or #a ~= 9 then
-    return redis.error_reply("ERR moveJobsToFinished: entry " .. i .. " is not 9 strings")
-  end
-  for j = 1, 9 do
-    if type(a[j]) ~= "string" then
-      return redis.error_reply("ERR moveJobsToFinished: entry " .. i .. " is not 9 strings")
-    end
-  end
-  if a[5] ~= "completed" and a[5] ~= "failed" then
-    return redis.error_reply("ERR moveJobsToFinished: entry " .. i .. " has no target")
-  end
+local function malformed(what)
+  return redis.error_reply("ERR moveJobsToFinished: " .. what)
 end
 
+local shared = cmsgpack.unpack(ARGV[2])
+local entries = cmsgpack.unpack(ARGV[3])
+if type(shared) ~= "table" or #shared < 1 or #shared > 32 then
+  return malformed("ARGV[2] must pack 1 to 32 options")
+end
+if type(entries) ~= "table" or #entries < 1 or #entries > 32 then
+  return malformed("ARGV[3] must pack 1 to 32 entries")
+end
+if #entries > 1 and #ARGV[2] + #ARGV[3] > 1048576 then
+  return malformed("more than 1 MiB of entries")
+end
+for i = 1, #shared do
+  if type(shared[i]) ~= "string" then
+    return malformed("options " .. i .. " is not a string")
+  end
+  local ok, opts = pcall(cmsgpack.unpack, shared[i])
+  if not ok or type(opts) ~= "table" then
+    return malformed("options " .. i .. " is not a msgpack map")
+  end
+  shared[i] = opts
+end
+for i = 1, #entries do
+  local e = entries[i]
+  if type(e) ~= "table" or #e ~= 8 then
+    return malformed("entry " .. i .. " is not 8 strings")
+  end
+  for j = 1, 8 do
+    if type(e[j]) ~= "string" then
+      return malformed("entry " .. i .. " is not 8 strings")
+    end
+  end
+  if e[4] ~= "completed" and e[4] ~= "failed" then
+    return malformed("entry " .. i .. " has no target")
+  end
+  local o = tonumber(e[6])
+  if o == nil or shared[o] == nil then
+    return malformed("entry " .. i .. " names no options")
+  end
+  e[6] = o
+end
+
+local prefix = ARGV[1]
 local replies = {}
 for i = 1, #entries do
-  local a = entries[i]
-  if a[5] == "completed" then
-    replies[i] = finishJob(KEYS, KEYS[11], a[7] .. a[1], KEYS[13], a)
+  local e = entries[i]
+  local opts = shared[e[6]]
+  -- The options are the same table for the entries that share them; each
+  -- finish reads its own token, set just before it runs.
+  opts["token"] = e[7]
+  if e[4] == "completed" then
+    replies[i] = finishJob(KEYS, KEYS[11], prefix .. e[1], KEYS[13],
+      { e[1], e[2], "returnvalue", e[3], "completed", e[5], prefix, "", e[8] }, opts)
   else
-    replies[i] = finishJob(KEYS, KEYS[12], a[7] .. a[1], KEYS[15], a)
+    replies[i] = finishJob(KEYS, KEYS[12], prefix .. e[1], KEYS[15],
+      { e[1], e[2], "failedReason", e[3], "failed", e[5], prefix, "", e[8] }, opts)
   end
 end
 return replies

@@ -2,14 +2,16 @@
   The body of one moveToFinished, shared by moveToFinished-14 (one job) and
   moveJobsToFinished-15 (several in one call, docs/protocol.md §Extensions):
   one Lua text, so the two cannot drift.
-  finishJob(K, targetKey, jobKey, metricsKey, A) -> reply
+  finishJob(K, targetKey, jobKey, metricsKey, A, opts) -> reply
     K           the fixed keys by moveToFinished's KEYS positions: 1 wait,
                 2 active, 3 prioritized, 4 events, 5 stalled, 6 limiter,
                 7 delayed, 8 paused, 9 meta, 10 pc, 14 marker
     targetKey   {P}completed | {P}failed (KEYS[11])
     jobKey      {P}<id> (KEYS[12])
     metricsKey  {P}metrics:completed | {P}metrics:failed (KEYS[13])
-    A           moveToFinished's ARGV, 1 to 9
+    A           moveToFinished's ARGV, 1 to 9 (8 unread when opts is given)
+    opts        A[8] unpacked, or nil (a group unpacks the FinishOpts its
+                entries share once, docs/decisions.md §16)
   Returns what moveToFinished returns: 0, a next-job reply or a code.
 ]]
 --- @include "includes/fetchNextJob"
@@ -41,7 +43,7 @@ local function rareHelpers()
 end
 local rare = nil
 
-local function finishJob(K, targetKey, jobKey, metricsKey, A)
+local function finishJob(K, targetKey, jobKey, metricsKey, A, opts)
   local jobId = A[1]
   local timestamp = A[2]
   local field = A[3]
@@ -67,7 +69,7 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A)
     end
   end
 
-  local opts = cmsgpack.unpack(A[8])
+  opts = opts or cmsgpack.unpack(A[8])
 
   local lockResult = removeLock(jobKey, K[5], opts["token"], jobId)
   if lockResult < 0 then

@@ -119,6 +119,25 @@ impl FetchOpts<'_> {
     pub fn pack(&self) -> Vec<u8> {
         pack(self)
     }
+
+    /// Packs the map without `token`: what the takes of one batched fetch
+    /// share (moveJobsToActive-11 sets each take's token).
+    pub fn pack_without_token(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Shared<'a> {
+            #[serde(rename = "lockDuration")]
+            lock_duration: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            limiter: Option<Limiter>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            name: Option<&'a str>,
+        }
+        pack(&Shared {
+            lock_duration: self.lock_duration,
+            limiter: self.limiter,
+            name: self.name,
+        })
+    }
 }
 
 /// `maxMetricsSize`: a number, or `""` when metrics are off (never nil).
@@ -168,7 +187,11 @@ pub struct FinishOpts<'a> {
 }
 
 fn keeps_every_job(keep: &Option<Map<String, Value>>) -> bool {
-    keep.as_ref().is_none_or(|keep| {
+    keeps_every_job_ref(&keep.as_ref())
+}
+
+fn keeps_every_job_ref(keep: &Option<&Map<String, Value>>) -> bool {
+    keep.is_none_or(|keep| {
         keep.is_empty() || (keep.len() == 1 && keep.get("count") == Some(&Value::from(-1)))
     })
 }
@@ -188,6 +211,36 @@ impl FinishOpts<'_> {
     pub fn pack(&self) -> Vec<u8> {
         pack(self)
     }
+
+    /// Packs the map without `token`: what the finishes of one worker share
+    /// in a group commit (moveJobsToFinished-15 sets each entry's token).
+    pub fn pack_without_token(&self) -> Vec<u8> {
+        pack(&SharedFinishOpts {
+            name: self.name,
+            keep_jobs: self.keep_jobs.as_ref(),
+            limiter: self.limiter,
+            lock_duration: self.lock_duration,
+            attempts: self.attempts,
+            max_metrics_size: self.max_metrics_size,
+        })
+    }
+}
+
+/// [`FinishOpts`] but its token, with the same names and omissions.
+#[derive(Serialize)]
+struct SharedFinishOpts<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(rename = "keepJobs", skip_serializing_if = "keeps_every_job_ref")]
+    keep_jobs: Option<&'a Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limiter: Option<Limiter>,
+    #[serde(rename = "lockDuration")]
+    lock_duration: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    attempts: i64,
+    #[serde(rename = "maxMetricsSize", skip_serializing_if = "MetricsSize::is_off")]
+    max_metrics_size: MetricsSize,
 }
 
 /// FieldsToUpdate: alternating names and values, or `None` when there is nothing

@@ -197,6 +197,12 @@ script_ids! {
     /// EchoMQ extension (group commit): several moveToFinished in one call,
     /// each with its own effects and reply.
     MoveJobsToFinished => "moveJobsToFinished", 15;
+    /// EchoMQ extension (fetch in batches): several moveToActive in one
+    /// call, each take with its own token, lock and event.
+    MoveJobsToActive => "moveJobsToActive", 11;
+    /// EchoMQ extension (adds in groups): several addStandardJob in one
+    /// call, each with its own effects and reply.
+    AddStandardJobs => "addStandardJobs", 9;
     /// EchoMQ extension (dead letters): a final failure that moves the job
     /// to the dead-letter queue in the same call.
     MoveToDeadLetter => "moveToDeadLetter", 18;

@@ -20,7 +20,9 @@
 //!
 //! Environment: `BENCH_SCALE=<f>` scales the job counts; `BENCH_RUNS=<n>`
 //! measured rounds; `BENCH_ONLY=<list>` runs some sections only (`add`,
-//! `process`, `latency`, `renew`, `sweep`, `events`, `exec`; for profiling);
+//! `process`, `latency`, `renew`, `sweep`, `events`, `exec`, `work`; for
+//! profiling); `BENCH_ECHOMQ=<path>` is the release `echomq` binary the `work`
+//! section runs (default `target/release/echomq`, built by the recipe);
 //! `BENCH_PEERS=none|node|official|all` (default all) picks the peers;
 //! `BENCH_OFFICIAL=<path>` is the bullmq-official peer binary
 //! (`integration-tests/peer-bullmq-official`, built by the recipe).
@@ -97,6 +99,8 @@ impl Row {
 #[derive(Default)]
 struct Table {
     rows: Vec<Row>,
+    /// `echomq work` against the library, one entry per measured round.
+    work: Vec<WorkRound>,
     /// The round being recorded (0-based among the measured ones).
     round: usize,
 }
@@ -436,6 +440,10 @@ where
 /// One round of the compared sections, the clients in `order(r)`.
 async fn round(t: &mut Table, r: usize, conn: &Connection, c: &Client, url: &str) {
     let clients = order(r);
+    if section("work") {
+        let w = work_vs_library(conn, c, url, r).await;
+        t.work.push(w);
+    }
     if section("add") {
         // 1. add, one job per call, 100 in flight.
         let n = scale(20_000);
@@ -829,6 +837,7 @@ async fn main() {
         .unwrap_or(f64::NAN);
 
     print_table(&table, &redis_version);
+    print_work(&table.work);
     for (kept, rate, at_core) in ceiling {
         println!(
             "\nc100, {kept}: EchoMQ {rate:.0} jobs/s = {:.2}× the Redis ceiling of one core at EchoMQ's Redis CPU per job ({at_core:.0} jobs/s)",
@@ -977,6 +986,179 @@ async fn process_with(
     );
     host.stop(None);
     secs
+}
+
+/// One round of the `work` section: jobs/s of the library's worker and of
+/// the `echomq work` binary, and the client CPU per job of each.
+struct WorkRound {
+    n: u64,
+    library: f64,
+    binary: f64,
+    library_cpu_us: f64,
+    binary_cpu_us: f64,
+}
+
+fn echomq_binary() -> String {
+    std::env::var("BENCH_ECHOMQ").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/release/echomq").to_owned()
+    })
+}
+
+/// CPU time (user + system, µs) of process `pid` so far, from /proc.
+fn process_cpu_us(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis: utime and stime are the
+    // 12th and 13th of them, in clock ticks.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    // SAFETY: sysconf reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz * 1e6
+}
+
+/// `n` jobs on the paused queue `name`, a worker at c16 started and
+/// waiting; then the section: resume to the n-th completion (`ZCARD` of
+/// completed, read every millisecond, the same for both workers).
+async fn work_section(c: &Client, q: &Queue, n: u64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The worker has opened and named its blocking connection (at start):
+    // it is up, waiting on the paused queue.
+    while q.get_workers().await.unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the worker never connected");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let t = Instant::now();
+    q.resume().await.unwrap();
+    let completed = q.keys().fixed().completed.as_str().to_owned();
+    loop {
+        let done: u64 = c.zcard(&completed).await.unwrap();
+        if done >= n {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "{done} of {n} jobs done"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    t.elapsed().as_secs_f64()
+}
+
+/// `echomq work` (the release binary, `--processor echo`, its defaults
+/// otherwise) against the library's worker (`WorkerSetSpec::new`, a
+/// processor answering at once) at concurrency 16, completed jobs kept; the
+/// same section for both (module docs of `work_section`), the order
+/// alternating from round to round.
+async fn work_vs_library(conn: &Connection, c: &Client, url: &str, r: usize) -> WorkRound {
+    use echomq::worker::processor_fn;
+    const CONCURRENCY: usize = 16;
+    let n = scale(20_000);
+    let mut library = (0.0, 0.0);
+    let mut binary = (0.0, 0.0);
+    for binary_first in [r % 2 == 1, r % 2 == 0] {
+        let q = Queue::new(conn, "work").await.unwrap();
+        q.pause().await.unwrap();
+        fill(&q, n).await;
+        if binary_first {
+            let mut child = Command::new(echomq_binary())
+                .args([
+                    "--url",
+                    url,
+                    "work",
+                    "work",
+                    "--concurrency",
+                    &CONCURRENCY.to_string(),
+                    "--processor",
+                    "echo",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("the release echomq binary (cargo build --release -p echomq-cli)");
+            let cpu0 = process_cpu_us(child.id());
+            let secs = work_section(c, &q, n).await;
+            let cpu = process_cpu_us(child.id()) - cpu0;
+            binary = (n as f64 / secs, cpu / n as f64);
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        } else {
+            let (tx, mut rx) = tokio::sync::mpsc::channel(n as usize + 16);
+            let mut args = echomq::WorkerArgs::new(
+                q.clone(),
+                processor_fn(|job| async move { Ok(job.data().clone()) }),
+            );
+            args.options.concurrency = CONCURRENCY;
+            args.events = Some(tx);
+            let spec = echomq::WorkerSetSpec::new(args);
+            let (host, _) =
+                ractor::Actor::spawn(None, echomq_integration_tests::NullSupervisor, ())
+                    .await
+                    .unwrap();
+            let set = spec.spawn_linked(host.get_cell()).await.unwrap();
+            let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+            let cpu0 = cpu_us();
+            let secs = work_section(c, &q, n).await;
+            library = (n as f64 / secs, (cpu_us() - cpu0) / n as f64);
+            let _ = ractor::call_t!(
+                set.worker,
+                echomq::WorkerMsg::Close,
+                10_000,
+                Duration::from_secs(5)
+            );
+            host.stop(None);
+            drain.abort();
+        }
+        flush(c).await;
+    }
+    WorkRound {
+        n,
+        library: library.0,
+        binary: binary.0,
+        library_cpu_us: library.1,
+        binary_cpu_us: binary.1,
+    }
+}
+
+fn print_work(rounds: &[WorkRound]) {
+    let Some(first) = rounds.first() else {
+        return;
+    };
+    println!(
+        "\n### `echomq work` (release binary, `--processor echo`) vs the library worker, c16, kept ({} jobs)\n",
+        first.n
+    );
+    println!("Each cell: the median of {} measured rounds (min–max); the ratio is taken per round, > 1 = `echomq work` better (jobs/s: binary / library; CPU: library / binary). Client CPU: the binary's from /proc, the library's getrusage of the bench process (which also polls Redis for the count).\n", rounds.len());
+    println!("| metric | library | `echomq work` | `echomq work` vs library |");
+    println!("| --- | ---: | ---: | ---: |");
+    let show = |v: Vec<f64>, unit: &str| cell(v, unit);
+    let ratio = |v: Vec<f64>| match spread(v) {
+        None => "—".to_owned(),
+        Some((m, lo, hi)) => format!("{m:.2}× ({lo:.2}–{hi:.2})"),
+    };
+    println!(
+        "| processing c16, kept | {} | {} | {} |",
+        show(rounds.iter().map(|w| w.library).collect(), "jobs/s"),
+        show(rounds.iter().map(|w| w.binary).collect(), "jobs/s"),
+        ratio(rounds.iter().map(|w| w.binary / w.library).collect()),
+    );
+    println!(
+        "| client CPU per job | {} | {} | {} |",
+        show(rounds.iter().map(|w| w.library_cpu_us).collect(), "µs"),
+        show(rounds.iter().map(|w| w.binary_cpu_us).collect(), "µs"),
+        ratio(
+            rounds
+                .iter()
+                .map(|w| w.library_cpu_us / w.binary_cpu_us)
+                .collect()
+        ),
+    );
 }
 
 async fn fill(q: &Queue, n: u64) {

@@ -19,14 +19,14 @@ use fred::prelude::*;
 use ractor::{Actor, ActorRef};
 use serde_json::json;
 
-struct Running {
+pub(crate) struct Running {
     worker: ActorRef<WorkerMsg>,
     _lm: ActorRef<LockManagerMsg>,
-    events: tokio::sync::mpsc::Receiver<WorkerEvent>,
+    pub(crate) events: tokio::sync::mpsc::Receiver<WorkerEvent>,
     _host: ActorRef<()>,
 }
 
-async fn start(queue: &Queue, options: WorkerOptions) -> Running {
+pub(crate) async fn start(queue: &Queue, options: WorkerOptions) -> Running {
     start_with(queue, options, plain()).await
 }
 
@@ -70,7 +70,7 @@ async fn start_with(
 }
 
 /// Every command from now on goes to the slow log.
-async fn log_every_command(c: &Client) {
+pub(crate) async fn log_every_command(c: &Client) {
     let _: String = cmd(
         c,
         "CONFIG",
@@ -87,7 +87,7 @@ async fn log_every_command(c: &Client) {
 }
 
 /// EVALSHA calls of `script` in the slow log.
-async fn calls_of(c: &Client, script: ScriptId) -> usize {
+pub(crate) async fn calls_of(c: &Client, script: ScriptId) -> usize {
     let sha = script.def().unwrap().sha1;
     let log: Value = cmd(c, "SLOWLOG", vec!["GET".into(), "1000000".into()]).await;
     let Value::Array(entries) = log else {
@@ -108,7 +108,7 @@ async fn calls_of(c: &Client, script: ScriptId) -> usize {
         .count()
 }
 
-async fn add_jobs(q: &Queue, n: usize, fail_every: usize) {
+pub(crate) async fn add_jobs(q: &Queue, n: usize, fail_every: usize) {
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| NewJob {
             name: "n".into(),
@@ -123,7 +123,7 @@ async fn add_jobs(q: &Queue, n: usize, fail_every: usize) {
 
 /// Drains the worker's events until every job has its one completion or
 /// failure; answers (completed ids, failed ids).
-async fn outcomes(w: &mut Running, n: usize) -> (HashSet<String>, HashSet<String>) {
+pub(crate) async fn outcomes(w: &mut Running, n: usize) -> (HashSet<String>, HashSet<String>) {
     let mut completed = HashSet::new();
     let mut failed = HashSet::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -149,7 +149,7 @@ async fn outcomes(w: &mut Running, n: usize) -> (HashSet<String>, HashSet<String
     (completed, failed)
 }
 
-async fn stop(w: Running) {
+pub(crate) async fn stop(w: Running) {
     w.worker.stop(None);
 }
 

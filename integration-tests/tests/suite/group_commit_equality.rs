@@ -44,8 +44,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
 const QUEUE: &str = "gc";
-const T0: u64 = 1_700_000_000_000;
-const SERVER_ARGS: [&str; 4] = [
+pub(crate) const T0: u64 = 1_700_000_000_000;
+pub(crate) const SERVER_ARGS: [&str; 4] = [
     "--stream-node-max-bytes",
     "0",
     "--stream-node-max-entries",
@@ -535,7 +535,7 @@ fn shown(v: Verdict<Option<NextJob>>) -> Json {
     }
 }
 
-fn round_ttl(ms: i64) -> i64 {
+pub(crate) fn round_ttl(ms: i64) -> i64 {
     if ms < 0 {
         ms
     } else {
@@ -605,7 +605,7 @@ async fn run_grouped(conn: &Connection, s: &Scenario, steps: &[Step]) -> (Vec<Js
 /// BullMQ's scripts, by name, as the pinned reference package ships them —
 /// after checking that the installed package is that version (a stale
 /// `node_modules` would prove the equality against another release).
-fn bullmq_script(name: &str) -> String {
+pub(crate) fn bullmq_script(name: &str) -> String {
     let reference = echomq_integration_tests::NodeBullmq::V6_7;
     let package = reference.packages_dir().join("node_modules/bullmq");
     let manifest: serde_json::Value = serde_json::from_str(
@@ -646,7 +646,7 @@ fn bullmq_opts(o: &FinishOpts) -> Vec<u8> {
     rmp_serde::to_vec_named(&m).unwrap()
 }
 
-fn to_reply(v: Value) -> Reply {
+pub(crate) fn to_reply(v: Value) -> Reply {
     match v {
         Value::Null => Reply::Nil,
         Value::Integer(n) => Reply::Int(n),
@@ -659,7 +659,12 @@ fn to_reply(v: Value) -> Reply {
     }
 }
 
-async fn evalsha_raw<C: ScriptCall>(c: &Client, sha: &str, call: &C, args: Vec<Vec<u8>>) -> Reply {
+pub(crate) async fn evalsha_raw<C: ScriptCall>(
+    c: &Client,
+    sha: &str,
+    call: &C,
+    args: Vec<Vec<u8>>,
+) -> Reply {
     let keys: Vec<String> = call
         .keys()
         .iter()
@@ -735,7 +740,7 @@ end
 return cjson.encode(out)
 "#;
 
-async fn dump(c: &Client) -> Vec<Json> {
+pub(crate) async fn dump(c: &Client) -> Vec<Json> {
     let raw: String = c
         .eval(DUMP, Vec::<String>::new(), Vec::<String>::new())
         .await
@@ -743,7 +748,7 @@ async fn dump(c: &Client) -> Vec<Json> {
     serde_json::from_str(&raw).unwrap()
 }
 
-fn first_difference(a: &[Json], b: &[Json]) -> String {
+pub(crate) fn first_difference(a: &[Json], b: &[Json]) -> String {
     for (x, y) in a.iter().zip(b) {
         if x != y {
             return format!("\n  {x}\n  {y}");
@@ -752,7 +757,7 @@ fn first_difference(a: &[Json], b: &[Json]) -> String {
     format!("lengths {} and {}", a.len(), b.len())
 }
 
-async fn one_server() -> (RedisServer, Connection, Client) {
+pub(crate) async fn one_server() -> (RedisServer, Connection, Client) {
     let redis = RedisServer::start_with(&SERVER_ARGS);
     let conn = redis.connect().await;
     let c = redis.client().await;
@@ -899,38 +904,53 @@ async fn a_malformed_group_is_refused_whole() {
         .await
         .unwrap();
     let keys: Vec<String> = (0..15).map(|i| format!("emq:{QUEUE}:k{i}")).collect();
-    // A good entry, then one with 8 values: nothing is applied.
+    // A good entry, then malformed ones: nothing is applied.
     let good: Vec<String> = vec![
         held[0].0.clone(),
         (T0 + 5).to_string(),
-        "returnvalue".into(),
         "1".into(),
         "completed".into(),
         "0".into(),
-        format!("emq:{QUEUE}:"),
-        String::from_utf8_lossy(&rmp_serde::to_vec_named(&json!({"token": held[0].1})).unwrap())
-            .into_owned(),
+        "1".into(),
+        held[0].1.clone(),
         String::new(),
     ];
-    let bad = good[..8].to_vec();
-    for entries in [
-        json!([good, bad]),
-        json!([]),
-        json!("x"),
-        json!([
-            good, good, good, good, good, good, good, good, good, good, good, good, good, good,
-            good, good, good, good, good, good, good, good, good, good, good, good, good, good,
-            good, good, good, good, good
-        ]),
+    let bad = good[..7].to_vec();
+    let mut no_options = good.clone();
+    no_options[5] = "2".into();
+    let mut no_target = good.clone();
+    no_target[3] = "done".into();
+    let options =
+        String::from_utf8_lossy(&rmp_serde::to_vec_named(&json!({"lockDuration": 30000})).unwrap())
+            .into_owned();
+    let one = json!([options]);
+    for (shared, entries) in [
+        (one.clone(), json!([good, bad])),
+        (one.clone(), json!([good, no_options])),
+        (one.clone(), json!([good, no_target])),
+        (one.clone(), json!([])),
+        (one.clone(), json!("x")),
+        (json!([]), json!([good])),
+        (json!(["not a map"]), json!([good])),
+        (
+            one.clone(),
+            json!([
+                good, good, good, good, good, good, good, good, good, good, good, good, good, good,
+                good, good, good, good, good, good, good, good, good, good, good, good, good, good,
+                good, good, good, good, good
+            ]),
+        ),
     ] {
-        let packed = rmp_serde::to_vec(&entries).unwrap();
-        let r: Result<Value, _> = c
-            .evalsha(
-                sha,
-                keys.clone(),
-                vec![Value::Bytes(fred::bytes::Bytes::from(packed))],
-            )
-            .await;
+        let args = vec![
+            Value::from(format!("emq:{QUEUE}:")),
+            Value::Bytes(fred::bytes::Bytes::from(
+                rmp_serde::to_vec(&shared).unwrap(),
+            )),
+            Value::Bytes(fred::bytes::Bytes::from(
+                rmp_serde::to_vec(&entries).unwrap(),
+            )),
+        ];
+        let r: Result<Value, _> = c.evalsha(sha, keys.clone(), args).await;
         let e = r.expect_err("refused");
         assert!(e.to_string().contains("moveJobsToFinished"), "{e}");
     }

@@ -728,6 +728,9 @@ fn the_scripts_have_bullmq_6_7_names_and_arity() {
         "removeGroup-7",
         // Group commit (docs/decisions.md §16).
         "moveJobsToFinished-15",
+        // Fetch and adds in groups (issue 42, docs/protocol.md §Extensions).
+        "moveJobsToActive-11",
+        "addStandardJobs-9",
         // `echomq adopt` (docs/migrating.md).
         "adoptLegacyRepeatable-5",
         // Dead letters (docs/operations.md §Dead letters).

@@ -1,6 +1,7 @@
 //! Every test of this crate in one binary (one link, one artifact on disk);
 //! a file per topic, each a module: `cargo test -p <crate> --test suite <module>::`.
 
+mod add_group_equality;
 mod adopt;
 mod adopt_fleet;
 mod audit;
@@ -18,6 +19,8 @@ mod dead_letters;
 mod deduplication;
 mod delayed_timing;
 mod examples;
+mod fetch_batch;
+mod fetch_batch_equality;
 mod flows;
 mod foreign_data;
 mod group_commit;

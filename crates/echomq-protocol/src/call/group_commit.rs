@@ -1,23 +1,30 @@
 //! Group commit (EchoMQ extension, docs/decisions.md §16): moveJobsToFinished-15
-//! runs several moveToFinished in one call. Each entry is exactly the ARGV of
-//! one [`MoveToFinished`] and runs the same Lua body, fetch-next included, so
-//! the queue ends as it would after the same single calls in order; each
-//! entry gets its own [`Verdict`].
+//! runs several moveToFinished in one call. Each entry runs the same Lua
+//! body as one [`MoveToFinished`], fetch-next included, so the queue ends as
+//! it would after the same single calls in order; each entry gets its own
+//! [`Verdict`]. What the entries share (the prefix, the FinishOpts but for
+//! the lock token) is sent once per call; each entry carries what is its own.
 
 use bytes::Bytes;
 
 use super::decode::{self, Reply, ReplyError};
-use super::lifecycle::{verdict, MoveToFinished, NextJob, Verdict};
+use super::lifecycle::{verdict, FinishTarget, MoveToFinished, NextJob, Verdict};
 use super::script::{Arg, ScriptCall};
 use crate::keys::{Key, QueueKeys};
+use crate::packing::pack_fields;
 use crate::scripts::ScriptId;
 
 /// The most finishes one call takes: bounded work per Redis call.
 pub const MAX_ENTRIES: usize = 32;
 
-/// The most bytes of packed entries a call of several takes (return values
-/// and failure reasons are most of it); a larger finish goes alone.
+/// The most bytes of packed entries and options a call of several takes
+/// (return values and failure reasons are most of it); a larger finish goes
+/// alone.
 pub const MAX_BYTES: usize = 1 << 20;
+
+/// The bytes a group adds to its entries' [`GroupEntry::size`]: the two
+/// arrays' headers, each at its longest.
+pub const GROUP_OVERHEAD: usize = 10;
 
 /// Why a group of finishes cannot be one call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +40,54 @@ pub enum GroupCommitError {
     OtherQueue(usize),
 }
 
+/// One finish of a group, owned (a finisher keeps the finishes of other
+/// tasks, not their borrows): what is its own, and its FinishOpts packed
+/// without the token, which the finishes of one worker share.
+#[derive(Debug, Clone)]
+pub struct GroupEntry {
+    prefix: Arg,
+    id: Arg,
+    now: Arg,
+    value: Arg,
+    target: FinishTarget,
+    fetch_next: bool,
+    token: Arg,
+    opts: Bytes,
+    fields: Arg,
+}
+
+impl GroupEntry {
+    /// The group entry of `call`.
+    pub fn of(call: &MoveToFinished<'_>) -> Self {
+        GroupEntry {
+            prefix: Arg::key(&call.keys.fixed().base),
+            id: Arg::str(call.id),
+            now: Arg::int(call.now.0),
+            value: Arg::str(call.value),
+            target: call.target,
+            fetch_next: call.fetch_next,
+            token: Arg::str(call.opts.token),
+            opts: Bytes::from(call.opts.pack_without_token()),
+            fields: Arg::packed_or_empty(pack_fields(call.fields)),
+        }
+    }
+
+    /// At most the bytes this entry adds to a group's arguments, its options
+    /// counted as if no other entry shared them (every msgpack header at its
+    /// longest, 5 bytes): a group whose entries sum to [`MAX_BYTES`] minus
+    /// [`GROUP_OVERHEAD`] or less is within the bound.
+    pub fn size(&self) -> usize {
+        // The array header, then 8 strings; target, flag and index are short.
+        5 + 3 * (5 + 9)
+            + [&self.id, &self.now, &self.value, &self.token, &self.fields]
+                .iter()
+                .map(|v| 5 + v.as_bytes().len())
+                .sum::<usize>()
+            + 5
+            + self.opts.len()
+    }
+}
+
 /// moveJobsToFinished-15: the finishes of one queue's jobs, in order, in one
 /// call. Its output has one verdict per entry, as that entry's
 /// [`MoveToFinished`] alone would have answered.
@@ -40,12 +95,8 @@ pub enum GroupCommitError {
 pub struct MoveJobsToFinished<'a> {
     keys: &'a QueueKeys,
     entries: usize,
+    shared: Bytes,
     packed: Bytes,
-}
-
-/// At most the packed bytes of one entry: every header at its longest.
-pub fn argv_size(argv: &[Arg]) -> usize {
-    5 + argv.iter().map(|v| 5 + v.as_bytes().len()).sum::<usize>()
 }
 
 /// The msgpack header of a string of `len` bytes, then the bytes.
@@ -55,6 +106,10 @@ fn push_str(buf: &mut Vec<u8>, bytes: &[u8]) {
     buf.extend_from_slice(bytes);
 }
 
+fn push_array_len(buf: &mut Vec<u8>, len: usize) {
+    rmp::encode::write_array_len(buf, len as u32).expect("msgpack header into a Vec");
+}
+
 impl<'a> MoveJobsToFinished<'a> {
     /// Packs `entries` (of queue `keys`) into one call, refusing a group
     /// above the bounds.
@@ -62,50 +117,68 @@ impl<'a> MoveJobsToFinished<'a> {
         keys: &'a QueueKeys,
         entries: &[MoveToFinished<'_>],
     ) -> Result<Self, GroupCommitError> {
-        let argvs: Vec<Vec<Arg>> = entries.iter().map(|e| e.args()).collect();
-        Self::from_argvs(keys, &argvs)
+        let entries: Vec<GroupEntry> = entries.iter().map(GroupEntry::of).collect();
+        Self::from_entries(keys, &entries)
     }
 
-    /// As [`new`](Self::new), from each entry's ARGV as
-    /// [`MoveToFinished::args`] made it (a caller that keeps finishes of
-    /// other tasks keeps their ARGV, not their borrows).
-    pub fn from_argvs(keys: &'a QueueKeys, argvs: &[Vec<Arg>]) -> Result<Self, GroupCommitError> {
-        if argvs.is_empty() || argvs.len() > MAX_ENTRIES {
-            return Err(GroupCommitError::Count(argvs.len()));
+    /// As [`new`](Self::new), from each finish's [`GroupEntry`].
+    pub fn from_entries(
+        keys: &'a QueueKeys,
+        entries: &[GroupEntry],
+    ) -> Result<Self, GroupCommitError> {
+        if entries.is_empty() || entries.len() > MAX_ENTRIES {
+            return Err(GroupCommitError::Count(entries.len()));
         }
-        // ARGV 7 is the entry's `{P}`: the script builds the job key from it.
-        if let Some(i) = argvs
+        // The script builds each job key from ARGV 1, the call's `{P}`.
+        if let Some(i) = entries
             .iter()
-            .position(|a| a.len() != 9 || a[6].as_bytes() != keys.prefix_key().as_bytes())
+            .position(|e| e.prefix.as_bytes() != keys.prefix_key().as_bytes())
         {
             return Err(GroupCommitError::OtherQueue(i));
         }
-        let size: usize = argvs.iter().map(|a| argv_size(a)).sum();
-        let mut buf = Vec::with_capacity(size + 5);
-        rmp::encode::write_array_len(&mut buf, argvs.len() as u32)
-            .expect("msgpack header into a Vec");
-        for entry in argvs {
-            rmp::encode::write_array_len(&mut buf, entry.len() as u32)
-                .expect("msgpack header into a Vec");
-            for v in entry {
-                push_str(&mut buf, v.as_bytes());
-            }
+        // Distinct options, in order of first use: a worker's finishes have
+        // one or two (retention differs between completed and failed).
+        let mut distinct: Vec<&Bytes> = Vec::with_capacity(2);
+        let mut shared = Vec::new();
+        let mut index = Vec::with_capacity(entries.len());
+        for e in entries {
+            let i = match distinct.iter().position(|o| **o == e.opts) {
+                Some(i) => i,
+                None => {
+                    distinct.push(&e.opts);
+                    distinct.len() - 1
+                }
+            };
+            index.push(i + 1);
         }
-        if argvs.len() > 1 && buf.len() > MAX_BYTES {
-            return Err(GroupCommitError::Size(buf.len()));
+        push_array_len(&mut shared, distinct.len());
+        for o in &distinct {
+            push_str(&mut shared, o);
+        }
+        let size: usize = entries.iter().map(GroupEntry::size).sum();
+        let mut buf = Vec::with_capacity(size + 5);
+        push_array_len(&mut buf, entries.len());
+        for (e, i) in entries.iter().zip(index) {
+            push_array_len(&mut buf, 8);
+            push_str(&mut buf, e.id.as_bytes());
+            push_str(&mut buf, e.now.as_bytes());
+            push_str(&mut buf, e.value.as_bytes());
+            push_str(&mut buf, e.target.as_str().as_bytes());
+            push_str(&mut buf, if e.fetch_next { b"1" } else { b"0" });
+            push_str(&mut buf, i.to_string().as_bytes());
+            push_str(&mut buf, e.token.as_bytes());
+            push_str(&mut buf, e.fields.as_bytes());
+        }
+        let total = shared.len() + buf.len();
+        if entries.len() > 1 && total > MAX_BYTES {
+            return Err(GroupCommitError::Size(total));
         }
         Ok(MoveJobsToFinished {
             keys,
-            entries: argvs.len(),
+            entries: entries.len(),
+            shared: Bytes::from(shared),
             packed: Bytes::from(buf),
         })
-    }
-
-    /// At most the bytes `entry` adds to a group's packed argument (every
-    /// msgpack header counted at its longest, 5 bytes): a group whose
-    /// entries sum to [`MAX_BYTES`] minus 5 or less is within the bound.
-    pub fn entry_size(entry: &MoveToFinished<'_>) -> usize {
-        argv_size(&entry.args())
     }
 
     /// The number of finishes.
@@ -148,7 +221,11 @@ impl ScriptCall for MoveJobsToFinished<'_> {
     }
 
     fn args(&self) -> Vec<Arg> {
-        vec![Arg::shared(self.packed.clone())]
+        vec![
+            Arg::key(&self.keys.fixed().base),
+            Arg::shared(self.shared.clone()),
+            Arg::shared(self.packed.clone()),
+        ]
     }
 
     fn decode(&self, reply: Reply) -> Result<Self::Output, ReplyError> {
@@ -199,16 +276,71 @@ mod tests {
         }
     }
 
+    /// Entry `e` of a group and the options it names, put back into the ARGV
+    /// of the single moveToFinished the script runs it as (the options map
+    /// with the entry's token, unpacked).
+    fn as_single(prefix: &[u8], shared: &[Vec<u8>], e: &[Vec<u8>]) -> Vec<serde_json::Value> {
+        let text = |b: &[u8]| serde_json::Value::from(b.to_vec());
+        let field: &[u8] = if e[3] == b"completed" {
+            b"returnvalue"
+        } else {
+            b"failedReason"
+        };
+        let index: usize = std::str::from_utf8(&e[5]).unwrap().parse().unwrap();
+        let mut opts: serde_json::Value = rmp_serde::from_slice(&shared[index - 1]).unwrap();
+        assert!(opts.get("token").is_none(), "shared options carry no token");
+        opts["token"] = String::from_utf8(e[6].clone()).unwrap().into();
+        vec![
+            text(&e[0]),
+            text(&e[1]),
+            text(field),
+            text(&e[2]),
+            text(&e[3]),
+            text(&e[4]),
+            text(prefix),
+            opts,
+            text(&e[7]),
+        ]
+    }
+
+    fn single(call: &MoveToFinished<'_>) -> Vec<serde_json::Value> {
+        call.args()
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                if i == 7 {
+                    rmp_serde::from_slice(v.as_bytes()).unwrap()
+                } else {
+                    serde_json::Value::from(v.as_bytes().to_vec())
+                }
+            })
+            .collect()
+    }
+
     #[test]
-    fn entries_are_the_single_calls_argv() {
+    fn entries_are_the_single_calls_argv_with_what_they_share_sent_once() {
         let k = QueueKeys::new("emq", "q").unwrap();
         let a = finish(&k, "1", "\"x\"");
+        let mut keep = serde_json::Map::new();
+        keep.insert("count".into(), 5.into());
         let b = MoveToFinished {
             target: FinishTarget::Failed,
             fetch_next: true,
+            opts: FinishOpts {
+                keep_jobs: Some(keep),
+                attempts: 3,
+                ..opts("u")
+            },
             ..finish(&k, "2", "boom")
         };
-        let call = MoveJobsToFinished::new(&k, &[a.clone(), b.clone()]).unwrap();
+        let fields = [("stacktrace", "[]".to_owned())];
+        let c = MoveToFinished {
+            opts: opts("v"),
+            fields: &fields,
+            ..finish(&k, "3", "7")
+        };
+        let calls = [a, b, c];
+        let call = MoveJobsToFinished::new(&k, &calls).unwrap();
         assert_eq!(call.keys().len(), ScriptId::MoveJobsToFinished.num_keys());
         assert_eq!(
             call.keys()[10..],
@@ -221,16 +353,23 @@ mod tests {
             ]
         );
         let argv = call.args();
+        assert_eq!(argv.len(), 3);
+        assert_eq!(argv[0].as_bytes(), b"emq:q:");
+        let shared: Vec<serde_bytes_like::B> = rmp_serde::from_slice(argv[1].as_bytes()).unwrap();
+        let shared: Vec<Vec<u8>> = shared.into_iter().map(|b| b.0).collect();
+        // a and c share their options (tokens apart); b has its own.
+        assert_eq!(shared.len(), 2);
         let packed: Vec<Vec<serde_bytes_like::B>> =
-            rmp_serde::from_slice(argv[0].as_bytes()).unwrap();
-        let singles: Vec<Vec<Vec<u8>>> = [a, b]
-            .iter()
-            .map(|e| e.args().iter().map(|v| v.as_bytes().to_vec()).collect())
-            .collect();
-        let unpacked: Vec<Vec<Vec<u8>>> = packed
+            rmp_serde::from_slice(argv[2].as_bytes()).unwrap();
+        let unpacked: Vec<Vec<serde_json::Value>> = packed
             .into_iter()
-            .map(|e| e.into_iter().map(|b| b.0).collect())
+            .map(|e| {
+                let e: Vec<Vec<u8>> = e.into_iter().map(|b| b.0).collect();
+                assert_eq!(e.len(), 8);
+                as_single(argv[0].as_bytes(), &shared, &e)
+            })
             .collect();
+        let singles: Vec<Vec<serde_json::Value>> = calls.iter().map(single).collect();
         assert_eq!(unpacked, singles);
         let _ = argv_text(&call);
     }
@@ -284,7 +423,7 @@ mod tests {
             Err(GroupCommitError::Size(_))
         ));
         let e = finish(&k, "1", &big);
-        assert!(MoveJobsToFinished::entry_size(&e) > MAX_BYTES);
+        assert!(GroupEntry::of(&e).size() > MAX_BYTES);
     }
 
     #[test]

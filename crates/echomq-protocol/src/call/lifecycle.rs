@@ -67,7 +67,7 @@ pub enum NextJob {
 }
 
 impl NextJob {
-    fn decode(script: ScriptId, reply: Reply) -> Result<NextJob, ReplyError> {
+    pub(crate) fn decode(script: ScriptId, reply: Reply) -> Result<NextJob, ReplyError> {
         let mut items = decode::array(script, reply)?.into_iter();
         let (Some(data), id) = (items.next(), items.next()) else {
             return Ok(NextJob::Nothing);

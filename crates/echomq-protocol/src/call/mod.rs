@@ -18,6 +18,7 @@ macro_rules! keys {
 }
 
 pub mod add;
+pub mod add_group;
 pub mod admin;
 pub mod audit;
 pub mod budget;
@@ -26,6 +27,7 @@ pub mod dag;
 pub mod dead_letter;
 pub mod decode;
 pub mod dedup;
+pub mod fetch_batch;
 pub mod flow;
 pub mod getters;
 pub mod group_commit;

@@ -20,7 +20,7 @@ pub(crate) mod range;
 pub(crate) mod typed;
 pub(crate) mod types;
 
-pub use self::add::ADD_BULK_CHUNK;
+pub use self::add::{ADD_BULK_CHUNK, ADD_BULK_GROUP};
 pub use self::cancel::{CancelMode, CancelOutcome};
 pub use self::chunked::{Chunked, Progress, DEFAULT_CHUNK};
 pub use self::getters::{JobFilter, JobLogs, WorkerInfo, SEARCH_PAGE_MAX};

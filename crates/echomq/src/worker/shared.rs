@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use echomq_protocol::call::fetch_batch::MoveJobsToActive;
 use echomq_protocol::call::lifecycle::{EpochMs, MoveToActive, NextJob};
 use echomq_protocol::packing::FetchOpts;
 use echomq_protocol::QueueKeys;
@@ -226,6 +227,19 @@ impl WorkerShared {
 
     pub fn fetch_opts<'a>(&'a self, token: &'a str) -> FetchOpts<'a> {
         super::finish::transition::fetch_opts(&self.opts, token)
+    }
+
+    /// moveJobsToActive: one take per token, in order, up to the first
+    /// that takes no job; one reply per take made.
+    pub async fn move_jobs_to_active(&self, tokens: &[Arc<str>]) -> Result<Vec<NextJob>> {
+        let call = MoveJobsToActive::new(
+            self.keys(),
+            EpochMs(self.hints.clock().now_ms()),
+            &self.fetch_opts(""),
+            tokens,
+        )
+        .map_err(|e| crate::error::Error::protocol("moveJobsToActive", e.to_string()))?;
+        self.conn().call(&call).await
     }
 
     pub async fn move_to_active(&self, token: &str) -> Result<NextJob> {

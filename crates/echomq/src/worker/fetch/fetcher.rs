@@ -31,6 +31,10 @@ use crate::worker::shared::WorkerShared;
 pub(crate) const MAX_BLOCK_S: f64 = 10.0;
 /// Longest sleep of a rate-limited worker, so delayed jobs still get promoted.
 const MAX_RATE_LIMIT_SLEEP: Duration = Duration::from_secs(30);
+/// Most jobs one fetch takes when several slots are free (moveJobsToActive):
+/// the group commit's bound, so no call holds Redis much longer than a
+/// group of finishes does.
+const FETCH_BATCH: usize = 16;
 
 /// BZPOPMIN timeout in seconds: the drain delay, within bounds. Due delayed
 /// jobs are the due timer's business, not the read's.
@@ -322,6 +326,9 @@ impl Fetcher {
         if core.reserve_takes(1) == 0 {
             return self.park(permit).await;
         }
+        if let Some(more) = self.free_slots() {
+            return self.fetch_several(permit, more).await;
+        }
         let token: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
         let span = tracing::debug_span!("fetch");
         match core.move_to_active(&token).instrument(span).await {
@@ -349,6 +356,75 @@ impl Fetcher {
                 warn!(error = %e, "moveToActive failed");
                 self.back_off(permit, Duration::from_millis(500)).await
             }
+        }
+    }
+}
+
+impl Fetcher {
+    /// The slots free besides the one in hand (at most [`FETCH_BATCH`] in
+    /// all, within the takes left of `max_jobs`); `None` when there are none.
+    fn free_slots(&self) -> Option<Vec<SlotPermit>> {
+        let core = &self.core;
+        let mut more = Vec::new();
+        while more.len() + 1 < FETCH_BATCH {
+            match core.gate().try_acquire(core.myself()) {
+                Some(p) => more.push(p),
+                None => break,
+            }
+        }
+        if more.is_empty() {
+            return None;
+        }
+        let cap = core.reserve_takes(more.len() as u64) as usize;
+        // Slots beyond the takes left go back (dropped) at once.
+        more.truncate(cap);
+        (!more.is_empty()).then_some(more)
+    }
+
+    /// One moveJobsToActive for the slot in hand and `more`: each job taken
+    /// runs in its own task with its own slot and token, as after that many
+    /// moveToActive calls; the slots and takes of the takes not made go back.
+    async fn fetch_several(&self, permit: SlotPermit, more: Vec<SlotPermit>) -> Next {
+        let core = &self.core;
+        let asked = 1 + more.len();
+        let tokens: Vec<Arc<str>> = (0..asked)
+            .map(|_| Arc::from(uuid::Uuid::new_v4().to_string()))
+            .collect();
+        let span = tracing::debug_span!("fetch", batch = asked);
+        let replies = match core.move_jobs_to_active(&tokens).instrument(span).await {
+            Ok(replies) => replies,
+            Err(e) => {
+                core.return_takes(asked as u64);
+                drop(more);
+                warn!(error = %e, "moveJobsToActive failed");
+                return self.back_off(permit, Duration::from_millis(500)).await;
+            }
+        };
+        if let Some(NextJob::Job { .. }) = replies.first() {
+            core.hints().wake();
+        }
+        let mut taken = 0u64;
+        let mut stopped = false;
+        let permits = std::iter::once(permit).chain(more);
+        for ((reply, token), permit) in replies.into_iter().zip(tokens).zip(permits) {
+            let Some(job) = ActiveJob::take(core, reply, token) else {
+                continue;
+            };
+            taken += 1;
+            if stopped || !core.alive() {
+                // As for a single take: no actor would hear of the job.
+                stopped = true;
+                hand_back(job).await;
+                continue;
+            }
+            tokio::spawn(run::run_slot(core.clone(), permit, job));
+        }
+        // The permits of the takes not made were dropped with the iterator.
+        core.return_takes(asked as u64 - taken);
+        if stopped {
+            Next::Exit
+        } else {
+            Next::Again
         }
     }
 }

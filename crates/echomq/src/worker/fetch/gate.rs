@@ -63,6 +63,20 @@ impl SlotGate {
         }
     }
 
+    /// A free slot now, if there is one (no wait): the fetcher's extra
+    /// slots for a batched fetch.
+    pub fn try_acquire(self: &Arc<Self>, owner: &ActorRef<WorkerMsg>) -> Option<SlotPermit> {
+        let mut s = lock(&self.state);
+        if s.closing || s.paused || s.in_use >= s.limit {
+            return None;
+        }
+        s.in_use += 1;
+        Some(SlotPermit {
+            gate: self.clone(),
+            owner: owner.clone(),
+        })
+    }
+
     fn release(&self) -> GateSnapshot {
         let mut s = lock(&self.state);
         s.in_use = s.in_use.saturating_sub(1);

@@ -13,9 +13,10 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
-use echomq_protocol::call::group_commit::{argv_size, MoveJobsToFinished, MAX_BYTES, MAX_ENTRIES};
+use echomq_protocol::call::group_commit::{
+    GroupEntry, MoveJobsToFinished, GROUP_OVERHEAD, MAX_BYTES, MAX_ENTRIES,
+};
 use echomq_protocol::call::lifecycle::{MoveToFinished, NextJob, Verdict};
-use echomq_protocol::call::{Arg, ScriptCall};
 use tokio::sync::oneshot;
 use tracing::warn;
 
@@ -33,7 +34,7 @@ pub(crate) type Answer = Result<Verdict<Option<NextJob>>>;
 
 /// A finish queued behind the call in flight.
 struct Waiting {
-    argv: Vec<Arg>,
+    entry: GroupEntry,
     size: usize,
     wake: oneshot::Sender<Wake>,
 }
@@ -86,10 +87,10 @@ impl Finisher {
                 None
             } else {
                 let (wake, woken) = oneshot::channel();
-                let argv = call.args();
+                let entry = GroupEntry::of(call);
                 state.queue.push_back(Waiting {
-                    size: argv_size(&argv),
-                    argv,
+                    size: entry.size(),
+                    entry,
                     wake,
                 });
                 Some(woken)
@@ -134,14 +135,14 @@ impl Finisher {
         if rest.is_empty() {
             return conn.call(call).await;
         }
-        let mut argvs = Vec::with_capacity(1 + rest.len());
-        argvs.push(call.args());
+        let mut entries = Vec::with_capacity(1 + rest.len());
+        entries.push(GroupEntry::of(call));
         let mut wakes = Vec::with_capacity(rest.len());
         for w in rest {
-            argvs.push(w.argv);
+            entries.push(w.entry);
             wakes.push(w.wake);
         }
-        let group = match MoveJobsToFinished::from_argvs(call.keys, &argvs) {
+        let group = match MoveJobsToFinished::from_entries(call.keys, &entries) {
             Ok(group) => group,
             Err(e) => {
                 // The queue keeps to the bounds; should it not, nothing is lost.
@@ -197,7 +198,7 @@ impl Finisher {
                 state.in_flight = state.in_flight.saturating_sub(1);
                 return;
             };
-            let mut size = first.size + 5;
+            let mut size = first.size + GROUP_OVERHEAD;
             let mut rest = Vec::new();
             while rest.len() + 1 < GROUP_SIZE {
                 match state.queue.front() {
