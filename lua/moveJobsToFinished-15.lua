@@ -31,7 +31,11 @@
     returns (0, a next-job reply, or -1 -2 -3 -4 -6 -9). A refused entry
     changes nothing; the others go on.
   Errors (raised before anything is written): a malformed or oversized ARGV.
+  DAG flows (docs/flows.md §DAGs): after an entry finished, a node with
+  extra parents (`{P}<id>:dag:parents`) is handed to up to 100 of them, as
+  releaseDagParents-5 does; for every other job that is one EXISTS.
 ]]
+--- @include "includes/releaseDagParents"
 --- @include "includes/finishJob"
 
 local function malformed(what)
@@ -93,6 +97,15 @@ for i = 1, #entries do
   else
     replies[i] = finishJob(KEYS, KEYS[12], prefix .. e[1], KEYS[15],
       { e[1], e[2], "failedReason", e[3], "failed", e[5], prefix, "", e[8] }, opts)
+  end
+  -- A DAG node with extra parents is handed to them in this same call (at
+  -- most 100 here; a node with more is finished by the DagReleaser).
+  local r = replies[i]
+  if (r == 0 or type(r) == "table") then
+    local parentsKey = prefix .. e[1] .. ":dag:parents"
+    if redis.call("EXISTS", parentsKey) == 1 then
+      releaseDagParents(prefix .. e[1], parentsKey, prefix .. "dag:pending", KEYS[11], KEYS[12], e[1], e[2], 100)
+    end
   end
 end
 return replies

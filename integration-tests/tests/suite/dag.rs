@@ -53,6 +53,16 @@ async fn releaser(conn: &Connection, queue: &str) -> ActorRef<DagReleaserMsg> {
 
 /// In-process workers on `queues`; jobs behave as their data says.
 async fn workers(conn: &Connection, queues: &[&str]) -> Vec<ActorRef<WorkerMsg>> {
+    workers_with(conn, queues, 2).await
+}
+
+/// [`workers`] with this group commit (`0`: off, every finish a plain
+/// moveToFinished, so no DAG node is handed over in its finish).
+async fn workers_with(
+    conn: &Connection,
+    queues: &[&str],
+    group_commit: usize,
+) -> Vec<ActorRef<WorkerMsg>> {
     let (sup, _) = Actor::spawn(None, NullSupervisor, ()).await.unwrap();
     let mut out = Vec::new();
     for name in queues {
@@ -64,6 +74,7 @@ async fn workers(conn: &Connection, queues: &[&str]) -> Vec<ActorRef<WorkerMsg>>
         let mut args = WorkerArgs::new(q, p);
         args.options.concurrency = 4;
         args.options.drain_delay = Duration::from_millis(200);
+        args.options.group_commit = group_commit;
         let (w, _) = echomq_integration_tests::spawn_worker(sup.get_cell(), args)
             .await
             .unwrap();
@@ -312,6 +323,42 @@ async fn a_diamond_runs_in_dependency_order_on_echomq_workers() {
     // Handed over: nothing left for a releaser.
     assert!(!echomq_integration_tests::state::exists(&c, "emq:d:A:dag:parents").await);
     assert_eq!(c.scard::<u64, _>("emq:d:dag:pending").await.unwrap(), 0);
+}
+
+/// With no DagReleaser anywhere, an EchoMQ worker's own finish hands a node
+/// to its extra parents in the same call: A's completion puts B (its BullMQ
+/// parent) and C and D (its extra parents) in wait together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echomq_finish_hands_a_node_to_its_extra_parents_in_the_same_call() {
+    let (redis, conn, _q) = RedisServer::with_queue("at").await;
+    let c = redis.client().await;
+    let nodes = diamond("", "at", "at");
+    FlowProducer::new(&conn)
+        .add_dag(nodes.clone())
+        .await
+        .unwrap();
+    // The mark the worker routes by, on A only (the one node with extra parents).
+    let opts: String = c.hget("emq:at:A", "opts").await.unwrap();
+    assert!(opts.contains(r#""emqDag":1"#), "{opts}");
+    let opts: String = c.hget("emq:at:B", "opts").await.unwrap();
+    assert!(!opts.contains("emqDag"), "{opts}");
+    let ws = workers(&conn, &["at"]).await;
+    wait_until("E completes", Duration::from_secs(30), async || {
+        state(&conn, "at", "E").await == JobState::Completed
+    })
+    .await;
+    close(ws).await;
+    let (active, completed, completions) = positions(&c, "at").await;
+    assert_order(&nodes, &active, &completed);
+    assert!(completions.values().all(|&n| n == 1), "{completions:?}");
+    // No DagReleaser ran: only A's finish can have handed it to C and D
+    // (with group commit off they stay waiting: the audit test below).
+    assert_eq!(
+        children_values(&conn, "at", "C").await,
+        BTreeMap::from([("emq:at:A".to_owned(), json!("a"))])
+    );
+    assert_eq!(c.scard::<u64, _>("emq:at:dag:pending").await.unwrap(), 0);
+    echomq_integration_tests::assert_consistent(&conn, "at").await;
 }
 
 /// A, B, C and D run by a BullMQ 6.7.6 Node worker, E by EchoMQ: A's extra
@@ -675,7 +722,9 @@ async fn the_audit_finds_a_node_no_releaser_handed_over() {
         .add_dag(diamond("", "a", "a"))
         .await
         .unwrap();
-    let ws = workers(&conn, &["a"]).await;
+    // Group commit off: A's finish is BullMQ's plain moveToFinished, which
+    // knows only its first parent, as when a Node worker finishes it.
+    let ws = workers_with(&conn, &["a"], 0).await;
     wait_until("B completes", Duration::from_secs(30), async || {
         state(&conn, "a", "B").await == JobState::Completed
     })
@@ -914,7 +963,8 @@ async fn a_host_restarts_a_crashed_dag_releaser() {
 
     let nodes = diamond("", "hr", "hr");
     FlowProducer::new(&conn).add_dag(nodes).await.unwrap();
-    let ws = workers(&conn, &["hr"]).await;
+    // Group commit off: the hand-over is left to the restarted releaser.
+    let ws = workers_with(&conn, &["hr"], 0).await;
     wait_until("E completes", Duration::from_secs(30), async || {
         state(&conn, "hr", "E").await == JobState::Completed
     })

@@ -11,6 +11,11 @@ use crate::call::lifecycle::EpochMs;
 use crate::keys::{Key, QueueKeys};
 use crate::scripts::ScriptId;
 
+/// The stored option (`opts.emqDag: 1`) of a DAG node with extra parents:
+/// an EchoMQ worker finishes it through moveJobsToFinished, which hands it to
+/// those parents in the same call. BullMQ Node carries it through untouched.
+pub const DAG_NODE_OPTION: &str = "emqDag";
+
 /// `{P}<id>:dag:parents`: HASH extra parent key -> that parent's queue key
 /// (`<prefix>:<queue>`), the dependents of node `id` after its first.
 pub fn extra_parents_key(keys: &QueueKeys, id: &str) -> String {

@@ -178,7 +178,16 @@ impl FlowProducer {
                 name: n.name.clone(),
                 queue: n.queue.clone(),
                 data: n.data.clone(),
-                options: n.options.clone().job_id(n.id.clone()),
+                options: {
+                    let mut o = n.options.clone().job_id(n.id.clone());
+                    if plan.dependents[i].len() > 1 {
+                        o.extra.insert(
+                            echomq_protocol::call::dag::DAG_NODE_OPTION.into(),
+                            serde_json::json!(1),
+                        );
+                    }
+                    o
+                },
                 children: Vec::new(),
                 parent: None,
                 on_failure: n.on_failure,

@@ -29,6 +29,22 @@ use crate::error::{Error, Result};
 /// §Scale), past the few ms any one call may hold it; 16 halves that.
 const GROUP_SIZE: usize = if MAX_ENTRIES < 16 { MAX_ENTRIES } else { 16 };
 
+/// One finish on its own: moveToFinished, or for a DAG node a group of one,
+/// whose script also hands the node to its extra parents.
+async fn alone(conn: &Connection, call: &MoveToFinished<'_>, dag: bool) -> Answer {
+    if !dag {
+        return conn.call(call).await;
+    }
+    let group = MoveJobsToFinished::from_entries(call.keys, &[GroupEntry::of(call)])
+        .map_err(|e| Error::protocol("moveJobsToFinished", e.to_string()))?;
+    conn.call(&group)
+        .await?
+        .into_iter()
+        .next()
+        .map(Ok)
+        .unwrap_or_else(|| Err(Error::protocol("moveJobsToFinished", "no reply".to_owned())))
+}
+
 /// What a finishing call answered for one job.
 pub(crate) type Answer = Result<Verdict<Option<NextJob>>>;
 
@@ -79,7 +95,15 @@ impl Finisher {
     /// Sends `call` now when fewer than the bound are in flight, else with
     /// the finishes queued meanwhile once a call returns; answers this job's
     /// verdict as moveToFinished alone would.
-    pub(crate) async fn finish(&self, conn: &Connection, call: &MoveToFinished<'_>) -> Answer {
+    /// `dag`: the job is a DAG node with extra parents, whose finish goes
+    /// through the group script even alone, so that its extra parents are
+    /// handed the outcome in the same call (docs/flows.md §DAGs).
+    pub(crate) async fn finish(
+        &self,
+        conn: &Connection,
+        call: &MoveToFinished<'_>,
+        dag: bool,
+    ) -> Answer {
         let queued = {
             let mut state = self.state();
             if state.in_flight < self.max_in_flight {
@@ -98,7 +122,7 @@ impl Finisher {
         };
         let Some(woken) = queued else {
             let _leading = Leading(self);
-            return conn.call(call).await;
+            return alone(conn, call, dag).await;
         };
         let mut queued = Queued {
             finisher: self,
@@ -111,9 +135,9 @@ impl Finisher {
             Ok(Wake::Answered(answer)) => answer,
             Ok(Wake::Lead(rest)) => {
                 let _leading = Leading(self);
-                self.send_group(conn, call, rest).await
+                self.send_group(conn, call, rest, dag).await
             }
-            Ok(Wake::Alone) => conn.call(call).await,
+            Ok(Wake::Alone) => alone(conn, call, dag).await,
             // The slot that held this finish was dropped mid-call (its task
             // ended): whether the call ran is unknown, as with a lost reply.
             Err(_) => Err(Error::OutcomeUnknown {
@@ -131,9 +155,10 @@ impl Finisher {
         conn: &Connection,
         call: &MoveToFinished<'_>,
         rest: Vec<Waiting>,
+        dag: bool,
     ) -> Answer {
         if rest.is_empty() {
-            return conn.call(call).await;
+            return alone(conn, call, dag).await;
         }
         let mut entries = Vec::with_capacity(1 + rest.len());
         entries.push(GroupEntry::of(call));
@@ -147,7 +172,7 @@ impl Finisher {
             Err(e) => {
                 // The queue keeps to the bounds; should it not, nothing is lost.
                 warn!(error = %e, "group commit refused its own group; finishing singly");
-                return self.each_alone(conn, call, wakes).await;
+                return self.each_alone(conn, call, wakes, dag).await;
             }
         };
         match conn.call(&group).await {
@@ -172,7 +197,7 @@ impl Finisher {
             }
             Err(e) => {
                 warn!(error = %e, "group commit call failed; finishing singly");
-                self.each_alone(conn, call, wakes).await
+                self.each_alone(conn, call, wakes, dag).await
             }
         }
     }
@@ -182,11 +207,12 @@ impl Finisher {
         conn: &Connection,
         call: &MoveToFinished<'_>,
         wakes: Vec<oneshot::Sender<Wake>>,
+        dag: bool,
     ) -> Answer {
         for wake in wakes {
             let _ = wake.send(Wake::Alone);
         }
-        conn.call(call).await
+        alone(conn, call, dag).await
     }
 
     /// A call returned: the queued finishes go to the oldest owner still
@@ -399,7 +425,7 @@ mod tests {
     ) -> Vec<Pending<'a>> {
         let mut pending: Vec<Pending<'a>> = calls
             .iter()
-            .map(|call| Box::pin(finisher.finish(conn, call)) as Pending<'a>)
+            .map(|call| Box::pin(finisher.finish(conn, call, false)) as Pending<'a>)
             .collect();
         poll_once_each(&mut pending).await;
         pending

@@ -361,7 +361,12 @@ impl ActiveJob {
         let verdict = match (self.core.finisher(), finishing.finish_of(t)) {
             (Some(finisher), Some(call)) => {
                 grouped = true;
-                finisher.finish(self.core.conn(), &call).await?
+                let dag = self
+                    .job
+                    .opts
+                    .extra
+                    .contains_key(echomq_protocol::call::dag::DAG_NODE_OPTION);
+                finisher.finish(self.core.conn(), &call, dag).await?
             }
             _ => {
                 let ran = finishing.run(self.core.conn(), t).await?;
