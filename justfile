@@ -70,13 +70,15 @@ bench-budget BYTES="67108864" JOBS="300000": _ensure-redis _ensure-node-packages
     ECHOMQ_BUDGET_BYTES={{BYTES}} ECHOMQ_BUDGET_JOBS={{JOBS}} cargo test -p echomq-integration-tests \
         --test suite budgets::a_budget_holds_whoever_finishes_the_jobs -- --nocapture
 
-# The group-commit equality proof at length (docs/decisions.md §16): CASES
-# random scenarios, each finished as single calls, as random groups and by
-# BullMQ's own moveToFinished on three servers, whole keyspaces and replies
-# compared (`just test` runs 256). Record the last run in decisions.md.
+# The equality proofs at length (docs/decisions.md §16): CASES random
+# scenarios each, run as single calls, as groups (finishes, fetches, adds)
+# and by BullMQ's own per-job scripts on separate servers, whole keyspaces
+# and replies compared (`just test` runs 256, 128 and 128). Record the last
+# run in decisions.md.
 prove CASES="10000": _ensure-redis _ensure-node-packages
-    ECHOMQ_GROUP_COMMIT_CASES={{CASES}} cargo test -p echomq-integration-tests --test suite \
-        group_commit_equality::
+    ECHOMQ_GROUP_COMMIT_CASES={{CASES}} ECHOMQ_FETCH_BATCH_CASES={{CASES}} ECHOMQ_ADD_GROUP_CASES={{CASES}} \
+        cargo test -p echomq-integration-tests --test suite -- \
+        group_commit_equality:: fetch_batch_equality:: add_group_equality::
 
 # Fuzz the decoders of foreign data for SECONDS per target (libFuzzer on the
 # stable toolchain, fuzz/run.sh; docs/decisions.md §11); TARGETS picks some

@@ -28,10 +28,7 @@ use crate::group_commit_equality::{bullmq_script, dump, first_difference, one_se
 const QUEUE: &str = "ag";
 
 fn cases() -> u32 {
-    std::env::var("ECHOMQ_ADD_GROUP_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(128)
+    crate::group_commit_equality::cases_from("ECHOMQ_ADD_GROUP_CASES", 128)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -336,12 +333,7 @@ proptest! {
 
     #[test]
     fn grouped_adds_leave_the_keyspace_of_single_ones_and_of_bullmq(s in scenario()) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(check(s))?;
+        crate::group_commit_equality::run_case(check(s))?;
     }
 }
 

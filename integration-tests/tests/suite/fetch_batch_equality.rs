@@ -39,10 +39,7 @@ use crate::group_commit_equality::{
 const QUEUE: &str = "fb";
 
 fn cases() -> u32 {
-    std::env::var("ECHOMQ_FETCH_BATCH_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(128)
+    crate::group_commit_equality::cases_from("ECHOMQ_FETCH_BATCH_CASES", 128)
 }
 
 #[derive(Clone, Debug)]
@@ -344,12 +341,7 @@ proptest! {
 
     #[test]
     fn batched_takes_leave_the_keyspace_of_single_ones_and_of_bullmq(s in scenario()) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(check(s))?;
+        crate::group_commit_equality::run_case(check(s))?;
     }
 }
 

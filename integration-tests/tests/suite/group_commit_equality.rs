@@ -53,10 +53,28 @@ pub(crate) const SERVER_ARGS: [&str; 4] = [
 ];
 
 fn cases() -> u32 {
-    std::env::var("ECHOMQ_GROUP_COMMIT_CASES")
+    cases_from("ECHOMQ_GROUP_COMMIT_CASES", 256)
+}
+
+/// The cases a proof runs: `var` when set (`just prove`), else `default`.
+pub(crate) fn cases_from(var: &str, default: u32) -> u32 {
+    std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
+        .unwrap_or(default)
+}
+
+/// Runs one proptest case's async check on its own runtime (each case
+/// starts its own servers).
+pub(crate) fn run_case(
+    check: impl std::future::Future<Output = Result<(), TestCaseError>>,
+) -> Result<(), TestCaseError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(check)
 }
 
 // ------------------------------------------------------------- scenario
@@ -852,12 +870,7 @@ proptest! {
 
     #[test]
     fn grouped_finishes_leave_the_keyspace_of_single_ones_and_of_bullmq(s in scenario()) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(check(s))?;
+        run_case(check(s))?;
     }
 }
 
