@@ -71,12 +71,12 @@ impl RelayKeys {
         &self.namespace
     }
 
-    /// `<prefix>::relay:{<namespace>}`: what every relay script gets as ARGV[1].
+    /// `<prefix>::relay:{<namespace>}`: what every relay script gets as `ARGV[1]`.
     pub fn base(&self) -> &str {
         &self.base
     }
 
-    /// `{base}:nodes`, the lease set: KEYS[1] of every namespace script.
+    /// `{base}:nodes`, the lease set: `KEYS[1]` of every namespace script.
     pub fn nodes(&self) -> &str {
         &self.nodes
     }

@@ -5,7 +5,7 @@
 //! text). The Redis client keeps its own reference to every argument, and the
 //! first reference taken to a freshly allocated buffer allocates its shared
 //! header: two allocations per short value. Short values are therefore kept
-//! inline, and [`call_parts`] copies them into one buffer per call that all of
+//! inline, and [`call_parts`](crate::call::script::call_parts) copies them into one buffer per call that all of
 //! them slice (docs/benchmarks.md, "Per-job cost, deterministic").
 
 use bytes::Bytes;

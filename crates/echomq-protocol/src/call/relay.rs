@@ -2,7 +2,7 @@
 //! docs/protocol.md §Relay): one type per call.
 //!
 //! Every namespace script takes `{base}:nodes` as its only KEY and the base
-//! as ARGV[1]; the registry scripts take the registry key. A relay script's
+//! as `ARGV[1]`; the registry scripts take the registry key. A relay script's
 //! negative reply is a [`RelayCode`] — not a queue [`ScriptErrorCode`], whose
 //! numbers mean other things — so the calls that can refuse answer
 //! `Result<_, RelayCode>` inside their output.

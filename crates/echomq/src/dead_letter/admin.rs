@@ -239,7 +239,7 @@ impl DeadLetters<'_> {
 
     /// One page of dead letters matching `filter`, newest first (`oldest`
     /// false) or oldest first, from `from` (`None`: the start). Reads at most
-    /// [`PAGE`] entries, whatever the queue holds.
+    /// 100 (`PAGE`) entries, whatever the queue holds.
     pub async fn page(
         self,
         filter: &DeadLetterFilter,

@@ -1,7 +1,7 @@
 //! What EchoMQ tells the people who run it, besides logs: runtime metrics
 //! ([`metrics`], feature `metrics`), BullMQ's queue-state gauges
 //! ([`queue_state`]), per-group gauges of the busiest groups ([`group_state`]),
-//! byte budgets ([`budget_state`]), the `/metrics` endpoint ([`prometheus`], feature
+//! byte budgets ([`budget_state`]), the `/metrics` endpoint (`prometheus`, feature
 //! `prometheus`), and spans with trace context carried through jobs
 //! ([`trace`], OpenTelemetry with feature `otel`). Operators' guide:
 //! `docs/operations.md`.
