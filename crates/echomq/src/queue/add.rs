@@ -159,7 +159,7 @@ impl Queue {
             return Ok(());
         }
         let key = offload::new_key();
-        offload::refs::announce(&self.conn, &self.keys, &key).await?;
+        offload::refs::announce(&self.conn, &self.keys, &key, None).await?;
         p.data = offload::write(off, &key, &p.data).await?;
         p.blob = Some(key);
         Ok(())

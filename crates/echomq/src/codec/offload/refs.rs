@@ -12,18 +12,29 @@ use super::OffloadOptions;
 use crate::connection::pool::Connection;
 use crate::error::Result;
 
-/// Stamps a blob about to be written with now.
-pub(crate) async fn announce(conn: &Connection, keys: &QueueKeys, blob: &str) -> Result<()> {
-    conn.pool()
-        .zadd::<(), _, _>(
-            blobs_key(keys),
-            None,
-            None,
-            false,
-            false,
-            (crate::clock::now_ms() as f64, blob),
-        )
+/// Stamps a blob about to be written with now, and gives it its job when
+/// the id is already known (a return value's): one round trip.
+pub(crate) async fn announce(
+    conn: &Connection,
+    keys: &QueueKeys,
+    blob: &str,
+    owner: Option<&str>,
+) -> Result<()> {
+    let stamp = (crate::clock::now_ms() as f64, blob);
+    let Some(owner) = owner else {
+        conn.pool()
+            .zadd::<(), _, _>(blobs_key(keys), None, None, false, false, stamp)
+            .await?;
+        return Ok(());
+    };
+    let pipeline = conn.pool().next().pipeline();
+    pipeline
+        .zadd::<(), _, _>(blobs_key(keys), None, None, false, false, stamp)
         .await?;
+    pipeline
+        .hset::<(), _, _>(owners_key(keys), (blob, owner))
+        .await?;
+    let _: Vec<fred::types::Value> = pipeline.all().await?;
     Ok(())
 }
 

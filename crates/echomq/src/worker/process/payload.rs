@@ -47,13 +47,10 @@ pub(crate) async fn seal(
     }
     let failed = |e: String| ProcessError::failed(format!("return value offload: {e}"));
     let key = offload::new_key();
-    offload::refs::announce(core.conn(), core.keys(), &key)
+    offload::refs::announce(core.conn(), core.keys(), &key, Some(job_id))
         .await
         .map_err(|e| failed(e.to_string()))?;
     let reference = offload::write(off, &key, &text)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    offload::refs::own(core.conn(), core.keys(), &[(key.as_str(), job_id)])
         .await
         .map_err(|e| failed(e.to_string()))?;
     serde_json::from_str(&reference).map_err(|e| failed(e.to_string()))
