@@ -551,9 +551,13 @@ async fn the_host_supervisor_runs_a_set_and_closes_it_in_order() {
     for _ in 0..4 {
         ids.push(q.add("slow", &json!({}), JobOptions::new()).await.unwrap());
     }
-    let q2 = q.clone();
+    // Running as the worker sees them (its held locks): Redis's `active`
+    // count moves first, while a (batched) take's reply is on its way.
+    let lm = set.lock_manager.clone();
     wait_until("four running jobs", Duration::from_secs(5), async || {
-        q2.counts().await.unwrap().active == 4
+        call_t!(lm, LockManagerMsg::GetTracked, 2000)
+            .map(|t: Vec<echomq::locks::TrackedLock>| t.len() == 4)
+            .unwrap_or(false)
     })
     .await;
     let report = call_t!(
