@@ -29,6 +29,7 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
         echomq::protocol::QueueKeys::new(&t.prefix, q)?;
     }
     let conn = Connection::connect(t.config.clone()).await?;
+    let mut stop = super::StopSignals::arm();
     let mut releasers: Vec<ActorRef<DagReleaserMsg>> = Vec::new();
     let (died, mut death) = tokio::sync::mpsc::channel::<()>(1);
     for q in &a.queues {
@@ -52,7 +53,7 @@ pub(crate) async fn run(a: Args, t: &Target) -> Res {
             conn.close().await;
             return Err("a DAG releaser stopped".into());
         }
-        _ = super::stop_signal() => {}
+        _ = stop.recv() => {}
     }
     for r in &releasers {
         r.stop(None);

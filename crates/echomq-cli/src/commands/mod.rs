@@ -288,23 +288,55 @@ pub(crate) fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-/// Until Ctrl-C or SIGTERM: how a long-running command (the dashboard, a
-/// DAG releaser) is told to stop.
-pub(crate) async fn stop_signal() {
+/// Ctrl-C and SIGTERM, caught from the moment a long-running command (the
+/// worker, the dashboard, a DAG releaser) arms them: a signal that comes
+/// while it is still starting up is kept for [`StopSignals::recv`], rather
+/// than killing the process by the default disposition between the first
+/// job (or the first printed line) and the wait for it.
+pub(crate) struct StopSignals {
     #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async {
-                match term.as_mut() {
-                    Some(t) => { t.recv().await; }
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Installs the handlers now; must run inside the runtime.
+    pub(crate) fn arm() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            StopSignals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// Until one of them came (or had come since [`StopSignals::arm`]);
+    /// answers its name.
+    pub(crate) async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
                     None => std::future::pending::<()>().await,
                 }
-            } => {}
+            }
+            tokio::select! {
+                _ = next(&mut self.interrupt) => "SIGINT",
+                _ = next(&mut self.terminate) => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::signal::ctrl_c().await.ok();
+            "Ctrl-C"
         }
     }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.ok();
 }

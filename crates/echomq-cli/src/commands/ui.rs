@@ -61,6 +61,7 @@ pub(crate) async fn run(args: Args, cli: &Target) -> i32 {
             return d.class.exit_code();
         }
     };
+    let mut stop = super::StopSignals::arm();
     let ui = match echomq_ui::start(conn.clone(), config).await {
         Ok(ui) => ui,
         Err(e) => {
@@ -78,7 +79,7 @@ pub(crate) async fn run(args: Args, cli: &Target) -> i32 {
         cli.prefix,
         if args.read_only { ", read-only" } else { "" }
     );
-    super::stop_signal().await;
+    stop.recv().await;
     let code = match ui.shutdown().await {
         Ok(()) => 0,
         Err(e) => {

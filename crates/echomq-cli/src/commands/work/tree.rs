@@ -25,6 +25,10 @@ pub(super) async fn work(
     processor: Arc<dyn Processor>,
     health: Option<&HealthServer>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // Armed before the first job can start: a test (or an operator) that
+    // sees one finish and sends SIGTERM gets the ordered close, not death by
+    // the default disposition while the other components start.
+    let mut stop = crate::commands::StopSignals::arm();
     let args = worker_args(queue.clone(), &settings, processor);
     // This process's supervisor: the shipped one-for-one HostSupervisor, with
     // the default restart budget.
@@ -70,7 +74,6 @@ pub(super) async fn work(
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let total = Arc::new(AtomicU64::new(0));
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let reason = loop {
         tokio::select! {
             _ = ticker.tick() => {
@@ -98,8 +101,7 @@ pub(super) async fn work(
                     break "max jobs reached";
                 }
             }
-            _ = tokio::signal::ctrl_c() => break "SIGINT",
-            _ = sigterm.recv() => break "SIGTERM",
+            signal = stop.recv() => break signal,
         }
     };
     // The ordered shutdown (HostSupervisor's Close): stop fetching, let running
