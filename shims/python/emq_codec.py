@@ -88,7 +88,8 @@ def _b64field(env, field):
 
 def _gzip(data):
     # wbits 31: a gzip stream (RFC 1952), as Node's zlib.gunzipSync reads it.
-    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    # Level 1: most of level 6's size at a fraction of its time (docs/operations.md §Memory).
+    c = zlib.compressobj(1, zlib.DEFLATED, 31)
     return c.compress(data) + c.flush()
 
 
