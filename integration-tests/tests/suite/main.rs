@@ -1,6 +1,7 @@
 //! Every test of this crate in one binary (one link, one artifact on disk);
 //! a file per topic, each a module: `cargo test -p <crate> --test suite <module>::`.
 
+mod add_coalesce;
 mod add_group_equality;
 mod adopt;
 mod adopt_fleet;

@@ -233,6 +233,7 @@ impl Flows<'_> {
             conn: self.queue.conn.clone(),
             keys: QueueKeys::new(self.queue.keys.prefix(), name)?,
             options: self.queue.options.clone(),
+            adds: Default::default(),
         })
     }
 

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::groups::add::{AnyAdd, BulkAdd, EntryAnswer, EntryRefusal};
 
 /// One job validated and encoded; nothing is written until it is called.
-struct Prepared {
+pub(super) struct Prepared {
     kind: AddKind,
     name: String,
     custom_id: String,
@@ -45,6 +45,10 @@ struct ParentArgs {
 }
 
 impl Prepared {
+    fn group_name(&self) -> Option<&str> {
+        self.group.as_ref().map(|g| g.0.as_str())
+    }
+
     /// The AddArgs every add script takes, grouped or not.
     fn add_args<'a>(&'a self, prefix_key: &'a str) -> AddArgs<'a> {
         AddArgs {
@@ -169,16 +173,19 @@ impl Queue {
     /// sweep keeps an unowned blob for its grace, and a job whose blob was
     /// swept reads it as missing; so it is logged, not returned.
     #[cfg(feature = "codec")]
-    async fn own_blobs<'p>(&self, added: impl Iterator<Item = (&'p Prepared, &'p str)>) {
+    async fn own_blobs<'p>(&self, added: impl Iterator<Item = (Option<&'p str>, &'p str)>) {
         let owned: Vec<(&str, &str)> = added
-            .filter_map(|(p, id)| p.blob.as_deref().map(|b| (b, id)))
+            .filter_map(|(blob, id)| blob.map(|b| (b, id)))
             .collect();
+        if owned.is_empty() {
+            return;
+        }
         if let Err(e) = crate::codec::offload::refs::own(&self.conn, &self.keys, &owned).await {
             tracing::warn!(error = %e, blobs = owned.len(), "offloaded blobs not given their jobs");
         }
     }
 
-    fn add_call<'a>(&'a self, p: &'a Prepared) -> AnyAdd<'a> {
+    pub(super) fn add_call<'a>(&'a self, p: &'a Prepared) -> AnyAdd<'a> {
         if let Some((group, priority, groups)) = &p.group {
             return AnyAdd::Group(AddGroupJob {
                 keys: &self.keys,
@@ -200,14 +207,20 @@ impl Queue {
     }
 
     /// The id, or the typed refusal of a full group.
-    fn added(p: &Prepared, r: Result<GroupAdded>) -> Result<String> {
+    fn added(group: Option<&str>, r: Result<GroupAdded>) -> Result<String> {
         match r? {
             GroupAdded::Added(id) => Ok(id),
             GroupAdded::Full { max_size } => Err(Error::GroupFull {
-                group: p.group.as_ref().map(|g| g.0.clone()).unwrap_or_default(),
+                group: group.unwrap_or_default().to_owned(),
                 max_size,
             }),
         }
+    }
+
+    /// Whether an add may wait to go with others: a standard add (the
+    /// kind addStandardJobs carries), on a handle that groups.
+    fn coalesces(&self, p: &Prepared) -> bool {
+        self.options.add_group > 1 && p.group.is_none() && p.kind == AddKind::Standard
     }
 
     /// Adds one job and returns its id. With a custom id that already exists the
@@ -227,9 +240,17 @@ impl Queue {
             let mut p = self.prepare(name, data, options)?;
             #[cfg(feature = "codec")]
             self.offload(&mut p).await?;
-            let id = Self::added(&p, self.conn.call(&self.add_call(&p)).await)?;
             #[cfg(feature = "codec")]
-            self.own_blobs(std::iter::once((&p, id.as_str()))).await;
+            let blob = p.blob.clone();
+            let id = if self.coalesces(&p) {
+                // A standard add has no group to be full.
+                Self::added(None, self.add_coalesced(p).await)?
+            } else {
+                Self::added(p.group_name(), self.conn.call(&self.add_call(&p)).await)?
+            };
+            #[cfg(feature = "codec")]
+            self.own_blobs(std::iter::once((blob.as_deref(), id.as_str())))
+                .await;
             Ok(id)
         }
         .instrument(span)
@@ -273,20 +294,15 @@ impl Queue {
             let mut out: Vec<Result<String>> = Vec::with_capacity(prepared.len());
             let mut chunks = prepared.chunks(ADD_BULK_CHUNK);
             for chunk in chunks.by_ref() {
-                let (calls, sizes) = self.bulk_calls(chunk);
-                let replies = self.conn.call_batch(&calls).await;
                 let results: Vec<Result<String>> = chunk
                     .iter()
-                    .zip(per_entry(replies, &sizes))
-                    .map(|(p, r)| Self::added(p, r))
+                    .zip(self.send_adds(chunk).await)
+                    .map(|(p, r)| Self::added(p.group_name(), r))
                     .collect();
                 #[cfg(feature = "codec")]
-                self.own_blobs(
-                    chunk
-                        .iter()
-                        .zip(&results)
-                        .filter_map(|(p, r)| r.as_ref().ok().map(|id| (p, id.as_str()))),
-                )
+                self.own_blobs(chunk.iter().zip(&results).filter_map(|(p, r)| {
+                    r.as_ref().ok().map(|id| (p.blob.as_deref(), id.as_str()))
+                }))
                 .await;
                 let broken = results
                     .iter()
@@ -315,6 +331,13 @@ pub const ADD_BULK_CHUNK: usize = 1000;
 pub const ADD_BULK_GROUP: usize = 50;
 
 impl Queue {
+    /// Sends `jobs` in one pipelined round trip ([`Queue::bulk_calls`]);
+    /// each job's own answer, in order.
+    pub(super) async fn send_adds(&self, jobs: &[Prepared]) -> Vec<Result<GroupAdded>> {
+        let (calls, sizes) = self.bulk_calls(jobs);
+        per_entry(self.conn.call_batch(&calls).await, &sizes)
+    }
+
     /// The calls of one chunk, in order, and the jobs each covers: runs of
     /// standard adds (no group) go as addStandardJobs calls of up to
     /// [`ADD_BULK_GROUP`], every other add as its own call.

@@ -36,6 +36,9 @@ pub struct Queue {
     pub(crate) conn: Connection,
     pub(crate) keys: QueueKeys,
     pub(crate) options: QueueOptions,
+    /// Concurrent adds in flight and waiting to be grouped, shared by the
+    /// handle's clones (`coalesce.rs`).
+    pub(crate) adds: std::sync::Arc<super::coalesce::AddGroups>,
 }
 
 impl Queue {
@@ -60,6 +63,7 @@ impl Queue {
             conn: conn.clone(),
             keys,
             options,
+            adds: Default::default(),
         };
         if !q.options.skip_meta_update {
             let max_len = q.options.max_len_events.to_string();

@@ -26,6 +26,13 @@ pub struct QueueOptions {
     /// (docs/operations.md §Memory).
     #[cfg(feature = "codec")]
     pub codec: crate::codec::CodecOptions,
+    /// Most standard adds (no delay, priority or group) that
+    /// [`Queue::add`](crate::Queue::add) calls made at once on this handle
+    /// send in one `addStandardJobs` call, once
+    /// [`ADDS_IN_FLIGHT`](crate::queue::ADDS_IN_FLIGHT) calls are in flight;
+    /// each keeps its own effects, events and answer. 0 or 1: every add its
+    /// own call. Default [`ADD_BULK_GROUP`](crate::queue::ADD_BULK_GROUP) (50).
+    pub add_group: usize,
 }
 
 impl Default for QueueOptions {
@@ -38,11 +45,18 @@ impl Default for QueueOptions {
             dead_letter: None,
             #[cfg(feature = "codec")]
             codec: crate::codec::CodecOptions::default(),
+            add_group: super::add::ADD_BULK_GROUP,
         }
     }
 }
 
 impl QueueOptions {
+    /// Sets [`add_group`](Self::add_group).
+    pub fn add_group(mut self, most: usize) -> Self {
+        self.add_group = most;
+        self
+    }
+
     /// Sets [`dead_letter`](Self::dead_letter).
     pub fn dead_letter(mut self, dlq: crate::dead_letter::DeadLetterQueue) -> Self {
         self.dead_letter = Some(dlq);
