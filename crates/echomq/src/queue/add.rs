@@ -228,6 +228,11 @@ impl Queue {
     /// With `options.parent` the job becomes a child of that existing job, as
     /// with Node's `queue.add(name, data, {parent})`: the parent waits for it,
     /// and a missing parent is `ParentJobNotExist` with nothing written.
+    ///
+    /// Concurrent standard adds on one handle (and its clones) share script
+    /// calls once two are in flight, each with its own effects and answer
+    /// ([`QueueOptions::add_group`](crate::QueueOptions::add_group)); a lone
+    /// add is sent at once.
     pub async fn add(
         &self,
         name: &str,

@@ -142,8 +142,14 @@ fn release(queue: &Queue) {
         Ok(rt) => {
             rt.spawn(send_groups(queue.clone(), group));
         }
-        // No runtime, nobody to answer: the waiters see their group dropped.
-        Err(_) => drop(group),
+        // No runtime to send them: every waiter sees its add dropped (an
+        // unknown outcome to it), and the slot is free for a later runtime.
+        Err(_) => {
+            drop(group);
+            let mut st = queue.adds.lock();
+            st.waiting.clear();
+            st.in_flight -= 1;
+        }
     }
 }
 
