@@ -93,6 +93,7 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
     cargo build --workspace --examples
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 
 # A throwaway redis-server in the foreground for manual use (port 6399, no persistence).
 redis port="6399": _ensure-redis
