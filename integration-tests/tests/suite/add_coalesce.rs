@@ -64,8 +64,8 @@ async fn concurrent_adds_share_calls_and_each_gets_its_own_answer() {
     let (groups, singles) = add_calls(&c).await;
     eprintln!("{N} concurrent adds: {groups} addStandardJobs + {singles} addStandardJob calls");
     assert!(groups > 0, "no add was grouped");
-    // Grouped at all, and on average two or more to a call (12 calls here
-    // on a quiet machine; a loaded one only makes the groups larger).
+    // On average two or more adds to a call (12 calls in all on a quiet
+    // machine: the margin is for a loaded one).
     assert!(
         groups + singles < N / 2,
         "{groups} + {singles} calls for {N} adds"
