@@ -152,7 +152,19 @@ async fn wait_completed(q: &Queue, ids: &[String]) {
         if pending.is_empty() {
             return;
         }
-        assert!(Instant::now() < deadline, "not completed: {pending:?}");
+        if Instant::now() >= deadline {
+            // What the pool sees, and which server it talks to: a stale
+            // primary or a replica would show here (failed once in a
+            // loaded CI run, not reproduced).
+            let counts = q.counts().await;
+            let role: Result<fred::types::Value, _> = fred::interfaces::ClientLike::custom(
+                q.connection().pool().next(),
+                fred::types::CustomCommand::new_static("ROLE", None, false),
+                Vec::<String>::new(),
+            )
+            .await;
+            panic!("not completed: {pending:?}; counts {counts:?}; ROLE {role:?}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
