@@ -181,64 +181,53 @@ function createCodec(options = {}) {
     return seal(codec, JSON.stringify(value === undefined ? null : value));
   }
 
-  /** The gzip bytes inside an envelope: checked, and decrypted when sealed. */
-  function unseal(env) {
+  /** The JSON text inside an envelope. */
+  function openText(env) {
     const name = env[CODEC_FIELD];
     if (typeof name !== 'string') throw new CodecError('malformed payload envelope: emq:codec is not a string');
     if (name !== GZIP && name !== SEALED) throw new CodecError(`unknown payload codec "${name}"`);
     if (typeof env.v !== 'number') throw new CodecError('malformed payload envelope: v is missing or not a number');
     if (env.v !== VERSION) throw new CodecError(`unsupported payload envelope version ${env.v}`);
-    const compressed = b64field(env, 'b64');
-    if (name !== SEALED) return compressed;
-    const kid = env.kid;
-    if (typeof kid !== 'string') throw new CodecError('malformed payload envelope: kid is missing or not a string');
-    const iv = b64field(env, 'iv');
-    const key = ring.keys.get(kid);
-    if (!key) throw new CodecError(`no key with id "${kid}" is configured to decrypt this payload`);
-    if (iv.length !== IV_BYTES) throw new CodecError('malformed payload envelope: iv is not 12 bytes');
-    if (compressed.length < TAG_BYTES) throw new CodecError(`payload authentication failed with key "${kid}": wrong key or tampered envelope`);
-    try {
-      const decipher = crypto.createDecipheriv('aes-256-gcm', key, iv);
-      decipher.setAAD(aad(SEALED, kid));
-      decipher.setAuthTag(compressed.subarray(compressed.length - TAG_BYTES));
-      return Buffer.concat([decipher.update(compressed.subarray(0, compressed.length - TAG_BYTES)), decipher.final()]);
-    } catch (_) {
-      throw new CodecError(`payload authentication failed with key "${kid}": wrong key or tampered envelope`);
+    let compressed = b64field(env, 'b64');
+    if (name === SEALED) {
+      const kid = env.kid;
+      if (typeof kid !== 'string') throw new CodecError('malformed payload envelope: kid is missing or not a string');
+      const iv = b64field(env, 'iv');
+      const key = ring.keys.get(kid);
+      if (!key) throw new CodecError(`no key with id "${kid}" is configured to decrypt this payload`);
+      if (iv.length !== IV_BYTES) throw new CodecError('malformed payload envelope: iv is not 12 bytes');
+      if (compressed.length < TAG_BYTES) throw new CodecError(`payload authentication failed with key "${kid}": wrong key or tampered envelope`);
+      try {
+        const decipher = crypto.createDecipheriv('aes-256-gcm', key, iv);
+        decipher.setAAD(aad(SEALED, kid));
+        decipher.setAuthTag(compressed.subarray(compressed.length - TAG_BYTES));
+        compressed = Buffer.concat([decipher.update(compressed.subarray(0, compressed.length - TAG_BYTES)), decipher.final()]);
+      } catch (_) {
+        throw new CodecError(`payload authentication failed with key "${kid}": wrong key or tampered envelope`);
+      }
     }
-  }
-
-  /** zlib's error as the codec's: a bomb or a corrupt body. */
-  function inflateError(e) {
-    if (e.code === 'ERR_BUFFER_TOO_LARGE') {
-      return new CodecError(`payload decompresses to more than ${maxDecodedBytes} bytes (a decompression bomb?)`);
-    }
-    return new CodecError(`corrupt compressed payload: ${e.message}`);
-  }
-
-  /** The JSON text inside an envelope. */
-  function openText(env) {
-    const compressed = unseal(env);
+    let plain;
     try {
-      return zlib.gunzipSync(compressed, { maxOutputLength: maxDecodedBytes }).toString('utf8');
+      plain = zlib.gunzipSync(compressed, { maxOutputLength: maxDecodedBytes });
     } catch (e) {
-      throw inflateError(e);
+      if (e.code === 'ERR_BUFFER_TOO_LARGE') {
+        throw new CodecError(`payload decompresses to more than ${maxDecodedBytes} bytes (a decompression bomb?)`);
+      }
+      throw new CodecError(`corrupt compressed payload: ${e.message}`);
     }
-  }
-
-  /** The value of a decoded JSON text. */
-  function parseDecoded(text) {
-    try {
-      return JSON.parse(text);
-    } catch (e) {
-      throw new CodecError(`decoded payload is not JSON: ${e.message}`);
-    }
+    return plain.toString('utf8');
   }
 
   /** The plain value of stored data: decoded when it is an envelope, else as it is. */
   function decode(data) {
     if (!isEnvelope(data)) return data;
     if (data[CODEC_FIELD] === BLOB) throw new CodecError('an offloaded payload is read with decodeAsync');
-    return parseDecoded(openText(data));
+    const text = openText(data);
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new CodecError(`decoded payload is not JSON: ${e.message}`);
+    }
   }
 
   /** [decoded value, its JSON text as stored inside the envelope (null when plain)]. */
@@ -250,14 +239,16 @@ function createCodec(options = {}) {
 
   /** decode, reading offloaded payloads from the blob store. */
   async function decodeAsync(data) {
-    if (!isEnvelope(data)) return data;
-    let inner = data;
-    if (data[CODEC_FIELD] === BLOB) {
-      inner = parseDecoded(await fetchBlob(data));
-      if (!isEnvelope(inner)) return inner;
-      if (inner[CODEC_FIELD] === BLOB) throw new CodecError('malformed payload envelope: an offloaded payload refers to another blob');
+    if (!isEnvelope(data) || data[CODEC_FIELD] !== BLOB) return decode(data);
+    const text = await fetchBlob(data);
+    let inner;
+    try {
+      inner = JSON.parse(text);
+    } catch (e) {
+      throw new CodecError(`decoded payload is not JSON: ${e.message}`);
     }
-    return parseDecoded(openText(inner));
+    if (isEnvelope(inner) && inner[CODEC_FIELD] === BLOB) throw new CodecError('malformed payload envelope: an offloaded payload refers to another blob');
+    return decode(inner);
   }
 
   /** A BullMQ processor seeing decoded `job.data`, its result stored encoded (and offloaded). */

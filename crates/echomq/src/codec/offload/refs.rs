@@ -20,20 +20,22 @@ pub(crate) async fn announce(
     blob: &str,
     owner: Option<&str>,
 ) -> Result<()> {
-    let stamp = (crate::clock::now_ms() as f64, blob);
-    let Some(owner) = owner else {
-        conn.pool()
-            .zadd::<(), _, _>(blobs_key(keys), None, None, false, false, stamp)
-            .await?;
-        return Ok(());
-    };
     let pipeline = conn.pool().next().pipeline();
     pipeline
-        .zadd::<(), _, _>(blobs_key(keys), None, None, false, false, stamp)
+        .zadd::<(), _, _>(
+            blobs_key(keys),
+            None,
+            None,
+            false,
+            false,
+            (crate::clock::now_ms() as f64, blob),
+        )
         .await?;
-    pipeline
-        .hset::<(), _, _>(owners_key(keys), (blob, owner))
-        .await?;
+    if let Some(owner) = owner {
+        pipeline
+            .hset::<(), _, _>(owners_key(keys), (blob, owner))
+            .await?;
+    }
     let _: Vec<fred::types::Value> = pipeline.all().await?;
     Ok(())
 }
