@@ -38,6 +38,9 @@ DEFAULT_MAX_DECODED_BYTES = 512 * 1024 * 1024
 IV_BYTES = 12
 KEYS_ENV = "ECHOMQ_CODEC_KEYS"
 BLOB = "blob"
+# Under gzip, shorter JSON texts are stored plain: the envelope would not be
+# smaller (docs/protocol.md §Payload envelope; the Rust GZIP_MIN_BYTES).
+GZIP_MIN_BYTES = 256
 DEFAULT_OFFLOAD_THRESHOLD = 256 * 1024
 _BLOB_KEY = re.compile(r"^[0-9a-f]{32}$")
 
@@ -84,6 +87,11 @@ def _b64field(env, field):
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise CodecError(f'corrupt base64 in the payload envelope field "{field}"') from None
+
+
+def _stays_plain(name, text):
+    """Whether a JSON text is stored as it is under ``name`` (never one naming the codec field)."""
+    return name == GZIP and len(text.encode()) < GZIP_MIN_BYTES and CODEC_FIELD not in text
 
 
 def _gzip(data):
@@ -137,7 +145,10 @@ class Codec:
         """The value as stored: its envelope with a codec, itself without."""
         if self.codec is None:
             return value
-        return self.seal(self.codec, json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        if _stays_plain(self.codec, text):
+            return value
+        return self.seal(self.codec, text)
 
     def decode_text(self, env):
         """The JSON text inside an envelope."""

@@ -211,14 +211,21 @@ pub(crate) async fn stored(c: &Client, q: &str, id: &str, field: &str) -> Json {
 }
 
 /// The return value of a completed job, decoded through `queue`'s codec.
+/// The tests' return values are short: sealed, and plain under `gzip` (every
+/// runtime's writer stores values under `GZIP_MIN_BYTES` plain).
 async fn decoded_return(queue: &Queue, id: &str) -> Json {
     let job = queue.get_job(id).await.unwrap().expect("job exists");
     let rv = job.return_value.expect("a return value");
-    assert!(
+    let sealed = queue.codec().encode == Some(Codec::Aes256GcmGzip);
+    assert_eq!(
         is_envelope(&rv),
-        "the return value of {id} is encoded: {rv}"
+        sealed,
+        "the return value of {id} is sealed, or plain under gzip: {rv}"
     );
-    queue.codec().decode(&rv).unwrap().unwrap()
+    match queue.codec().decode(&rv) {
+        None => rv,
+        Some(decoded) => decoded.unwrap(),
+    }
 }
 
 const CODECS: [Codec; 2] = [Codec::Gzip, Codec::Aes256GcmGzip];
@@ -269,8 +276,6 @@ async fn echomq_encodes_and_a_node_worker_reads_through_the_shim() {
             // The Node worker's return value, stored through the shim, read here.
             let rv = decoded_return(&queue, id).await;
             assert_eq!(rv, json!({"seenBy": "node", "len": text.len()}), "{id}");
-            let env = stored(&c, &q, id, "returnvalue").await;
-            assert_eq!(env["emq:codec"], codec.name());
         }
     }
 }
@@ -761,8 +766,9 @@ async fn a_batch_worker_decodes_and_fails_the_undecodable_for_good() {
     );
     for (i, id) in good.iter().take(4).enumerate() {
         assert_eq!(seen[id], order(i as u64).to_string(), "job {id}");
+        // Under GZIP_MIN_BYTES: stored plain under gzip.
         let rv = stored(&c, "bq", id, "returnvalue").await;
-        assert_eq!(rv["emq:codec"], "gzip", "{rv}");
+        assert_eq!(rv, json!({"seenBy": "rust-batch"}), "{rv}");
     }
     for id in &ids_bad {
         let job = queue.get_job(id).await.unwrap().unwrap();

@@ -37,6 +37,8 @@ async fn add_job_and_work_with_a_sealing_codec() {
     let keys = keys.to_str().unwrap();
     let env = [("ECHOMQ_CODEC_KEYS", &*format!("k1:{KEY_B64}"))];
     let mut printed = String::new();
+    // Over GZIP_MIN_BYTES, so the worker's echo of it is stored gzip-wrapped.
+    let order = format!(r#"{{"order":"ORD-7","note":"{}"}}"#, "n".repeat(300));
 
     let out = echomq_env(
         &url,
@@ -45,7 +47,7 @@ async fn add_job_and_work_with_a_sealing_codec() {
             "add",
             "q",
             "n",
-            r#"{"order":"ORD-7"}"#,
+            &order,
             "--codec",
             "aes256gcm+gzip",
             "--codec-keys-file",
@@ -104,10 +106,10 @@ async fn add_job_and_work_with_a_sealing_codec() {
         "{}",
         text(&with)
     );
-    assert!(text(&with).contains(r#"{"order":"ORD-7"}"#));
+    assert!(text(&with).contains(r#"{"order":"ORD-7","#));
     printed += &(text(&without) + &text(&with));
 
-    // The worker reads the sealed data and stores its return value gzip-encoded.
+    // The worker reads the sealed data and stores its echo gzip-encoded.
     let out = echomq_env(
         &url,
         &env,
@@ -115,6 +117,8 @@ async fn add_job_and_work_with_a_sealing_codec() {
             "work",
             "q",
             "--quiet",
+            "--processor",
+            "echo",
             "--max-jobs",
             "1",
             "--codec",
@@ -139,30 +143,39 @@ async fn add_job_and_work_with_a_sealing_codec() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn add_bulk_with_gzip_stores_envelopes() {
+async fn add_bulk_with_gzip_stores_long_data_in_envelopes() {
     let redis = RedisServer::start();
     let url = redis.url();
     let c = redis.client().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("jobs.jsonl");
-    std::fs::write(
-        &file,
-        "{\"name\":\"a\",\"data\":{\"n\":1}}\n{\"name\":\"b\",\"data\":{\"n\":2}}\n",
-    )
-    .unwrap();
+    // Short data stays plain under gzip (GZIP_MIN_BYTES); the long line is wrapped.
+    let long = format!(r#"{{"name":"c","data":{{"pad":"{}"}}}}"#, "p".repeat(300));
+    let lines = format!(
+        "{}\n{}\n{long}\n",
+        r#"{"name":"a","data":{"n":1}}"#, r#"{"name":"b","data":{"n":2}}"#
+    );
+    std::fs::write(&file, lines).unwrap();
     let out = echomq_env(
         &url,
         &[],
         &["add-bulk", "bq", file.to_str().unwrap(), "--codec", "gzip"],
     );
     assert!(out.status.success(), "{}", text(&out));
-    for id in ["1", "2"] {
+    for (id, codec) in [("1", None), ("2", None), ("3", Some("gzip"))] {
         let raw: String = c.hget(format!("emq:bq:{id}"), "data").await.unwrap();
         let v: Value = serde_json::from_str(&raw).unwrap();
-        assert_eq!(v["emq:codec"], "gzip", "{raw}");
+        assert_eq!(v["emq:codec"].as_str(), codec, "{raw}");
     }
     let shown = echomq_env(&url, &[], &["job", "bq", "2"]);
     assert!(text(&shown).contains(r#"{"n":2}"#), "{}", text(&shown));
+    let shown = echomq_env(&url, &[], &["job", "bq", "3"]);
+    assert!(
+        text(&shown).contains("data (gzip, decoded)"),
+        "{}",
+        text(&shown)
+    );
+    assert!(text(&shown).contains(&"p".repeat(300)), "{}", text(&shown));
 }
 
 #[tokio::test(flavor = "multi_thread")]

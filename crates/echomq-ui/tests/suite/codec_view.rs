@@ -22,7 +22,8 @@ async fn a_job_page_decodes_with_the_dashboards_keys() {
     let q = Queue::with_options(&h.conn, "orders", open(keys.clone()))
         .await
         .unwrap();
-    let data = json!({"order": "ORD-1", "total": "12.50"});
+    // Over GZIP_MIN_BYTES of JSON, so `gzip` wraps it too.
+    let data = json!({"order": "ORD-1", "total": "12.50", "note": "n".repeat(300)});
     let known = q.add("o", &data, JobOptions::new()).await.unwrap();
     let other = Queue::with_options(&h.conn, "orders", open(sealing("k9", [9; 32])))
         .await

@@ -24,7 +24,7 @@ pub use self::offload::{
 };
 #[cfg(feature = "offload-s3")]
 pub use self::offload::{S3Config, S3Store};
-pub use self::options::{CodecOptions, DEFAULT_MAX_DECODED_BYTES};
+pub use self::options::{CodecOptions, DEFAULT_MAX_DECODED_BYTES, GZIP_MIN_BYTES};
 
 #[cfg(test)]
 mod tests;

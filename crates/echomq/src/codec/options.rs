@@ -18,6 +18,13 @@ use super::offload::{self, OffloadOptions};
 /// a string), so a small envelope cannot make a worker allocate without end.
 pub const DEFAULT_MAX_DECODED_BYTES: usize = 512 * 1024 * 1024;
 
+/// Under `gzip`, a JSON text shorter than this many bytes is stored plain:
+/// its envelope (35 bytes, a 20-byte gzip frame, base64's third) would not
+/// be smaller, and compressing it costs a writer a deflate state per value.
+/// Every runtime's writer keeps this rule (docs/protocol.md §Payload
+/// envelope); a sealed codec never stores plain.
+pub const GZIP_MIN_BYTES: usize = 256;
+
 /// How a queue handle stores payloads. A producer encodes new jobs' data with
 /// `encode`; a worker decodes any envelope it meets (with `keys` when it is
 /// encrypted) and encodes its return values with `encode`. Data that is not an
@@ -104,19 +111,26 @@ impl CodecOptions {
 
     /// The text stored for `json` (a JSON document's text): the envelope's
     /// text with a codec, `json` itself without.
+    /// Under `gzip` a text under [`GZIP_MIN_BYTES`] stays as it is.
     pub fn encode_text(&self, json: String) -> Result<String, CodecError> {
         match self.encode {
-            None => Ok(json),
-            Some(codec) => Ok(self.seal(codec, json.as_bytes())?.to_string()),
+            Some(codec) if !stays_plain(codec, &json) => {
+                Ok(self.seal(codec, json.as_bytes())?.to_string())
+            }
+            _ => Ok(json),
         }
     }
 
     /// [`CodecOptions::encode_text`] of a value, as a value.
     pub fn encode_value(&self, value: Value) -> Result<Value, CodecError> {
-        match self.encode {
-            None => Ok(value),
-            Some(codec) => self.seal(codec, value.to_string().as_bytes()),
+        let Some(codec) = self.encode else {
+            return Ok(value);
+        };
+        let json = value.to_string();
+        if stays_plain(codec, &json) {
+            return Ok(value);
         }
+        self.seal(codec, json.as_bytes())
     }
 
     /// The plain value of `data`: `None` when it is not an envelope (read it
@@ -197,6 +211,12 @@ impl CodecOptions {
         let json = gunzip(&compressed, self.max_decoded_bytes)?;
         serde_json::from_slice(&json).map_err(|e| CodecError::Json(e.to_string()))
     }
+}
+
+/// Whether `json` is stored as it is under `codec`. A text naming the codec
+/// field is always wrapped, so a plain value is never read as an envelope.
+fn stays_plain(codec: Codec, json: &str) -> bool {
+    codec == Codec::Gzip && json.len() < GZIP_MIN_BYTES && !json.contains(envelope::CODEC_FIELD)
 }
 
 fn aead_key(key: &CodecKey) -> LessSafeKey {

@@ -17,8 +17,37 @@ fn sealed_opts() -> CodecOptions {
         .keys(Keyring::default().with_key("k1", key(1)).unwrap())
 }
 
+/// An order over [`GZIP_MIN_BYTES`] of JSON, so `gzip` wraps it.
 fn sample() -> Value {
-    json!({"order": 42, "lines": [{"sku": "A-1", "qty": 3, "price": 9.99}], "note": "ünïcode ✓"})
+    let lines: Vec<Value> = (1..=8)
+        .map(|n| json!({"sku": format!("A-{n}"), "qty": n, "price": 9.99}))
+        .collect();
+    json!({"order": 42, "lines": lines, "note": "ünïcode ✓"})
+}
+
+#[test]
+fn gzip_stores_short_values_plain_and_sealing_never_does() {
+    assert!(sample().to_string().len() >= GZIP_MIN_BYTES);
+    let gzip = CodecOptions::default().encode(Some(Codec::Gzip));
+    let short = json!({"seenBy": "rust", "len": 7});
+    assert_eq!(gzip.encode_value(short.clone()).unwrap(), short);
+    assert_eq!(
+        gzip.encode_text(short.to_string()).unwrap(),
+        short.to_string()
+    );
+    // Just under the bound plain, at it wrapped.
+    let at = |n: usize| Value::from("x".repeat(n - 2));
+    assert_eq!(
+        gzip.encode_value(at(GZIP_MIN_BYTES - 1)).unwrap(),
+        at(GZIP_MIN_BYTES - 1)
+    );
+    assert!(is_envelope(&gzip.encode_value(at(GZIP_MIN_BYTES)).unwrap()));
+    // Plain data naming the codec field is wrapped, or it would be read as an envelope.
+    let lookalike = json!({"emq:codec": "gzip"});
+    let stored = gzip.encode_value(lookalike.clone()).unwrap();
+    assert!(is_envelope(&stored) && stored != lookalike);
+    assert_eq!(gzip.decode(&stored).unwrap().unwrap(), lookalike);
+    assert!(is_envelope(&sealed_opts().encode_value(short).unwrap()));
 }
 
 #[test]
@@ -193,6 +222,11 @@ proptest! {
         for codec in [Codec::Gzip, Codec::Aes256GcmGzip] {
             let o = sealed_opts().encode(Some(codec));
             let stored: Value = serde_json::from_str(&o.encode_text(text.clone()).unwrap()).unwrap();
+            let plain = codec == Codec::Gzip && text.len() < GZIP_MIN_BYTES && !text.contains(CODEC_FIELD);
+            if plain {
+                prop_assert_eq!(stored.to_string(), text.clone());
+                continue;
+            }
             prop_assert!(is_envelope(&stored));
             prop_assert_eq!(o.decode(&stored).unwrap().unwrap().to_string(), text.clone());
         }
