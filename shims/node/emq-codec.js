@@ -238,11 +238,8 @@ function createCodec(options = {}) {
     return plain.toString('utf8');
   }
 
-  /** The plain value of stored data: decoded when it is an envelope, else as it is. */
-  function decode(data) {
-    if (!isEnvelope(data)) return data;
-    if (data[CODEC_FIELD] === BLOB) throw new CodecError('an offloaded payload is read with decodeAsync');
-    const text = openText(data);
+  /** The value of a decoded JSON text. */
+  function parseText(text) {
     try {
       return JSON.parse(text);
     } catch (e) {
@@ -250,23 +247,25 @@ function createCodec(options = {}) {
     }
   }
 
+  /** The plain value of stored data: decoded when it is an envelope, else as it is. */
+  function decode(data) {
+    if (!isEnvelope(data)) return data;
+    if (data[CODEC_FIELD] === BLOB) throw new CodecError('an offloaded payload is read with decodeAsync');
+    return parseText(openText(data));
+  }
+
   /** [decoded value, its JSON text as stored inside the envelope (null when plain)]. */
   function decodeText(data) {
     if (!isEnvelope(data)) return [data, null];
+    if (data[CODEC_FIELD] === BLOB) throw new CodecError('an offloaded payload is read with decodeAsync');
     const text = openText(data);
-    return [decode(data), text];
+    return [parseText(text), text];
   }
 
   /** decode, reading offloaded payloads from the blob store. */
   async function decodeAsync(data) {
     if (!isEnvelope(data) || data[CODEC_FIELD] !== BLOB) return decode(data);
-    const text = await fetchBlob(data);
-    let inner;
-    try {
-      inner = JSON.parse(text);
-    } catch (e) {
-      throw new CodecError(`decoded payload is not JSON: ${e.message}`);
-    }
+    const inner = parseText(await fetchBlob(data));
     if (isEnvelope(inner) && inner[CODEC_FIELD] === BLOB) throw new CodecError('malformed payload envelope: an offloaded payload refers to another blob');
     return decode(inner);
   }
