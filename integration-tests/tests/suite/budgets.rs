@@ -13,34 +13,41 @@ use std::time::Duration;
 use echomq::budget::{BudgetEnforcer, EnforcerSettings};
 use echomq::worker::{processor_fn, JobContext};
 use echomq::{
-    Connection, FlowJob, FlowProducer, JobOptions, JobState, NewJob, Queue, WorkerArgs, WorkerMsg,
+    FlowJob, FlowProducer, JobOptions, JobState, NewJob, Queue, WorkerArgs, WorkerMsg,
     WorkerOptions,
 };
 use echomq_integration_tests::state::{cmd, exists, hash, members};
 use echomq_integration_tests::{
     assert_consistent, behave, bullmq, wait_until, NodeChild, NullSupervisor, RedisServer,
 };
-use fred::prelude::{Client, ListInterface, SortedSetsInterface};
+use fred::prelude::{
+    Client, ClientLike, ListInterface, SortedSetsInterface, TransactionInterface,
+    Value as FredValue,
+};
+use fred::types::{ClusterHash, CustomCommand};
 use ractor::{Actor, ActorRef};
 use serde_json::{json, Value};
 
 const Q: &str = "budgeted";
-/// The budget of the mixed-fleet run: `ECHOMQ_BUDGET_BYTES`, default 3 MiB
-/// (`just bench-budget` runs 64 MiB).
+/// The budget of the mixed-fleet run: `ECHOMQ_BUDGET_BYTES`, default the
+/// issue's 64 MiB. (At 3 MiB the jobs of 20 ms, the enforcer's tick, were a
+/// tenth of the budget, so the worst reading was the enforcer's lag, not
+/// the budget's hold: +24-35 % where 64 MiB reads +5 %.)
 fn budget_bytes() -> u64 {
     std::env::var("ECHOMQ_BUDGET_BYTES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3 << 20)
+        .unwrap_or(64 << 20)
 }
 
 /// Jobs per phase (one phase Node's, one EchoMQ's): half of
-/// `ECHOMQ_BUDGET_JOBS`, default 6,000 (`just bench-budget` runs 300,000).
+/// `ECHOMQ_BUDGET_JOBS`, default 60,000: three times the budget passes
+/// through (`just bench-budget` runs 300,000, fifteen times).
 fn per_phase() -> usize {
     std::env::var("ECHOMQ_BUDGET_JOBS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(6_000)
+        .unwrap_or(60_000)
         / 2
 }
 /// Most jobs waiting or active while the producer adds.
@@ -56,7 +63,10 @@ fn payload(i: usize) -> Value {
 /// server's own overhead: client buffers, the script cache, the keyspace
 /// tables), from one `INFO memory`.
 async fn used_memory(c: &Client) -> (u64, u64) {
-    let info: String = cmd(c, "INFO", vec!["memory".into()]).await;
+    memory_fields(&cmd::<String>(c, "INFO", vec!["memory".into()]).await)
+}
+
+fn memory_fields(info: &str) -> (u64, u64) {
     let field = |name: &str| -> u64 {
         info.lines()
             .find_map(|l| l.strip_prefix(name))
@@ -66,15 +76,26 @@ async fn used_memory(c: &Client) -> (u64, u64) {
     (field("used_memory:"), field("used_memory_dataset:"))
 }
 
-/// Jobs not finished yet: waiting, active, delayed, prioritized.
-async fn live(conn: &Connection, q: &Queue) -> u64 {
-    let p = conn.pool();
+/// One reading, in one `MULTI`: `INFO memory` and the queue's counts at
+/// the same instant. (Read one call after another, a reading paired the
+/// memory of one moment with the live jobs of a later one, while the
+/// workers finished a chunk: up to 10 % of a 3 MiB budget either way.)
+async fn reading(c: &Client, q: &Queue) -> ((u64, u64), u64, u64) {
     let k = q.keys();
-    let wait: u64 = p.llen(k.wait()).await.unwrap();
-    let active: u64 = p.llen(k.active()).await.unwrap();
-    let delayed: u64 = p.zcard(k.delayed()).await.unwrap();
-    let prioritized: u64 = p.zcard(k.prioritized()).await.unwrap();
-    wait + active + delayed + prioritized
+    let trx = c.multi();
+    let info = CustomCommand::new_static("INFO", ClusterHash::Random, false);
+    let _: () = trx.custom(info, vec!["memory"]).await.unwrap();
+    for list in [k.wait(), k.active()] {
+        let _: () = trx.llen(list).await.unwrap();
+    }
+    for set in [k.delayed(), k.prioritized(), k.completed(), k.failed()] {
+        let _: () = trx.zcard(set).await.unwrap();
+    }
+    let replies: Vec<FredValue> = trx.exec(true).await.unwrap();
+    let info = replies[0].as_string().expect("INFO memory");
+    let n = |i: usize| replies[i].as_u64().expect("a count");
+    let live = n(1) + n(2) + n(3) + n(4);
+    (memory_fields(&info), live, n(5) + n(6))
 }
 
 /// The exact bytes of what the queue keeps, walking every finished job (a
@@ -146,7 +167,6 @@ struct Sample {
 /// them unfinished, and reads `used_memory` between chunks and while the
 /// workers finish; answers the ids and the readings.
 async fn produce(
-    conn: &Connection,
     q: &Queue,
     c: &Client,
     range: std::ops::Range<usize>,
@@ -155,12 +175,9 @@ async fn produce(
     let mut ids = Vec::new();
     let mut samples = Vec::new();
     let sample = async |samples: &mut Vec<Sample>| {
-        let (used, dataset) = used_memory(c).await;
-        let live = live(conn, q).await;
-        let completed: u64 = conn.pool().zcard(q.keys().completed()).await.unwrap();
-        let failed: u64 = conn.pool().zcard(q.keys().failed()).await.unwrap();
+        let ((used, dataset), live, kept) = reading(c, q).await;
         samples.push(Sample {
-            kept: completed + failed,
+            kept,
             used: used as i64 - baseline.0 as i64,
             dataset: dataset as i64 - baseline.1 as i64,
             live,
@@ -306,8 +323,17 @@ async fn a_budget_holds_whoever_finishes_the_jobs() {
         Q,
         json!({"concurrency": 8, "verbose": true}),
     );
+    // Redis 7 keeps a latency histogram (about 18 KB) per command name from
+    // its first call until CONFIG RESETSTAT: server memory, not the queue's,
+    // and 0.7-0.9 MB of this run's commands (docs/operations.md §Memory).
+    let _: String = cmd(
+        &c,
+        "CONFIG",
+        vec!["SET".into(), "latency-tracking".into(), "no".into()],
+    )
+    .await;
     let baseline = used_memory(&c).await;
-    let (node_added, mut samples) = produce(&conn, &q, &c, 0..per_phase, baseline).await;
+    let (node_added, mut samples) = produce(&q, &c, 0..per_phase, baseline).await;
     let mut node_runs: HashMap<String, u64> = HashMap::new();
     wait_until(
         "a start line of the Node worker for each of its jobs",
@@ -329,7 +355,7 @@ async fn a_budget_holds_whoever_finishes_the_jobs() {
     // Phase 2: EchoMQ workers finish them.
     let seen = Arc::new(Mutex::new(Vec::new()));
     let worker = rust_worker(&q, seen.clone()).await;
-    let (rust_added, more) = produce(&conn, &q, &c, per_phase..2 * per_phase, baseline).await;
+    let (rust_added, more) = produce(&q, &c, per_phase..2 * per_phase, baseline).await;
     samples.extend(more);
     worker.stop(None);
 
@@ -408,17 +434,16 @@ async fn a_budget_holds_whoever_finishes_the_jobs() {
         stats.trimmed,
         stats.calls
     );
-    // Bounded: many times the budget passed through. At CI size a
-    // transient outside the keys is large against 3 MiB (docs/operations.md
-    // §Memory has the numbers: the issue's +10 % holds at full size, `just
-    // bench-budget`, not here), so this size checks that it stays bounded.
+    // The bound: whole-server used_memory within budget + live
+    // jobs + 10 %, and the dataset (used_memory less the server's own
+    // overhead) too.
     assert!(
-        worst_dataset <= 1.0,
+        worst_dataset <= 0.10,
         "the dataset went {:.1} % over budget + live jobs",
         worst_dataset * 100.0
     );
     assert!(
-        worst_used <= 1.0,
+        worst_used <= 0.10,
         "used_memory went {:.1} % over budget + live jobs",
         worst_used * 100.0
     );
