@@ -50,10 +50,17 @@ bench: _ensure-redis _ensure-node-packages
 # (SLOWLOG), BullMQ Node's getJobs/getJobCounts beside; Redis bytes per job;
 # a worker holding 10 000 jobs (docs/benchmarks.md §Scale). About 4 GB of RAM
 # for the 10^7 queue (BENCH_HUGE=1; persistence off). BENCH_SIZES=1000,100000: quick;
-# BENCH_ONLY=curve|memory|held: one section.
+# BENCH_ONLY=curve|memory|held: one section. Without BENCH_ONLY it ends with issue 44's
+# full-size runs, `just bench-codec` and `just bench-budget`.
 bench-scale: _ensure-redis _ensure-node-packages
+    #!/usr/bin/env bash
+    set -euo pipefail
     cargo build --release -q -p echomq-cli
     cargo run --release -q -p echomq-integration-tests --bin bench_scale
+    if [ -z "${BENCH_ONLY:-}" ]; then
+        just bench-codec
+        just bench-budget
+    fi
 
 # Payload codecs at full size (issue 44): 100,000 jobs of 15 KB of JSON, plain vs gzip on two
 # servers (used_memory ratio at least 3), then a BullMQ Node worker reads them through the shim.
