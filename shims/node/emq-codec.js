@@ -247,19 +247,17 @@ function createCodec(options = {}) {
     }
   }
 
-  /** The plain value of stored data: decoded when it is an envelope, else as it is. */
-  function decode(data) {
-    if (!isEnvelope(data)) return data;
-    if (data[CODEC_FIELD] === BLOB) throw new CodecError('an offloaded payload is read with decodeAsync');
-    return parseText(openText(data));
-  }
-
   /** [decoded value, its JSON text as stored inside the envelope (null when plain)]. */
   function decodeText(data) {
     if (!isEnvelope(data)) return [data, null];
     if (data[CODEC_FIELD] === BLOB) throw new CodecError('an offloaded payload is read with decodeAsync');
     const text = openText(data);
     return [parseText(text), text];
+  }
+
+  /** The plain value of stored data: decoded when it is an envelope, else as it is. */
+  function decode(data) {
+    return decodeText(data)[0];
   }
 
   /** decode, reading offloaded payloads from the blob store. */
