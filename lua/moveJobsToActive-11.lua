@@ -22,8 +22,12 @@
     the last is a job [flat HGETALL, id, 0, 0] locked with its token; the
     last is a job or what moveToActive answers without one.
   Errors (raised before anything is written): a malformed ARGV.
+  Deferred writes (includes/groupWrites): the marker is re-armed once at the
+  end, meta is read once, and once a take found nothing more due in delayed
+  the others do not read it again.
 ]]
 --- @include "includes/fetchNextJob"
+--- @include "includes/groupWrites"
 
 local opts = cmsgpack.unpack(ARGV[3])
 local tokens = cmsgpack.unpack(ARGV[4])
@@ -40,14 +44,23 @@ for i = 1, #tokens do
 end
 
 local replies = {}
-for i = 1, #tokens do
-  -- One options table for every take; each reads its own token, set here.
-  opts["token"] = tokens[i]
-  local reply = fetchNextJob(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[9], KEYS[10],
-    KEYS[11], ARGV[1], ARGV[2], opts, true)
-  replies[i] = reply
-  if type(reply[1]) ~= "table" then
-    break
+local g = newGroupWrites()
+local function takeAll()
+  for i = 1, #tokens do
+    -- One options table for every take; each reads its own token, set here.
+    opts["token"] = tokens[i]
+    local reply = fetchNextJob(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[9], KEYS[10],
+      KEYS[11], ARGV[1], ARGV[2], opts, true, nil, g)
+    replies[i] = reply
+    if type(reply[1]) ~= "table" then
+      break
+    end
   end
+end
+
+local ok, err = pcall(takeAll)
+flushGroupWrites(g, KEYS[5], KEYS[11])
+if not ok then
+  error(err)
 end
 return replies

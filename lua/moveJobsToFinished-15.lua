@@ -34,9 +34,18 @@
   DAG flows (docs/flows.md §DAGs): after an entry finished, a node with
   extra parents (`{P}<id>:dag:parents`) is handed to up to 100 of them, as
   releaseDagParents-5 does; for every other job that is one EXISTS.
+  Deferred writes (includes/groupWrites): the plain entries' SREM of
+  stalled, ZADD of completed or failed and re-arm of the marker are made
+  once at the end of the call (or before an entry of a flow, with a
+  deduplication id or with retention, and before a DAG hand-over), the meta
+  fields are read once, and one read of delayed up to the latest entry's
+  time stands for each fetch-next's while it finds nothing due. Should a
+  command fail midway, what the entries before it deferred is still
+  written before the error is raised, as their own calls would have.
 ]]
 --- @include "includes/releaseDagParents"
 --- @include "includes/finishJob"
+--- @include "includes/groupWrites"
 
 local function malformed(what)
   return redis.error_reply("ERR moveJobsToFinished: " .. what)
@@ -85,27 +94,62 @@ end
 
 local prefix = ARGV[1]
 local replies = {}
+local g = newGroupWrites()
+
+-- One read of delayed up to the latest time a fetch-next runs at stands for
+-- each of theirs while nothing due is found (no plain entry adds a delayed job).
+local fetches, latest = 0, nil
 for i = 1, #entries do
-  local e = entries[i]
-  local opts = shared[e[6]]
-  -- The options are the same table for the entries that share them; each
-  -- finish reads its own token, set just before it runs.
-  opts["token"] = e[7]
-  if e[4] == "completed" then
-    replies[i] = finishJob(KEYS, KEYS[11], prefix .. e[1], KEYS[13],
-      { e[1], e[2], "returnvalue", e[3], "completed", e[5], prefix, "", e[8] }, opts)
-  else
-    replies[i] = finishJob(KEYS, KEYS[12], prefix .. e[1], KEYS[15],
-      { e[1], e[2], "failedReason", e[3], "failed", e[5], prefix, "", e[8] }, opts)
-  end
-  -- A DAG node with extra parents is handed to them in this same call (at
-  -- most 100 here; a node with more is finished by the DagReleaser).
-  local r = replies[i]
-  if (r == 0 or type(r) == "table") then
-    local parentsKey = prefix .. e[1] .. ":dag:parents"
-    if redis.call("EXISTS", parentsKey) == 1 then
-      releaseDagParents(prefix .. e[1], parentsKey, prefix .. "dag:pending", KEYS[11], KEYS[12], e[1], e[2], 100)
+  if entries[i][5] == "1" then
+    local t = tonumber(entries[i][2])
+    if t == nil then
+      latest = nil
+      fetches = 0
+      break
+    end
+    fetches = fetches + 1
+    if latest == nil or t > latest then
+      latest = t
     end
   end
+end
+if fetches > 1 then
+  local maxScore = string.format("%d", (latest + 1) * 0x1000 - 1)
+  if #redis.call("ZRANGEBYSCORE", KEYS[7], "0", maxScore, "LIMIT", "0", "1") == 0 then
+    g.dueUntil = latest
+  end
+end
+
+local function finishAll()
+  for i = 1, #entries do
+    local e = entries[i]
+    local opts = shared[e[6]]
+    -- The options are the same table for the entries that share them; each
+    -- finish reads its own token, set just before it runs.
+    opts["token"] = e[7]
+    if e[4] == "completed" then
+      replies[i] = finishJob(KEYS, KEYS[11], prefix .. e[1], KEYS[13],
+        { e[1], e[2], "returnvalue", e[3], "completed", e[5], prefix, "", e[8] }, opts, g)
+    else
+      replies[i] = finishJob(KEYS, KEYS[12], prefix .. e[1], KEYS[15],
+        { e[1], e[2], "failedReason", e[3], "failed", e[5], prefix, "", e[8] }, opts, g)
+    end
+    -- A DAG node with extra parents is handed to them in this same call (at
+    -- most 100 here; a node with more is finished by the DagReleaser).
+    local r = replies[i]
+    if (r == 0 or type(r) == "table") then
+      local parentsKey = prefix .. e[1] .. ":dag:parents"
+      if redis.call("EXISTS", parentsKey) == 1 then
+        flushGroupWrites(g, KEYS[5], KEYS[14])
+        releaseDagParents(prefix .. e[1], parentsKey, prefix .. "dag:pending", KEYS[11], KEYS[12], e[1], e[2], 100)
+      end
+    end
+  end
+end
+
+local ok, err = pcall(finishAll)
+flushGroupWrites(g, KEYS[5], KEYS[14])
+if not ok then
+  error(err)
 end
 return replies

@@ -3,14 +3,17 @@
   concurrency, then take the tail of wait, else the lowest prioritized job.
   fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limiterKey,
                delayedKey, metaKey, priorityCounterKey, markerKey, prefix,
-               timestamp, opts, isMoveToActive, meta) -> reply or nil
+               timestamp, opts, isMoveToActive, meta, g) -> reply or nil
     opts            FetchOpts
     isMoveToActive  true: moveToActive flavour (retry the pop once after a
                     legacy marker, [0,0,0,0] when idle); false: fetch-next
                     flavour of the finishing scripts (nil when idle, so the
                     caller goes on with its own ending)
     meta            optional: the caller's HMGET of meta starting with paused,
-                    concurrency, max, duration (nil: read here)
+                    concurrency, max, duration (nil: read here, or a
+                    group's cached read)
+    g               a group call's deferred writes (includes/groupWrites),
+                    or nil
 ]]
 --- @include "includes/addDelayMarkerIfNeeded"
 --- @include "includes/prepareJobForProcessing"
@@ -21,9 +24,13 @@ local function isLegacyMarker(jobId)
 end
 
 local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limiterKey, delayedKey, metaKey,
-                            priorityCounterKey, markerKey, prefix, timestamp, opts, isMoveToActive, meta)
-  -- getQueueMeta, from a read the caller may have made with other fields.
-  meta = meta or redis.call("HMGET", metaKey, "paused", "concurrency", "max", "duration")
+                            priorityCounterKey, markerKey, prefix, timestamp, opts, isMoveToActive, meta, g)
+  -- getQueueMeta, from a read the caller (or an earlier take of the same
+  -- group) may have made with other fields.
+  meta = meta or (g and g.meta) or redis.call("HMGET", metaKey, "paused", "concurrency", "max", "duration")
+  if g then
+    g.meta = meta
+  end
   local isPausedOrMaxed = false
   if meta[1] then
     isPausedOrMaxed = true
@@ -36,7 +43,7 @@ local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limit
   local metaMax, metaDuration = tonumber(meta[3]), tonumber(meta[4])
 
   promoteDelayedJobs(delayedKey, markerKey, waitKey, prioritizedKey, eventsKey, prefix, timestamp,
-    priorityCounterKey, isPausedOrMaxed)
+    priorityCounterKey, isPausedOrMaxed, g)
 
   local limiter = opts["limiter"]
   -- A global (meta) limit overrides the worker's own max.
@@ -88,7 +95,7 @@ local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limit
 
   if jobId then
     return prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, timestamp, maxJobs, limiterDuration,
-      markerKey, opts)
+      markerKey, opts, g)
   end
 
   if tryPrioritized then
@@ -96,7 +103,7 @@ local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limit
     if popped[1] then
       redis.call("LPUSH", activeKey, popped[1])
       return prepareJobForProcessing(prefix, limiterKey, eventsKey, popped[1], timestamp, maxJobs,
-        limiterDuration, markerKey, opts)
+        limiterDuration, markerKey, opts, g)
     end
     -- An empty set restarts the FIFO counter, keeping scores small.
     redis.call("DEL", priorityCounterKey)

@@ -2,7 +2,7 @@
   The body of one moveToFinished, shared by moveToFinished-14 (one job) and
   moveJobsToFinished-15 (several in one call, docs/protocol.md §Extensions):
   one Lua text, so the two cannot drift.
-  finishJob(K, targetKey, jobKey, metricsKey, A, opts) -> reply
+  finishJob(K, targetKey, jobKey, metricsKey, A, opts, g) -> reply
     K           the fixed keys by moveToFinished's KEYS positions: 1 wait,
                 2 active, 3 prioritized, 4 events, 5 stalled, 6 limiter,
                 7 delayed, 8 paused, 9 meta, 10 pc, 14 marker
@@ -12,6 +12,11 @@
     A           moveToFinished's ARGV, 1 to 9 (8 unread when opts is given)
     opts        A[8] unpacked, or nil (a group unpacks the FinishOpts its
                 entries share once, docs/decisions.md §16)
+    g           a group's deferred writes (includes/groupWrites), or nil:
+                a plain job's SREM of stalled, ZADD of its target set and
+                the marker's re-arm wait for the group's end; a job of a
+                flow, with a deduplication id or with retention flushes
+                them first and writes its own at once
   Returns what moveToFinished returns: 0, a next-job reply or a code.
 ]]
 --- @include "includes/fetchNextJob"
@@ -43,7 +48,7 @@ local function rareHelpers()
 end
 local rare = nil
 
-local function finishJob(K, targetKey, jobKey, metricsKey, A, opts)
+local function finishJob(K, targetKey, jobKey, metricsKey, A, opts, g)
   local jobId = A[1]
   local timestamp = A[2]
   local field = A[3]
@@ -71,7 +76,7 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts)
 
   opts = opts or cmsgpack.unpack(A[8])
 
-  local lockResult = removeLock(jobKey, K[5], opts["token"], jobId)
+  local lockResult = removeLock(jobKey, K[5], opts["token"], jobId, g)
   if lockResult < 0 then
     return lockResult
   end
@@ -104,14 +109,21 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts)
 
   -- meta is read once per finish: the events bound here, and what
   -- fetch-next needs (pause, concurrency, global rate limit), which nothing
-  -- below writes (a batch reads it again for each entry: an earlier entry
-  -- may have set opts.maxLenEvents).
-  local meta = redis.call("HMGET", K[9], "paused", "concurrency", "max", "duration", "opts.maxLenEvents")
+  -- below writes. A group reads it once: no finish writes those fields but
+  -- opts.maxLenEvents when it is missing, and that write is kept in the read.
+  local meta = g and g.meta
+  if not meta then
+    meta = redis.call("HMGET", K[9], "paused", "concurrency", "max", "duration", "opts.maxLenEvents")
+  end
   -- getOrSetMaxEvents on the value just read.
   local maxEvents = meta[5]
   if not maxEvents then
     maxEvents = 10000
     redis.call("HSET", K[9], "opts.maxLenEvents", maxEvents)
+    meta[5] = "10000"
+  end
+  if g then
+    g.meta = meta
   end
   maxEvents = tonumber(maxEvents)
 
@@ -131,6 +143,13 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts)
     and maxEvents ~= nil and maxEvents >= 1 and maxEvents == math.floor(maxEvents)
   if not trimOnEvent then
     redis.call("XTRIM", K[4], "MAXLEN", "~", maxEvents)
+  end
+
+  -- Flows, deduplication and retention read and write sets a group defers
+  -- (the target set, delayed): the group's writes are made before them.
+  local deferring = g ~= nil and deduplicationId == nil and parentKey == nil and not retentionRemoves
+  if g and not deferring then
+    g.flush(g, K[5], K[14])
   end
 
   if deduplicationId ~= nil then
@@ -159,7 +178,11 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts)
       rare.removeParentDependencyKey(jobKey, false, parentKey, prefix)
     end
   else
-    redis.call("ZADD", targetKey, timestamp, jobId)
+    if deferring then
+      g.zadd(g, targetKey, timestamp, jobId)
+    else
+      redis.call("ZADD", targetKey, timestamp, jobId)
+    end
     -- Integers go to Redis as text: a Lua number costs a float formatting.
     redis.call("HSET", jobKey, "atm", string.format("%d", attemptsMade), field, value, "finishedOn", timestamp)
     if target == "failed" then
@@ -198,7 +221,7 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts)
 
   if A[6] == "1" then
     local reply = fetchNextJob(K[1], K[2], K[3], K[4], K[6], K[7], K[9], K[10], K[14],
-      prefix, timestamp, opts, false, meta)
+      prefix, timestamp, opts, false, meta, g)
     if reply ~= nil then
       return reply
     end

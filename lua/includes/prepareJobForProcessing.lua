@@ -1,12 +1,13 @@
 --[[
   H12: finish a take. The id is already at the head of active.
   prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, timestamp,
-                          maxJobs, limiterDuration, markerKey, opts) -> reply
+                          maxJobs, limiterDuration, markerKey, opts, g) -> reply
     opts  FetchOpts {token, lockDuration, limiter, name}
+    g     a group call's deferred writes (includes/groupWrites), or nil
   Returns the next-job reply [flat HGETALL, id, 0, 0].
 ]]
 local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, timestamp, maxJobs,
-                                       limiterDuration, markerKey, opts)
+                                       limiterDuration, markerKey, opts, g)
   local jobKey = prefix .. jobId
 
   -- A job carrying a deferred failure (`defa`) is failed without running:
@@ -76,7 +77,11 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
   end
 
   -- Re-arm unconditionally: another idle worker wakes up and tries the next job.
-  redis.call("ZADD", markerKey, "0", "0")
+  if g then
+    g.marker = true
+  else
+    redis.call("ZADD", markerKey, "0", "0")
+  end
 
   return { hash, jobId, 0, 0 }
 end

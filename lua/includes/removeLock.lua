@@ -2,8 +2,9 @@
   H14: a transition out of active is only allowed for the lock owner. Token
   "0" means the caller runs without locks. Releasing the lock also takes the
   job out of the stalled candidates, since its owner is clearly alive.
+  g: a group call's deferred writes (includes/groupWrites), or nil.
 ]]
-local function removeLock(jobKey, stalledKey, token, jobId)
+local function removeLock(jobKey, stalledKey, token, jobId, g)
   if token == "0" then
     return 0
   end
@@ -11,7 +12,11 @@ local function removeLock(jobKey, stalledKey, token, jobId)
   local owner = redis.call("GET", lockKey)
   if owner == token then
     redis.call("DEL", lockKey)
-    redis.call("SREM", stalledKey, jobId)
+    if g then
+      g.srem[#g.srem + 1] = jobId
+    else
+      redis.call("SREM", stalledKey, jobId)
+    end
     return 0
   end
   if owner then

@@ -143,3 +143,109 @@ async fn commands_per_processed_job_kept() {
 async fn commands_per_processed_job_removed_on_complete() {
     assert_eq!(per_job(false).await, REMOVED);
 }
+
+/// A group's commands: moveJobsToActive taking `n` jobs, then one
+/// moveJobsToFinished completing them (kept), each entry taking the next job.
+/// Per entry: HMGET job, EXISTS of the children sets, GET and DEL of the
+/// lock, LREM, HSET, XADD, EXISTS of the DAG parents; its fetch-next
+/// RPOPLPUSH, SET, XADD, HGETALL, HMSET. Once per call, whatever `n`: the
+/// EVALSHA, the read of delayed, the read of meta, and the writes the
+/// entries defer (docs/protocol.md §Extensions): SREM of stalled, ZADD of
+/// completed, ZADD of the marker.
+const GROUP_PER_ENTRY: u64 = 13;
+const GROUP_PER_CALL: u64 = 6;
+/// A take of moveJobsToActive: RPOPLPUSH, SET, XADD, HGETALL, HMSET; once
+/// per call the EVALSHA, the reads of meta and delayed, the marker's ZADD.
+const TAKE_PER_ENTRY: u64 = 5;
+const TAKE_PER_CALL: u64 = 4;
+
+async fn group_commands(n: usize) -> (u64, u64) {
+    use echomq::protocol::call::fetch_batch::MoveJobsToActive;
+    use echomq::protocol::call::group_commit::MoveJobsToFinished;
+    use echomq::protocol::call::lifecycle::{EpochMs, FinishTarget, MoveToFinished, NextJob};
+    use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
+    use echomq::protocol::QueueKeys;
+
+    let (redis, conn, q) = RedisServer::with_queue("grp").await;
+    let c = redis.client().await;
+    let jobs: Vec<NewJob> = (0..2 * n)
+        .map(|i| NewJob {
+            name: "w".into(),
+            data: json!({"i": i}),
+            options: echomq::JobOptions::new(),
+        })
+        .collect();
+    q.add_bulk(jobs).await.unwrap();
+    let keys = QueueKeys::new("emq", "grp").unwrap();
+    let time: Vec<u64> = state::cmd(&c, "TIME", vec![]).await;
+    let now = EpochMs(time[0] * 1000 + time[1] / 1000);
+    let tokens: Vec<String> = (0..n).map(|i| format!("token-{i}")).collect();
+    let fetch = FetchOpts {
+        token: "",
+        lock_duration: 30_000,
+        limiter: None,
+        name: None,
+    };
+    let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
+    let take = MoveJobsToActive::new(&keys, now, &fetch, &tokens).unwrap();
+    let taken: Vec<String> = conn
+        .call(&take)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|next| match next {
+            NextJob::Job { id, .. } => id,
+            other => panic!("a job was taken: {other:?}"),
+        })
+        .collect();
+    assert_eq!(taken.len(), n);
+    let takes = total(&command_counts(&c).await);
+
+    let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
+    let finishes: Vec<MoveToFinished<'_>> = taken
+        .iter()
+        .zip(&tokens)
+        .map(|(id, token)| MoveToFinished {
+            keys: &keys,
+            id,
+            now,
+            target: FinishTarget::Completed,
+            value: "1",
+            fetch_next: true,
+            opts: FinishOpts {
+                token,
+                name: None,
+                keep_jobs: None,
+                limiter: None,
+                lock_duration: 30_000,
+                attempts: 0,
+                max_metrics_size: MetricsSize::Off,
+            },
+            fields: &[],
+        })
+        .collect();
+    let group = MoveJobsToFinished::new(&keys, &finishes).unwrap();
+    let verdicts = conn.call(&group).await.unwrap();
+    assert_eq!(verdicts.len(), n);
+    let finished = total(&command_counts(&c).await);
+    let done: i64 = c.zcard("emq:grp:completed").await.unwrap();
+    let stalled: i64 = c.scard("emq:grp:stalled").await.unwrap();
+    let marker: Option<f64> = c.zscore("emq:grp:marker", "0").await.unwrap();
+    assert_eq!((done, stalled, marker), (n as i64, 0, Some(0.0)));
+    echomq_integration_tests::assert_consistent(&conn, "grp").await;
+    (takes, finished)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_per_grouped_job_are_paid_once_per_call_where_they_can_be() {
+    for n in [2, 8, 16] {
+        let (takes, finishes) = group_commands(n).await;
+        let n = n as u64;
+        assert_eq!(takes, TAKE_PER_CALL + TAKE_PER_ENTRY * n, "{n} takes");
+        assert_eq!(
+            finishes,
+            GROUP_PER_CALL + GROUP_PER_ENTRY * n,
+            "{n} finishes"
+        );
+    }
+}

@@ -567,6 +567,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_group_failing_midway_still_makes_the_writes_its_earlier_entries_deferred() {
+        let redis = TestRedis::start();
+        let conn = redis.connect().await;
+        let keys = QueueKeys::new("emq", "mid").unwrap();
+        for id in ["a", "c", "d"] {
+            held(&conn, &keys, id).await;
+        }
+        let c = conn.pool().next();
+        // c was marked by a stalled check: its finish takes it out again.
+        let _: () = c.sadd(keys.fixed().stalled.as_str(), "c").await.unwrap();
+        let _: () = c
+            .set(keys.job("b"), "foreign", None, None, false)
+            .await
+            .unwrap();
+        log_every_command(c).await;
+        let finisher = Finisher::new(1);
+        // a alone; then c, b, d in one group: c finishes, b raises WRONGTYPE.
+        let calls_of: Vec<MoveToFinished<'_>> = ["a", "c", "b", "d"]
+            .iter()
+            .map(|id| completion(&keys, id, "1"))
+            .collect();
+        let pending = sent_together(&finisher, &conn, &calls_of).await;
+        let answers = all(pending).await;
+        assert!(done(&answers[0]), "{:?}", answers[0]);
+        assert!(done(&answers[3]), "{:?}", answers[3]);
+        // c's finish was written by the failed group (its resend alone finds
+        // the lock gone): its deferred ZADD and SREM were made too, so it is
+        // in completed and nowhere else, as after a single call.
+        let score: Option<f64> = c
+            .zscore(keys.fixed().completed.as_str(), "c")
+            .await
+            .unwrap();
+        assert!(score.is_some(), "c is in completed");
+        let stalled: bool = c
+            .sismember(keys.fixed().stalled.as_str(), "c")
+            .await
+            .unwrap();
+        assert!(!stalled, "c is out of stalled");
+        let active: Vec<String> = c.lrange(keys.fixed().active.as_str(), 0, -1).await.unwrap();
+        assert!(active.is_empty(), "{active:?}");
+        assert_eq!(calls(c).await, (4, 1));
+        assert_eq!(finisher.state().in_flight, 0);
+    }
+
+    #[tokio::test]
     async fn an_owner_dropped_with_the_lead_passes_it_on() {
         let redis = TestRedis::start();
         let conn = redis.connect().await;

@@ -1,0 +1,61 @@
+--[[
+  The writes a group call (moveJobsToFinished, moveJobsToActive) makes once
+  for all its entries instead of once per entry (docs/protocol.md
+  §Extensions, "Deferred writes"). Each of them is idempotent or commutes
+  with everything a plain entry does after it, so making them at the end
+  leaves the keyspace the same calls one after the other leave:
+    srem     ids whose lock was released: one SREM of {P}stalled
+    zkeys    {P}completed / {P}failed, in first-use order, and for each of
+    zsets    them the score/id pairs of the jobs kept there: one ZADD each
+    marker   a take re-armed the marker member "0" at score 0 (the only
+             value that member is ever given): one ZADD
+  and two reads a group makes once:
+    meta     the queue's meta fields (paused, concurrency, max, duration,
+             opts.maxLenEvents), which no plain entry writes
+    dueUntil no delayed job is due at or before this ms (nothing a plain
+             entry does adds a delayed job)
+  A path that reads or writes those keys otherwise (flows, deduplication,
+  retention, DAG parents) first flushes: the writes are made and the reads
+  forgotten. The shared bodies (finishJob and what it includes) reach the
+  two functions through the table, so the single-job scripts that share
+  those bodies do not create them.
+    g.zadd(g, key, score, member)      a ZADD deferred
+    g.flush(g, stalledKey, markerKey)  the deferred writes made now
+]]
+local function deferZadd(g, key, score, member)
+  local set = g.zsets[key]
+  if not set then
+    set = {}
+    g.zsets[key] = set
+    g.zkeys[#g.zkeys + 1] = key
+  end
+  set[#set + 1] = score
+  set[#set + 1] = member
+end
+
+local function flushGroupWrites(g, stalledKey, markerKey)
+  if #g.srem > 0 then
+    redis.call("SREM", stalledKey, unpack(g.srem))
+    g.srem = {}
+  end
+  if #g.zkeys > 0 then
+    for i = 1, #g.zkeys do
+      local key = g.zkeys[i]
+      redis.call("ZADD", key, unpack(g.zsets[key]))
+    end
+    g.zkeys, g.zsets = {}, {}
+  end
+  if g.marker then
+    redis.call("ZADD", markerKey, "0", "0")
+    g.marker = false
+  end
+  g.meta = nil
+  g.dueUntil = nil
+end
+
+local function newGroupWrites()
+  return {
+    srem = {}, zkeys = {}, zsets = {}, marker = false, meta = nil, dueUntil = nil,
+    zadd = deferZadd, flush = flushGroupWrites,
+  }
+end
