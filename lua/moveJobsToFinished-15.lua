@@ -39,7 +39,9 @@
   once at the end of the call (or before an entry of a flow, with a
   deduplication id or with retention, and before a DAG hand-over), the meta
   fields are read once, and one read of delayed up to the latest entry's
-  time stands for each fetch-next's while it finds nothing due. Should a
+  time stands for each fetch-next's while it finds nothing due, and one
+  EXISTS of all the entries' children sets and DAG parents for each
+  entry's own while none exists. Should a
   command fail midway, what the entries before it deferred is still
   written before the error is raised, as their own calls would have.
 ]]
@@ -120,6 +122,22 @@ if fetches > 1 then
   end
 end
 
+-- One EXISTS of every entry's children sets and DAG parents stands for the
+-- entries' own while none exists: only flows and DAG hand-overs (which flush)
+-- make them.
+if #entries > 1 then
+  local probe = {}
+  for i = 1, #entries do
+    local jobKey = prefix .. entries[i][1]
+    probe[3 * i - 2] = jobKey .. ":dependencies"
+    probe[3 * i - 1] = jobKey .. ":unsuccessful"
+    probe[3 * i] = jobKey .. ":dag:parents"
+  end
+  if redis.call("EXISTS", unpack(probe)) == 0 then
+    g.noChildren = true
+  end
+end
+
 local function finishAll()
   for i = 1, #entries do
     local e = entries[i]
@@ -137,7 +155,7 @@ local function finishAll()
     -- A DAG node with extra parents is handed to them in this same call (at
     -- most 100 here; a node with more is finished by the DagReleaser).
     local r = replies[i]
-    if (r == 0 or type(r) == "table") then
+    if (r == 0 or type(r) == "table") and not g.noChildren then
       local parentsKey = prefix .. e[1] .. ":dag:parents"
       if redis.call("EXISTS", parentsKey) == 1 then
         flushGroupWrites(g, KEYS[5], KEYS[14])

@@ -65,7 +65,9 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts, g)
 
   -- A parent may only complete once every child is done and none failed it.
   -- Redis keeps no empty set, so one EXISTS rules both out for a plain job.
-  if target == "completed" and redis.call("EXISTS", jobKey .. ":dependencies", jobKey .. ":unsuccessful") ~= 0 then
+  -- A group that found none for any of its jobs skips the read (groupWrites).
+  if target == "completed" and not (g and g.noChildren)
+    and redis.call("EXISTS", jobKey .. ":dependencies", jobKey .. ":unsuccessful") ~= 0 then
     if redis.call("SCARD", jobKey .. ":dependencies") ~= 0 then
       return -4
     end

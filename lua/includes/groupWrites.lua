@@ -14,6 +14,8 @@
              opts.maxLenEvents), which no plain entry writes
     dueUntil no delayed job is due at or before this ms (nothing a plain
              entry does adds a delayed job)
+    noChildren none of the group's jobs has a children set or DAG parents
+             (only flows and DAG hand-overs make them)
   A path that reads or writes those keys otherwise (flows, deduplication,
   retention, DAG parents) first flushes: the writes are made and the reads
   forgotten. The shared bodies (finishJob and what it includes) reach the
@@ -51,6 +53,7 @@ local function flushGroupWrites(g, stalledKey, markerKey)
   end
   g.meta = nil
   g.dueUntil = nil
+  g.noChildren = nil
 end
 
 local function newGroupWrites()
