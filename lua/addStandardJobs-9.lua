@@ -20,6 +20,10 @@
     an array with one reply per entry, in order: the id (or -5 / -7) as that
     addStandardJob returns it, or {"err", message} for an entry Redis refused.
   Errors (raised before anything is written): a malformed or oversized ARGV.
+  Once per call, not per entry: the read of meta (no add writes its fields
+  but opts.maxLenEvents when missing, kept in the read) and the marker's
+  re-arm (the first add's; member "0" only ever gets score 0 and nothing
+  an add does removes it, so the others' would change nothing).
 ]]
 --- @include "includes/addStandardJob"
 
@@ -39,9 +43,10 @@ for i = 1, #entries do
 end
 
 local replies = {}
+local g = { meta = nil, marked = false }
 for i = 1, #entries do
   local e = entries[i]
-  local ok, reply = pcall(addStandardJob, KEYS, e[1], e[2], e[3])
+  local ok, reply = pcall(addStandardJob, KEYS, e[1], e[2], e[3], g)
   if ok then
     replies[i] = reply
   else

@@ -22,9 +22,9 @@
     the last is a job [flat HGETALL, id, 0, 0] locked with its token; the
     last is a job or what moveToActive answers without one.
   Errors (raised before anything is written): a malformed ARGV.
-  Deferred writes (includes/groupWrites): the marker is re-armed once at the
-  end, meta is read once, and once a take found nothing more due in delayed
-  the others do not read it again.
+  Once per call (includes/groupWrites): the marker's re-arm (the first
+  take's; the others' would change nothing), the read of meta, and the read
+  of delayed once a take found nothing more due.
 ]]
 --- @include "includes/fetchNextJob"
 --- @include "includes/groupWrites"
@@ -58,9 +58,5 @@ local function takeAll()
   end
 end
 
-local ok, err = pcall(takeAll)
-flushGroupWrites(g, KEYS[5], KEYS[11])
-if not ok then
-  error(err)
-end
+takeAll()
 return replies

@@ -158,7 +158,7 @@ local function finishAll()
     if (r == 0 or type(r) == "table") and not g.noChildren then
       local parentsKey = prefix .. e[1] .. ":dag:parents"
       if redis.call("EXISTS", parentsKey) == 1 then
-        flushGroupWrites(g, KEYS[5], KEYS[14])
+        flushGroupWrites(g, KEYS[5])
         releaseDagParents(prefix .. e[1], parentsKey, prefix .. "dag:pending", KEYS[11], KEYS[12], e[1], e[2], 100)
       end
     end
@@ -166,7 +166,7 @@ local function finishAll()
 end
 
 local ok, err = pcall(finishAll)
-flushGroupWrites(g, KEYS[5], KEYS[14])
+flushGroupWrites(g, KEYS[5])
 if not ok then
   error(err)
 end

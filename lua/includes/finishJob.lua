@@ -151,7 +151,7 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts, g)
   -- (the target set, delayed): the group's writes are made before them.
   local deferring = g ~= nil and deduplicationId == nil and parentKey == nil and not retentionRemoves
   if g and not deferring then
-    g.flush(g, K[5], K[14])
+    g.flush(g, K[5])
   end
 
   if deduplicationId ~= nil then

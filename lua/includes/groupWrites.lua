@@ -1,15 +1,17 @@
 --[[
   The writes a group call (moveJobsToFinished, moveJobsToActive) makes once
   for all its entries instead of once per entry (docs/protocol.md
-  §Extensions, "Deferred writes"). Each of them is idempotent or commutes
-  with everything a plain entry does after it, so making them at the end
+  §Extensions). Those deferred to the end are idempotent or commute with
+  everything a plain entry does after them, so making them at the end
   leaves the keyspace the same calls one after the other leave:
     srem     ids whose lock was released: one SREM of {P}stalled
     zkeys    {P}completed / {P}failed, in first-use order, and for each of
     zsets    them the score/id pairs of the jobs kept there: one ZADD each
-    marker   a take re-armed the marker member "0" at score 0 (the only
-             value that member is ever given): one ZADD
-  and two reads a group makes once:
+  one write a group makes once, at its first take, not deferred:
+    marked   the marker member "0" was re-armed at score 0 (the only value
+             that member is ever given, and nothing a group does removes
+             it), so the other takes' re-arms would change nothing
+  and reads a group makes once:
     meta     the queue's meta fields (paused, concurrency, max, duration,
              opts.maxLenEvents), which no plain entry writes
     dueUntil no delayed job is due at or before this ms (nothing a plain
@@ -22,7 +24,7 @@
   two functions through the table, so the single-job scripts that share
   those bodies do not create them.
     g.zadd(g, key, score, member)      a ZADD deferred
-    g.flush(g, stalledKey, markerKey)  the deferred writes made now
+    g.flush(g, stalledKey)             the deferred writes made now
 ]]
 local function deferZadd(g, key, score, member)
   local set = g.zsets[key]
@@ -35,7 +37,7 @@ local function deferZadd(g, key, score, member)
   set[#set + 1] = member
 end
 
-local function flushGroupWrites(g, stalledKey, markerKey)
+local function flushGroupWrites(g, stalledKey)
   if #g.srem > 0 then
     redis.call("SREM", stalledKey, unpack(g.srem))
     g.srem = {}
@@ -47,10 +49,6 @@ local function flushGroupWrites(g, stalledKey, markerKey)
     end
     g.zkeys, g.zsets = {}, {}
   end
-  if g.marker then
-    redis.call("ZADD", markerKey, "0", "0")
-    g.marker = false
-  end
   g.meta = nil
   g.dueUntil = nil
   g.noChildren = nil
@@ -58,7 +56,7 @@ end
 
 local function newGroupWrites()
   return {
-    srem = {}, zkeys = {}, zsets = {}, marker = false, meta = nil, dueUntil = nil,
+    srem = {}, zkeys = {}, zsets = {}, marked = false, meta = nil, dueUntil = nil,
     zadd = deferZadd, flush = flushGroupWrites,
   }
 end

@@ -2,7 +2,10 @@
   Steps 1-5 shared by the add scripts (docs/protocol.md §Scripts, addStandardJob): parent check, id
   counter, id choice, duplicate custom id (H9), deduplication (H10).
   prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey,
-                packedArgs, data, packedOpts) -> result, job
+                packedArgs, data, packedOpts, g) -> result, job
+    g       addStandardJobs' group state, or nil: its `meta` keeps the read
+            of meta for the entries after the first (no add writes those
+            fields but opts.maxLenEvents when missing, kept in the read)
     result  non-nil when the add ends here: -5, -7, the existing id of a
             duplicate or the owner id of a deduplicated add
     job     {prefix, jobId, jobKey, name, timestamp, data, opts, parentKey,
@@ -33,7 +36,7 @@ local function isJobQueuePausedOrMaxed(job, activeKey)
   return false
 end
 
-local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey, packedArgs, data, packedOpts)
+local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey, packedArgs, data, packedOpts, g)
   local args = cmsgpack.unpack(packedArgs)
   -- Every field the add sets later is named here (false until set), so the
   -- table is created at its final size instead of growing on the way.
@@ -66,11 +69,18 @@ local function prepareJobAdd(metaKey, idKey, completedKey, delayedKey, eventsKey
   -- Incremented on every add, used or not: generated ids have gaps.
   local counter = redis.call("INCR", idKey)
   -- getOrSetMaxEvents, with the fields the enqueue step needs in the same read.
-  local meta = redis.call("HMGET", metaKey, "opts.maxLenEvents", "paused", "concurrency")
+  local meta = g and g.meta
+  if not meta then
+    meta = redis.call("HMGET", metaKey, "opts.maxLenEvents", "paused", "concurrency")
+  end
   local maxEvents = meta[1]
   if not maxEvents then
     maxEvents = "10000"
     redis.call("HSET", metaKey, "opts.maxLenEvents", maxEvents)
+    meta[1] = maxEvents
+  end
+  if g then
+    g.meta = meta
   end
   job.maxEvents = tonumber(maxEvents)
   -- XADD's MAXLEN as the stored text when that is what the number formats to:

@@ -77,10 +77,13 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
   end
 
   -- Re-arm unconditionally: another idle worker wakes up and tries the next job.
-  if g then
-    g.marker = true
-  else
+  -- Member "0" only ever gets score 0 and nothing a finish or a take does
+  -- removes it: in a group, the first take's write stands for the others'.
+  if not (g and g.marked) then
     redis.call("ZADD", markerKey, "0", "0")
+    if g then
+      g.marked = true
+    end
   end
 
   return { hash, jobId, 0, 0 }

@@ -249,3 +249,30 @@ async fn commands_per_grouped_job_are_paid_once_per_call_where_they_can_be() {
         );
     }
 }
+
+/// A group of standard adds (`add_bulk`'s addStandardJobs call): per entry
+/// INCR of the id, HMSET, XADD `added`, LPUSH, XADD `waiting`; once per call
+/// the EVALSHA, the read of meta and the marker's re-arm. Single adds pay
+/// all seven each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_per_grouped_add() {
+    for n in [2u64, 10, 50] {
+        let (redis, _conn, q) = RedisServer::with_queue("adds").await;
+        let c = redis.client().await;
+        let jobs: Vec<NewJob> = (0..n)
+            .map(|i| NewJob {
+                name: "w".into(),
+                data: json!({"i": i}),
+                options: echomq::JobOptions::new(),
+            })
+            .collect();
+        let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
+        q.add_bulk(jobs).await.unwrap();
+        let counts = command_counts(&c).await;
+        assert_eq!(counts.get("evalsha"), Some(&1), "one call: {counts:?}");
+        assert_eq!(total(&counts), 5 * n + 3, "{n} adds: {counts:?}");
+        let waiting: i64 = c.llen("emq:adds:wait").await.unwrap();
+        let marker: Option<f64> = c.zscore("emq:adds:marker", "0").await.unwrap();
+        assert_eq!((waiting, marker), (n as i64, Some(0.0)));
+    }
+}
