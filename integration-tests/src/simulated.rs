@@ -70,13 +70,28 @@ pub async fn finish(
     value: &str,
     now: u64,
 ) -> Verdict<Option<NextJob>> {
-    let call = MoveToFinished {
+    let call = finish_call(k, id, token, target, value, now, false);
+    conn.call(&call).await.expect("moveToFinished")
+}
+
+/// The moveToFinished call of [`finish`], taking the next job when
+/// `fetch_next` (a worker's defaults: jobs kept, no limiter, no metrics).
+pub fn finish_call<'a>(
+    k: &'a QueueKeys,
+    id: &'a str,
+    token: &'a str,
+    target: FinishTarget,
+    value: &'a str,
+    now: u64,
+    fetch_next: bool,
+) -> MoveToFinished<'a> {
+    MoveToFinished {
         keys: k,
         id,
         now: EpochMs(now),
         target,
         value,
-        fetch_next: false,
+        fetch_next,
         opts: FinishOpts {
             token,
             name: None,
@@ -87,6 +102,5 @@ pub async fn finish(
             max_metrics_size: MetricsSize::Off,
         },
         fields: &[],
-    };
-    conn.call(&call).await.expect("moveToFinished")
+    }
 }

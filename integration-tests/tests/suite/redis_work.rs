@@ -25,6 +25,17 @@ const KEPT: u64 = 18;
 /// With removeOnComplete: DEL of the job's keys instead of ZADD + HSET.
 const REMOVED: u64 = 17;
 
+/// Plain jobs `{"i": i}` for each i of `range`.
+fn jobs(range: std::ops::Range<u64>) -> Vec<NewJob> {
+    range
+        .map(|i| NewJob {
+            name: "w".into(),
+            data: json!({"i": i}),
+            options: echomq::JobOptions::new(),
+        })
+        .collect()
+}
+
 /// Every command counted by the server, by name.
 async fn command_counts(c: &Client) -> BTreeMap<String, u64> {
     let text: String = c
@@ -50,13 +61,7 @@ async fn command_counts(c: &Client) -> BTreeMap<String, u64> {
 async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
     let (redis, _conn, q) = RedisServer::with_queue("work").await;
     let c = redis.client().await;
-    let jobs: Vec<NewJob> = (0..n)
-        .map(|i| NewJob {
-            name: "w".into(),
-            data: json!({"i": i}),
-            options: echomq::JobOptions::new(),
-        })
-        .collect();
+    let jobs = jobs(0..n);
     q.add_bulk(jobs).await.unwrap();
     let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
 
@@ -162,19 +167,14 @@ const TAKE_PER_CALL: u64 = 4;
 async fn group_commands(n: usize) -> (u64, u64) {
     use echomq::protocol::call::fetch_batch::MoveJobsToActive;
     use echomq::protocol::call::group_commit::MoveJobsToFinished;
-    use echomq::protocol::call::lifecycle::{EpochMs, FinishTarget, MoveToFinished, NextJob};
-    use echomq::protocol::packing::{FetchOpts, FinishOpts, MetricsSize};
+    use echomq::protocol::call::lifecycle::{EpochMs, FinishTarget, NextJob};
+    use echomq::protocol::packing::FetchOpts;
     use echomq::protocol::QueueKeys;
+    use echomq_integration_tests::simulated;
 
     let (redis, conn, q) = RedisServer::with_queue("grp").await;
     let c = redis.client().await;
-    let jobs: Vec<NewJob> = (0..2 * n)
-        .map(|i| NewJob {
-            name: "w".into(),
-            data: json!({"i": i}),
-            options: echomq::JobOptions::new(),
-        })
-        .collect();
+    let jobs = jobs(0..2 * n as u64);
     q.add_bulk(jobs).await.unwrap();
     let keys = QueueKeys::new("emq", "grp").unwrap();
     let time: Vec<u64> = state::cmd(&c, "TIME", vec![]).await;
@@ -202,26 +202,11 @@ async fn group_commands(n: usize) -> (u64, u64) {
     let takes = total(&command_counts(&c).await);
 
     let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
-    let finishes: Vec<MoveToFinished<'_>> = taken
+    let finishes: Vec<_> = taken
         .iter()
         .zip(&tokens)
-        .map(|(id, token)| MoveToFinished {
-            keys: &keys,
-            id,
-            now,
-            target: FinishTarget::Completed,
-            value: "1",
-            fetch_next: true,
-            opts: FinishOpts {
-                token,
-                name: None,
-                keep_jobs: None,
-                limiter: None,
-                lock_duration: 30_000,
-                attempts: 0,
-                max_metrics_size: MetricsSize::Off,
-            },
-            fields: &[],
+        .map(|(id, token)| {
+            simulated::finish_call(&keys, id, token, FinishTarget::Completed, "1", now.0, true)
         })
         .collect();
     let group = MoveJobsToFinished::new(&keys, &finishes).unwrap();
@@ -259,13 +244,7 @@ async fn commands_per_grouped_add() {
     for n in [2u64, 10, 50] {
         let (redis, _conn, q) = RedisServer::with_queue("adds").await;
         let c = redis.client().await;
-        let jobs: Vec<NewJob> = (0..n)
-            .map(|i| NewJob {
-                name: "w".into(),
-                data: json!({"i": i}),
-                options: echomq::JobOptions::new(),
-            })
-            .collect();
+        let jobs = jobs(0..n);
         let _: Value = state::cmd(&c, "CONFIG", vec!["RESETSTAT".into()]).await;
         q.add_bulk(jobs).await.unwrap();
         let counts = command_counts(&c).await;

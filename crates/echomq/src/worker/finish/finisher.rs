@@ -365,6 +365,25 @@ mod tests {
         }
     }
 
+    /// a, c and d held; b's job key a string (foreign data), so that b's
+    /// first read raises WRONGTYPE; every command logged from now on.
+    async fn held_with_foreign_b(conn: &Connection, keys: &QueueKeys) {
+        for id in ["a", "c", "d"] {
+            held(conn, keys, id).await;
+        }
+        let c = conn.pool().next();
+        let _: () = c
+            .set(keys.job("b"), "foreign", None, None, false)
+            .await
+            .unwrap();
+        log_every_command(c).await;
+    }
+
+    /// Completions of `ids`, in order.
+    fn completions<'a>(keys: &'a QueueKeys, ids: &[&'a str]) -> Vec<MoveToFinished<'a>> {
+        ids.iter().map(|id| completion(keys, id, "1")).collect()
+    }
+
     async fn command(c: &fred::clients::Client, name: &'static str, args: Vec<&str>) -> Value {
         use fred::types::{ClusterHash, CustomCommand};
         let args: Vec<Value> = args.into_iter().map(Value::from).collect();
@@ -538,22 +557,11 @@ mod tests {
         let redis = TestRedis::start();
         let conn = redis.connect().await;
         let keys = QueueKeys::new("emq", "err").unwrap();
-        for id in ["a", "c", "d"] {
-            held(&conn, &keys, id).await;
-        }
-        // Foreign data: b's job key is a string, so its first read raises
-        // WRONGTYPE and the whole group call fails before writing anything.
+        // b first in the group: the whole call fails before writing anything.
+        held_with_foreign_b(&conn, &keys).await;
         let c = conn.pool().next();
-        let _: () = c
-            .set(keys.job("b"), "foreign", None, None, false)
-            .await
-            .unwrap();
-        log_every_command(c).await;
         let finisher = Finisher::new(1);
-        let calls_of: Vec<MoveToFinished<'_>> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|id| completion(&keys, id, "1"))
-            .collect();
+        let calls_of = completions(&keys, &["a", "b", "c", "d"]);
         let pending = sent_together(&finisher, &conn, &calls_of).await;
         let answers = all(pending).await;
         assert!(done(&answers[0]));
@@ -571,23 +579,13 @@ mod tests {
         let redis = TestRedis::start();
         let conn = redis.connect().await;
         let keys = QueueKeys::new("emq", "mid").unwrap();
-        for id in ["a", "c", "d"] {
-            held(&conn, &keys, id).await;
-        }
+        held_with_foreign_b(&conn, &keys).await;
         let c = conn.pool().next();
         // c was marked by a stalled check: its finish takes it out again.
         let _: () = c.sadd(keys.fixed().stalled.as_str(), "c").await.unwrap();
-        let _: () = c
-            .set(keys.job("b"), "foreign", None, None, false)
-            .await
-            .unwrap();
-        log_every_command(c).await;
         let finisher = Finisher::new(1);
         // a alone; then c, b, d in one group: c finishes, b raises WRONGTYPE.
-        let calls_of: Vec<MoveToFinished<'_>> = ["a", "c", "b", "d"]
-            .iter()
-            .map(|id| completion(&keys, id, "1"))
-            .collect();
+        let calls_of = completions(&keys, &["a", "c", "b", "d"]);
         let pending = sent_together(&finisher, &conn, &calls_of).await;
         let answers = all(pending).await;
         assert!(done(&answers[0]), "{:?}", answers[0]);
