@@ -34,16 +34,16 @@
   DAG flows (docs/flows.md §DAGs): after an entry finished, a node with
   extra parents (`{P}<id>:dag:parents`) is handed to up to 100 of them, as
   releaseDagParents-5 does; for every other job that is one EXISTS.
-  Deferred writes (includes/groupWrites): the plain entries' SREM of
-  stalled, ZADD of completed or failed and re-arm of the marker are made
-  once at the end of the call (or before an entry of a flow, with a
-  deduplication id or with retention, and before a DAG hand-over), the meta
-  fields are read once, and one read of delayed up to the latest entry's
-  time stands for each fetch-next's while it finds nothing due, and one
-  EXISTS of all the entries' children sets and DAG parents for each
-  entry's own while none exists. Should a
-  command fail midway, what the entries before it deferred is still
-  written before the error is raised, as their own calls would have.
+  Once per call (includes/groupWrites): the plain entries' SREM of stalled
+  and ZADD of completed or failed are made at the end of the call (or
+  before an entry of a flow, with a deduplication id or with retention, and
+  before a DAG hand-over); the marker is re-armed by the first take only;
+  meta is read once; one read of delayed up to the latest entry's time
+  stands for each fetch-next's while it finds nothing due; one EXISTS of all
+  the entries' children sets and DAG parents stands for each entry's own
+  while none exists. Should a command fail midway, what the entries before
+  it deferred is still written before the error is raised, as their own
+  calls would have.
 ]]
 --- @include "includes/releaseDagParents"
 --- @include "includes/finishJob"

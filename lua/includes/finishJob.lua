@@ -12,11 +12,11 @@
     A           moveToFinished's ARGV, 1 to 9 (8 unread when opts is given)
     opts        A[8] unpacked, or nil (a group unpacks the FinishOpts its
                 entries share once, docs/decisions.md §16)
-    g           a group's deferred writes (includes/groupWrites), or nil:
-                a plain job's SREM of stalled, ZADD of its target set and
-                the marker's re-arm wait for the group's end; a job of a
-                flow, with a deduplication id or with retention flushes
-                them first and writes its own at once
+    g           a group's state (includes/groupWrites), or nil: a plain
+                job's SREM of stalled and ZADD of its target set wait for
+                the group's end, and the group's cached reads stand for its
+                own; a job of a flow, with a deduplication id or with
+                retention flushes them first and writes its own at once
   Returns what moveToFinished returns: 0, a next-job reply or a code.
 ]]
 --- @include "includes/fetchNextJob"
