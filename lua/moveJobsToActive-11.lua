@@ -45,18 +45,14 @@ end
 
 local replies = {}
 local g = newGroupWrites()
-local function takeAll()
-  for i = 1, #tokens do
-    -- One options table for every take; each reads its own token, set here.
-    opts["token"] = tokens[i]
-    local reply = fetchNextJob(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[9], KEYS[10],
-      KEYS[11], ARGV[1], ARGV[2], opts, true, nil, g)
-    replies[i] = reply
-    if type(reply[1]) ~= "table" then
-      break
-    end
+for i = 1, #tokens do
+  -- One options table for every take; each reads its own token, set here.
+  opts["token"] = tokens[i]
+  local reply = fetchNextJob(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[9], KEYS[10],
+    KEYS[11], ARGV[1], ARGV[2], opts, true, nil, g)
+  replies[i] = reply
+  if type(reply[1]) ~= "table" then
+    break
   end
 end
-
-takeAll()
 return replies
