@@ -36,6 +36,8 @@ const DEFAULT_MAX_DECODED_BYTES = 512 * 1024 * 1024;
 // smaller, and a gzipSync per small return value cost the worker a deflate
 // state each (docs/protocol.md §Payload envelope; the Rust GZIP_MIN_BYTES).
 const GZIP_MIN_BYTES = 256;
+const NON_ASCII_TEST = /[^\x00-\x7f]/;
+const NON_ASCII = /[^\x00-\x7f]/g;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -84,6 +86,18 @@ function staysPlain(name, text) {
 function decodedLength(text) {
   const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
   return (text.length / 4) * 3 - pad;
+}
+
+/**
+ * `text` with every character past ASCII as a \u escape (a surrogate pair
+ * past U+FFFF, as JavaScript holds it): the same document. A reader decodes
+ * an ASCII text as bytes and parses a one-byte string; for a 15 KB order with
+ * one non-ASCII character that cost this worker about 17 µs less per job
+ * (docs/protocol.md §Payload envelope).
+ */
+function asciiJson(text) {
+  if (!NON_ASCII_TEST.test(text)) return text;
+  return text.replace(NON_ASCII, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 function b64field(env, field) {
@@ -184,7 +198,7 @@ function createCodec(options = {}) {
   /** The envelope of a JSON text under `name`. */
   function seal(name, text) {
     // Level 1, as the Rust codec: most of level 6's size at a fraction of its time.
-    const compressed = zlib.gzipSync(Buffer.from(text, 'utf8'), { level: 1 });
+    const compressed = zlib.gzipSync(Buffer.from(asciiJson(text), 'latin1'), { level: 1 });
     if (name === GZIP) return { [CODEC_FIELD]: GZIP, v: VERSION, b64: compressed.toString('base64') };
     if (current === null) throw new CodecError(`codec ${SEALED} needs a key and none is configured`);
     const iv = crypto.randomBytes(IV_BYTES);

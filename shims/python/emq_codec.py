@@ -45,6 +45,24 @@ DEFAULT_OFFLOAD_THRESHOLD = 256 * 1024
 _BLOB_KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escape(match):
+    code = ord(match.group())
+    if code < 0x10000:
+        return "\\u%04x" % code
+    code -= 0x10000
+    return "\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
+
+
+def _ascii_json(text):
+    """``text`` with every character past ASCII as a \\u escape (a surrogate pair
+    past U+FFFF): the same document, which readers decode on their fast path
+    (docs/protocol.md §Payload envelope)."""
+    return text if text.isascii() else _NON_ASCII.sub(_escape, text)
+
+
 class CodecError(UnrecoverableError):
     """A payload that cannot be decoded or encoded: never retried."""
 
@@ -124,7 +142,7 @@ class Codec:
 
     def seal(self, name, text):
         """The envelope of a JSON text under codec ``name``."""
-        compressed = _gzip(text.encode())
+        compressed = _gzip(_ascii_json(text).encode("ascii"))
         if name == GZIP:
             return {CODEC_FIELD: GZIP, "v": VERSION, "b64": base64.b64encode(compressed).decode()}
         if self._current is None:
