@@ -5,7 +5,8 @@
 //   work  {codec, count, timeoutMs, maxDecodedBytes}: a Worker through the shim until
 //         `count` jobs finished (completed, or failed for good); per id what its
 //         processor saw ({text: JSON.stringify(job.data)} or {len} with `short`), and
-//         the failures {reason, attemptsMade}.
+//         the failures {reason, attemptsMade}, and `ms` from the first job's start to the
+//         count-th finish.
 // Both take `offloadDir` and `threshold` (payloads over it to files under the dir),
 // and `work` takes `returnPad` (a return value padded with that many bytes).
 'use strict';
@@ -34,8 +35,16 @@ async function main() {
       let finished = 0;
       let done;
       const all = new Promise((resolve) => { done = resolve; });
-      const tick = () => { if (++finished >= args.count) done(); };
+      // Timed from the first job the processor runs to the count-th finish:
+      // the process's start and its connections are not part of a read rate.
+      let firstAt = null;
+      let lastAt = null;
+      const tick = () => {
+        if (++finished === args.count) lastAt = process.hrtime.bigint();
+        if (finished >= args.count) done();
+      };
       const worker = new Worker(queueName, codec.processor(async (job) => {
+        if (firstAt === null) firstAt = process.hrtime.bigint();
         const text = JSON.stringify(job.data);
         seen[job.id] = args.short ? { len: Buffer.byteLength(text) } : { text };
         const out = { seenBy: 'node', len: Buffer.byteLength(text) };
@@ -51,7 +60,8 @@ async function main() {
       await all;
       clearTimeout(timer);
       await worker.close();
-      return { done: finished >= args.count, seen, failed };
+      const ms = firstAt !== null && lastAt !== null ? Number(lastAt - firstAt) / 1e6 : null;
+      return { done: finished >= args.count, seen, failed, ms };
     }
     throw new Error(`unknown command ${command}`);
   } finally {

@@ -234,16 +234,20 @@ fn stays_plain(codec: Codec, json: &str) -> bool {
 fn ascii_json(json: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(json.len() + json.len() / 8);
-    for c in json.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            for unit in c.encode_utf16(&mut [0u16; 2]) {
-                // Writing into a String cannot fail.
-                let _ = write!(out, "\\u{unit:04x}");
-            }
+    let mut rest = json;
+    // Runs of ASCII are copied whole; the first byte past ASCII starts a character.
+    while let Some(at) = rest.bytes().position(|b| !b.is_ascii()) {
+        out.push_str(&rest[..at]);
+        let Some(c) = rest[at..].chars().next() else {
+            break;
+        };
+        for unit in c.encode_utf16(&mut [0u16; 2]) {
+            // Writing into a String cannot fail.
+            let _ = write!(out, "\\u{unit:04x}");
         }
+        rest = &rest[at + c.len_utf8()..];
     }
+    out.push_str(rest);
     out
 }
 

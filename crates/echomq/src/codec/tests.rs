@@ -216,10 +216,16 @@ fn what_is_compressed_is_ascii_and_the_same_document() {
     let env = o.encode_value(v.clone()).unwrap();
     let text = inflated(&env);
     assert!(text.is_ascii(), "{text}");
-    assert!(text.contains(r"Caf\u00e9 \u00d6rnsk\u00f6ld \u2713 \ud83d\ude00"), "{text}");
+    assert!(
+        text.contains(r"Caf\u00e9 \u00d6rnsk\u00f6ld \u2713 \ud83d\ude00"),
+        "{text}"
+    );
     assert_eq!(o.decode(&env).unwrap().unwrap(), v);
     // The escaped text reads back as the same document, and so as the same text.
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap().to_string(), v.to_string());
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap().to_string(),
+        v.to_string()
+    );
 }
 
 fn json_value() -> impl Strategy<Value = Value> {
