@@ -721,7 +721,11 @@ async fn gzip_keeps_redis_memory_at_least_three_times_lower() {
             let g = node_reads(&redis.url(), Some("gzip"), count);
             (g, node_reads(&plain_redis.url(), None, count_plain))
         };
-        assert_eq!(ran["done"], true);
+        assert_eq!(ran["done"], true, "the gzip read of round {round} ended");
+        assert_eq!(
+            plain_ran["done"], true,
+            "the plain read of round {round} ended"
+        );
         assert_eq!(ran["failed"], json!({}));
         seen.extend(ran["seen"].as_object().unwrap().clone());
         let (p, g) = (rate(count_plain, &plain_ran), rate(count, &ran));
@@ -758,6 +762,7 @@ async fn gzip_keeps_redis_memory_at_least_three_times_lower() {
         assert_eq!(seen[id]["len"], len, "job {id}");
     }
     assert_eq!(queue.counts().await.unwrap().completed, n);
+    assert_eq!(plain_queue.counts().await.unwrap().completed, n);
 }
 
 /// A batch worker decodes as a single-job worker does: the readable jobs of
