@@ -55,6 +55,12 @@ function connect(url) {
 async function main() {
   const connection = connect(url);
   const queue = new Queue(queueName, { connection, prefix: PREFIX });
+  // A Queue writes its meta (`version`, …) once its client is ready, without
+  // being awaited, and not at all if it is closed first: a command that
+  // never uses `queue` (`flow`) could end before the write and leave a
+  // keyspace without it. Lines that expose the write's promise are waited on.
+  await queue.waitUntilReady();
+  if (queue.queueMetaInitialized) await queue.queueMetaInitialized;
   try {
     switch (command) {
       case 'add-mix': {

@@ -163,11 +163,15 @@ impl Worker {
             }
             WorkerMsg::GetCounts(reply) => {
                 let counters = core.counters();
+                // Takes before held jobs: a take settles only once its job
+                // is tracked, so a job cannot fall between the two reads.
+                let takes = core.takes().map(|t| t.now());
                 let _ = reply.send(WorkerCounts {
                     active: core.seam().held_count(),
                     processed: counters.processed(),
                     failed: counters.failed(),
-                    takes_left: core.takes().map(|t| t.left()),
+                    takes_left: takes.map(|t| t.left),
+                    takes_in_flight: takes.map_or(0, |t| t.in_flight),
                 });
             }
             WorkerMsg::AttachLockManager(lm) => {

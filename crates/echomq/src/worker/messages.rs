@@ -88,6 +88,18 @@ pub struct WorkerCounts {
     /// What is left of [`WorkerOptions::max_jobs`](super::options::WorkerOptions::max_jobs),
     /// when set.
     pub takes_left: Option<u64>,
+    /// Takes of `max_jobs` reserved by calls whose reply is not in yet: each
+    /// ends as a job held (in `active`) or a take given back (in
+    /// `takes_left`). 0 without `max_jobs`.
+    pub takes_in_flight: u64,
+}
+
+impl WorkerCounts {
+    /// True once a worker with `max_jobs` has taken them all and holds none:
+    /// nothing left to take, no take on its way, no job running.
+    pub fn max_jobs_done(&self) -> bool {
+        self.takes_left == Some(0) && self.takes_in_flight == 0 && self.active == 0
+    }
 }
 
 /// What [`WorkerMsg::Close`] answers once the worker has let every job go.

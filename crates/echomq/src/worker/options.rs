@@ -96,7 +96,10 @@ pub struct WorkerOptions {
     /// --max-jobs`): past it, it fetches nothing more — neither a
     /// `moveToActive` nor a fetch-next of a finishing call — and its
     /// [`WorkerCounts::takes_left`](super::messages::WorkerCounts) reads 0. A
-    /// take whose call brought no job is given back. Default none (no limit).
+    /// take whose call brought no job is given back;
+    /// [`WorkerCounts::max_jobs_done`](super::messages::WorkerCounts::max_jobs_done)
+    /// says when every take has been made and every job let go. Default none
+    /// (no limit).
     pub max_jobs: Option<u64>,
     /// Where the jobs this worker fails for good go (docs/operations.md
     /// §Dead letters): their final failure (last attempt, or unrecoverable)

@@ -192,6 +192,14 @@ impl WorkerShared {
         self.takes.as_ref().map_or(n, |t| t.reserve(n))
     }
 
+    /// Settles `n` reserved takes whose jobs are held now (tracked first,
+    /// so a reader of the counts never sees a take in neither place).
+    pub fn settle_takes(&self, n: u64) {
+        if let Some(t) = &self.takes {
+            t.settle(n);
+        }
+    }
+
     /// Gives back takes reserved for a call that took fewer jobs.
     pub fn return_takes(&self, n: u64) {
         if let Some(t) = &self.takes {

@@ -96,8 +96,9 @@ pub(super) async fn work(
                     );
                 }
                 // The worker fetches nothing past --max-jobs (WorkerOptions::
-                // max_jobs); once it has taken them all and holds none, done.
-                if status.takes_left == Some(0) && status.active == 0 {
+                // max_jobs); once it has taken them all (none still on its
+                // way in a finishing call's fetch-next) and holds none, done.
+                if status.max_jobs_done() {
                     break "max jobs reached";
                 }
             }

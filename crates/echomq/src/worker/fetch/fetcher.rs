@@ -302,6 +302,7 @@ impl Fetcher {
             let jobs = crate::worker::process::batch::take(core, batch, cap as usize)
                 .instrument(tracing::debug_span!("fetch_batch"))
                 .await;
+            core.settle_takes(jobs.len() as u64);
             core.return_takes(cap - jobs.len() as u64);
             if !jobs.is_empty() {
                 if !core.alive() {
@@ -337,6 +338,7 @@ impl Fetcher {
                     core.hints().wake();
                 }
                 if let Some(job) = ActiveJob::take(core, reply, token) {
+                    core.settle_takes(1);
                     if !core.alive() {
                         // The actor stopped while this call was on its way
                         // (a stop does not wait for the fetch loop): no
@@ -420,6 +422,7 @@ impl Fetcher {
             tokio::spawn(run::run_slot(core.clone(), permit, job));
         }
         // The permits of the takes not made were dropped with the iterator.
+        core.settle_takes(taken);
         core.return_takes(asked as u64 - taken);
         if stopped {
             Next::Exit

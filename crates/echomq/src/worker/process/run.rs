@@ -398,8 +398,12 @@ async fn finish_then(
         // A fetch-next is a take: it reserves one of `max_jobs` first.
         let take = fetch && fetch_next(core) && core.reserve_takes(1) == 1;
         let applied = job.apply(&t, take).instrument(debug_span!("finish")).await;
-        if take && !matches!(applied, Ok(FinishOutcome::Done { next: Some(_) })) {
-            core.return_takes(1);
+        if take {
+            if matches!(applied, Ok(FinishOutcome::Done { next: Some(_) })) {
+                core.settle_takes(1);
+            } else {
+                core.return_takes(1);
+            }
         }
         match applied {
             Ok(FinishOutcome::Done { next }) => {
