@@ -140,7 +140,14 @@ async fn run() {
 async fn linear_calls(n: u64) {
     let redis = RedisServer::start();
     let c = redis.client().await;
-    let conn = redis.connect().await;
+    // BullMQ's one-call clean of 10^6 jobs holds Redis ~10 s, past the
+    // default command timeout: this section measures it, so it waits.
+    let conn = echomq::Connection::connect(echomq::ConnectionConfig {
+        command_timeout: Duration::from_secs(600),
+        ..echomq::ConnectionConfig::with_url(redis.url())
+    })
+    .await
+    .unwrap();
     fill(&c, "q", n, n, DATA).await;
     let q = Queue::new(&conn, "q").await.unwrap();
     // fill writes the completed ids first, then the waiting ones, each
