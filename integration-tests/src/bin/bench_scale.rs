@@ -203,6 +203,30 @@ async fn linear_calls(n: u64) {
     );
 }
 
+/// Waits until the keyspace's hash table has finished growing. A fill of
+/// 10^7 keys ends with the main table half rehashed (8.4M → 16.8M buckets):
+/// until Redis's cron finishes it (~15 s), every command also moves buckets,
+/// and an INCR took 2.3 µs instead of 0.3. A queue that grew over time is
+/// past that point; measuring during it would charge the fill to the steps.
+async fn settle_rehash(c: &Client, n: u64) {
+    let t0 = Instant::now();
+    loop {
+        let stats: String = cmd(c, "DEBUG", vec!["HTSTATS".into(), "0".into()]).await;
+        if !stats.contains("rehashing target") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(600),
+            "the keyspace of {n} jobs still rehashing after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "bench-scale: {n} jobs: keyspace rehash settled {:.1} s after the fill",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
 async fn cmd<R: FromValue>(c: &Client, name: &'static str, args: Vec<String>) -> R {
     use fred::types::{ClusterHash, CustomCommand};
     c.custom(
@@ -377,11 +401,13 @@ async fn used_memory(c: &Client) -> u64 {
 }
 
 async fn curve(n: u64) -> SizeRow {
-    let redis = RedisServer::start();
+    // DEBUG HTSTATS tells when the keyspace's rehash is over (settle_rehash).
+    let redis = RedisServer::start_with(&["--enable-debug-command", "local"]);
     let c = redis.client().await;
     let t0 = Instant::now();
     fill(&c, "q", n / 2, n - n / 2, DATA).await;
     let fill_s = t0.elapsed().as_secs_f64();
+    settle_rehash(&c, n).await;
     let redis_mb = used_memory(&c).await as f64 / 1e6;
     let conn = redis.connect().await;
     let q = Queue::new(&conn, "q").await.unwrap();
