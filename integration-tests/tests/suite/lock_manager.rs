@@ -636,3 +636,108 @@ async fn killed_lock_manager_restarted_by_supervisor_loses_no_lock() {
     assert!(st.lock_manager_attached);
     assert_eq!(s.restarts.load(Ordering::SeqCst), 2, "both kills happened");
 }
+
+/// A renewal that reaches Redis after the job's own finish finds its lock
+/// deleted. The Worker let that job go before sending the finish, so it is no
+/// loss: the LockManager counts it `let_go`, not `lost`, and reports nothing.
+/// The order is forced on the LockManager's own one-client connection: a
+/// BLPOP sent there as a plain command (so fred writes the renewal right
+/// behind it, where Redis keeps it unread) holds the renewal back until the
+/// finish has applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_overtaken_by_the_jobs_own_finish_is_no_loss() {
+    const LIMIT: Duration = Duration::from_secs(10);
+    let redis = RedisServer::start();
+    let conn = redis.connect().await;
+    let c = redis.client().await;
+    let q = Queue::new(&conn, "letgo").await.unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let r = release.clone();
+    let processor = processor_fn(move |_job: JobContext| {
+        let r = r.clone();
+        async move {
+            r.notified().await;
+            Ok::<_, ProcessError>(json!("done"))
+        }
+    });
+    let (tx, mut events) = tokio::sync::mpsc::channel(100);
+    let mut args = WorkerArgs::new(q.clone(), processor);
+    // No timer tick inside the test: the one renewal is the RenewNow below.
+    args.options = WorkerOptions::default()
+        .concurrency(1)
+        .lock_renew_time(Duration::from_secs(600));
+    args.events = Some(tx);
+    let mut lm_args = args.lock_manager_args(None);
+    let mut one_client = echomq::ConnectionConfig::with_url(redis.url());
+    one_client.pool_size = 1;
+    let lm_conn = Connection::connect(one_client).await.unwrap();
+    lm_args.connection = lm_conn.clone();
+    let (worker, _) = Actor::spawn(None, Worker, args).await.unwrap();
+    let (lm, _) = Actor::spawn(None, LockManager, lm_args.reporting_to(&worker))
+        .await
+        .unwrap();
+
+    let id = q.add("x", &json!({}), JobOptions::new()).await.unwrap();
+    wait_until("the lock tracked", LIMIT, async || {
+        let t: Vec<TrackedLock> = call_t!(lm, LockManagerMsg::GetTracked, 2000).unwrap();
+        t.iter().any(|l| l.id == id)
+    })
+    .await;
+    let before = stats(&lm).await;
+
+    let gate = lm_conn.pool().next().clone();
+    let blpop = tokio::spawn(async move {
+        let _: Value = gate
+            .custom(
+                CustomCommand::new_static("BLPOP", ClusterHash::FirstKey, false),
+                vec!["letgo-gate", "0"],
+            )
+            .await
+            .unwrap();
+    });
+    let lm_client_line = async || -> Option<String> {
+        let list: String =
+            echomq_integration_tests::state::cmd(&c, "CLIENT", vec!["LIST".into()]).await;
+        list.lines()
+            .find(|l| l.contains("cmd=blpop") && l.contains(" flags=b "))
+            .map(str::to_owned)
+    };
+    wait_until("the BLPOP blocks", LIMIT, async || {
+        lm_client_line().await.is_some()
+    })
+    .await;
+    lm.cast(LockManagerMsg::RenewNow).unwrap();
+    // The renewal, with the job in it, waits unread behind the BLPOP.
+    wait_until("the renewal queued behind the BLPOP", LIMIT, async || {
+        lm_client_line()
+            .await
+            .is_some_and(|l| !l.contains(" qbuf=0 "))
+    })
+    .await;
+
+    release.notify_one();
+    wait_until("the job completed", LIMIT, async || {
+        c.zcard::<u64, _>("emq:letgo:completed").await.unwrap() == 1
+    })
+    .await;
+    let lock: Option<String> = c.get(format!("emq:letgo:{id}:lock")).await.unwrap();
+    assert_eq!(lock, None, "the finish deleted the lock");
+    let _: u64 = c.lpush("letgo-gate", "go").await.unwrap();
+    blpop.await.unwrap();
+
+    let after = stats(&lm).await;
+    assert_eq!(after.extend_calls, before.extend_calls + 1);
+    assert_eq!(
+        (after.renewed, after.lost, after.let_go),
+        (before.renewed, before.lost, before.let_go + 1),
+        "{after:?}"
+    );
+    let _: CloseReport = call_t!(worker, WorkerMsg::Close, 5000, Duration::from_secs(1)).unwrap();
+    while let Ok(event) = events.try_recv() {
+        assert!(
+            !matches!(event, WorkerEvent::LockLost { .. }),
+            "no loss reported: {event:?}"
+        );
+    }
+    lm.stop(None);
+}

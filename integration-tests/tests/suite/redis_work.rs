@@ -111,7 +111,7 @@ async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
         let before = lock_stats(&lm).await;
         let counts = command_counts(&c).await;
         if lock_stats(&lm).await == before {
-            eprintln!("{n} jobs: renewal calls, renewed, lost taken out: {before:?}");
+            eprintln!("{n} jobs: renewal calls, renewed, missing taken out: {before:?}");
             break without_renewals(counts, &before);
         }
     };
@@ -120,21 +120,22 @@ async fn commands_for(n: u64, keep: bool) -> BTreeMap<String, u64> {
     counts
 }
 
-/// The LockManager's counters: renewal calls, locks renewed and found lost.
+/// The LockManager's counters: renewal calls, locks renewed, and locks that
+/// came back missing (lost, or let go while their renewal was on the way).
 async fn lock_stats(lm: &ractor::ActorRef<LockManagerMsg>) -> (u64, u64, u64) {
     let stats = call_t!(lm, LockManagerMsg::GetStats, 2_000).expect("lock manager answers");
-    (stats.extend_calls, stats.renewed, stats.lost)
+    (stats.extend_calls, stats.renewed, stats.lost + stats.let_go)
 }
 
 /// `counts` less what the LockManager's `extendLocks` calls ran: per call the
 /// EVALSHA; per lock the GET; per renewed lock the SET and the SREM of stalled.
 fn without_renewals(
     mut counts: BTreeMap<String, u64>,
-    &(calls, renewed, lost): &(u64, u64, u64),
+    &(calls, renewed, missing): &(u64, u64, u64),
 ) -> BTreeMap<String, u64> {
     for (name, n) in [
         ("evalsha", calls),
-        ("get", renewed + lost),
+        ("get", renewed + missing),
         ("set", renewed),
         ("srem", renewed),
     ] {

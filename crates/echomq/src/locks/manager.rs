@@ -320,10 +320,18 @@ async fn renew(state: &mut LockManagerState) -> Result<(), Error> {
             }
         }
     }
-    state
-        .metrics
-        .locks_renewed(locks.len() - unanswered.len(), lost.len(), now.elapsed());
-    let mut renewed = 0u64;
+    // A job finished while its renewal was on the way comes back failed too
+    // (its lock is deleted): only a lock still held under the same token is
+    // lost. The rest were let go, which is neither a loss nor a warning.
+    let still_held: HashSet<(String, String)> = if lost.is_empty() {
+        HashSet::new()
+    } else {
+        shared_locks(state)
+            .into_iter()
+            .map(|l| (l.id, l.token))
+            .collect()
+    };
+    let (mut renewed, mut lost_held, mut let_go) = (0u64, 0u64, 0u64);
     let mut renewed_at = HashMap::with_capacity(locks.len());
     for (id, token) in &locks {
         if unanswered.contains(id.as_str()) {
@@ -331,9 +339,11 @@ async fn renew(state: &mut LockManagerState) -> Result<(), Error> {
                 renewed_at.insert(id.clone(), *at);
             }
         } else if lost.contains(id.as_str()) {
-            // The job may have been let go meanwhile, which the owner tells
-            // apart by its token.
-            state.stats.lost += 1;
+            if !still_held.contains(&(id.clone(), token.clone())) {
+                let_go += 1;
+                continue;
+            }
+            lost_held += 1;
             warn!(job_id = %id, "lock lost: reporting to the worker");
             if let Some(w) = &state.args.owner {
                 w.lock_lost(id.clone(), token.clone());
@@ -345,9 +355,17 @@ async fn renew(state: &mut LockManagerState) -> Result<(), Error> {
     }
     state.renewed_at = renewed_at;
     state.stats.renewed += renewed;
+    state.stats.lost += lost_held;
+    state.stats.let_go += let_go;
+    state.metrics.locks_renewed(
+        (renewed + lost_held) as usize,
+        lost_held as usize,
+        now.elapsed(),
+    );
     debug!(
         renewed,
-        lost = lost.len(),
+        lost = lost_held,
+        let_go,
         calls = chunks.len(),
         "locks renewed"
     );

@@ -32,8 +32,11 @@ pub struct LockStats {
     pub extend_calls: u64,
     /// Locks renewed, summed over all calls.
     pub renewed: u64,
-    /// Locks found lost.
+    /// Locks found lost: missing or under another token while still held.
     pub lost: u64,
+    /// Locks that came back missing because the Worker let their job go
+    /// (finished it) while the renewal was on the way: not a loss.
+    pub let_go: u64,
     /// Locks in the last round sent (every held lock).
     pub last_batch: usize,
     /// `extendLocks` calls the last round took (`last_batch` divided by
