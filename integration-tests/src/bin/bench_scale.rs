@@ -5,7 +5,8 @@
 //! of jobs, a search request, the audit, clean 1 000, the dashboard's
 //! overview and queue page), each with the longest single Redis command of
 //! the step from `SLOWLOG`; and BullMQ Node 6.7.0's `getJobs`/`getJobCounts`
-//! on the same data. Then Redis's bytes per waiting and per completed job,
+//! on the same data; and, for the processing step, Redis's calls and µs per
+//! command at each size (`INFO commandstats`). Then Redis's bytes per waiting and per completed job,
 //! EchoMQ beside BullMQ Node, and the events stream's share; then the memory
 //! of a worker holding 10 000 sleeping jobs (RSS of `echomq work`, and heap
 //! blocks per held job counted by this binary's allocator) and its idle CPU.
@@ -19,6 +20,7 @@
 //! release `echomq` binary (for the dashboard and `echomq work`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -70,6 +72,9 @@ struct Step {
     slow_cmd: String,
     /// Extra figure (throughput, calls).
     extra: String,
+    /// What Redis ran during the step, by command (`INFO commandstats`,
+    /// those a script runs included): calls and µs.
+    commands: BTreeMap<String, (u64, f64)>,
 }
 
 fn main() {
@@ -305,6 +310,7 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     slowlog_reset(c).await;
+    let _: String = cmd(c, "CONFIG", vec!["RESETSTAT".into()]).await;
     let mut ms = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let t0 = Instant::now();
@@ -312,6 +318,7 @@ where
         ms.push(t0.elapsed().as_secs_f64() * 1e3);
     }
     ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let commands = command_stats(c).await;
     let (slow_us, slow_cmd) = slowlog_max(c).await;
     Step {
         p50_ms: ms[ms.len() / 2],
@@ -319,7 +326,25 @@ where
         slow_us,
         slow_cmd,
         extra: String::new(),
+        commands,
     }
+}
+
+/// Calls and µs per command since the last `CONFIG RESETSTAT`.
+async fn command_stats(c: &Client) -> BTreeMap<String, (u64, f64)> {
+    let text: String = cmd(c, "INFO", vec!["commandstats".into()]).await;
+    text.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let field = |key: &str| {
+                rest.split(',')
+                    .find_map(|p| p.strip_prefix(key))
+                    .and_then(|v| v.parse::<f64>().ok())
+            };
+            Some((name.to_owned(), (field("calls=")? as u64, field("usec=")?)))
+        })
+        .collect()
 }
 
 /// A GET against the dashboard, the body's length.
@@ -676,6 +701,54 @@ fn print_curve(table: &[(u64, SizeRow)]) {
         "BullMQ Node getJobs(completed, 0, 24)",
         &node("getJobsCompleted"),
     );
+    print_process_commands(table);
+}
+
+/// Where Redis's time went in the processing step, per command and size:
+/// calls per processed job and µs per call, the commands scripts run
+/// included (an EVALSHA's µs include its commands'); the heaviest at the
+/// largest size first.
+fn print_process_commands(table: &[(u64, SizeRow)]) {
+    const JOBS: f64 = 20_000.0;
+    let Some((_, largest)) = table.last() else {
+        return;
+    };
+    let mut names: Vec<(&String, f64)> = largest
+        .process
+        .commands
+        .iter()
+        .map(|(name, (_, us))| (name, *us))
+        .collect();
+    names.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!(
+        "\n### Processing 20 000 jobs: Redis's commands (calls per job; µs per call; µs per job)\n"
+    );
+    print!("| command |");
+    for (n, _) in table {
+        print!(" {n} jobs |");
+    }
+    println!();
+    print!("| --- |");
+    for _ in table {
+        print!(" --- |");
+    }
+    println!();
+    let cell = |r: &SizeRow, name: &str| match r.process.commands.get(name) {
+        Some((calls, us)) => format!(
+            "{:.2} ; {:.2} ; {:.2}",
+            *calls as f64 / JOBS,
+            us / (*calls).max(1) as f64,
+            us / JOBS
+        ),
+        None => "–".into(),
+    };
+    for (name, _) in names.iter().take(20) {
+        print!("| {name} |");
+        for (_, r) in table {
+            print!(" {} |", cell(r, name));
+        }
+        println!();
+    }
 }
 
 /// Redis's bytes per waiting and per completed job, EchoMQ beside BullMQ
