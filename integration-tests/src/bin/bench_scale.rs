@@ -61,6 +61,8 @@ static ALLOC: Counting = Counting;
 
 const DATA: &str = r#"{"order":12345,"customer":"c-678","items":3}"#;
 const ROUNDS: usize = 20;
+/// Jobs added, then processed, at each size.
+const BATCH: u64 = 20_000;
 
 /// One measured step.
 #[derive(Clone, Default)]
@@ -438,7 +440,6 @@ async fn curve(n: u64) -> SizeRow {
     let q = Queue::new(&conn, "q").await.unwrap();
 
     // Adding 20 000 jobs, the way add-bulk sends them.
-    const BATCH: u64 = 20_000;
     let jobs = || -> Vec<NewJob> {
         (0..BATCH)
             .map(|_| NewJob {
@@ -638,9 +639,9 @@ fn slow(s: &Step) -> String {
     }
 }
 
-fn print_curve(table: &[(u64, SizeRow)]) {
-    println!("\n### Cost curve (ms: median / max of {ROUNDS}; longest Redis command of the step in ms)\n");
-    print!("| step |");
+/// A Markdown table's header: `first`, then one column per size.
+fn size_header(first: &str, table: &[(u64, SizeRow)]) {
+    print!("| {first} |");
     for (n, _) in table {
         print!(" {n} jobs |");
     }
@@ -650,6 +651,11 @@ fn print_curve(table: &[(u64, SizeRow)]) {
         print!(" --- |");
     }
     println!();
+}
+
+fn print_curve(table: &[(u64, SizeRow)]) {
+    println!("\n### Cost curve (ms: median / max of {ROUNDS}; longest Redis command of the step in ms)\n");
+    size_header("step", table);
     let line = |name: &str, f: &dyn Fn(&SizeRow) -> String| {
         print!("| {name} |");
         for (_, r) in table {
@@ -709,7 +715,7 @@ fn print_curve(table: &[(u64, SizeRow)]) {
 /// included (an EVALSHA's µs include its commands'); the heaviest at the
 /// largest size first.
 fn print_process_commands(table: &[(u64, SizeRow)]) {
-    const JOBS: f64 = 20_000.0;
+    const JOBS: f64 = BATCH as f64;
     let Some((_, largest)) = table.last() else {
         return;
     };
@@ -723,16 +729,7 @@ fn print_process_commands(table: &[(u64, SizeRow)]) {
     println!(
         "\n### Processing 20 000 jobs: Redis's commands (calls per job; µs per call; µs per job)\n"
     );
-    print!("| command |");
-    for (n, _) in table {
-        print!(" {n} jobs |");
-    }
-    println!();
-    print!("| --- |");
-    for _ in table {
-        print!(" --- |");
-    }
-    println!();
+    size_header("command", table);
     let cell = |r: &SizeRow, name: &str| match r.process.commands.get(name) {
         Some((calls, us)) => format!(
             "{:.2} ; {:.2} ; {:.2}",
