@@ -496,6 +496,9 @@ impl Measures {
     }
 }
 
+/// The port [`Fault::Decoy`] drops: TCP's discard service, unused here.
+const DECOY_PORT: u16 = 9;
+
 fn apply(ns: &Netns, port: u16, fault: &Fault) -> Result<(), String> {
     match fault {
         Fault::Cut(dir) => ns.drop_tcp(port, *dir),
@@ -506,8 +509,12 @@ fn apply(ns: &Netns, port: u16, fault: &Fault) -> Result<(), String> {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             ns.netem(&args)
         }
-        // A port next to Redis's that nothing listens on.
-        Fault::Decoy => ns.drop_tcp(port.wrapping_add(1).max(1), Direction::Both),
+        // The discard port: nothing here listens on it, and it lies below
+        // every ephemeral range. A port next to Redis's did not: the host's
+        // readiness polls into the namespace come from ephemeral ports, and
+        // one that was Redis's port + 1 matched the INPUT rule (--sport) and
+        // was dropped, which made the decoy look like a cut.
+        Fault::Decoy => ns.drop_tcp(DECOY_PORT, Direction::Both),
     }
 }
 
