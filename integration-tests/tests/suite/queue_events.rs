@@ -24,10 +24,13 @@ async fn events_arrive_typed_and_in_order_from_spawn_on() {
         .unwrap(); // not delivered: before spawn
     let mut args = QueueEventsArgs::new(conn.clone(), "ev");
     args.block = Duration::from_millis(200);
+    // Subscribed in the registry before the actor starts: a Subscribe sent
+    // after the add below could reach the actor after the add's events did
+    // (they go to the subscribers there are at the time).
+    let mut sub = args.subscribers.subscribe(100);
     let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
     // Ready as soon as spawn returns: an add right now is not missed.
     q.add("a", &json!({}), JobOptions::new()).await.unwrap();
-    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 100).unwrap();
     q.add(
         "d",
         &json!({}),
@@ -85,8 +88,10 @@ async fn a_restart_from_the_last_id_loses_nothing() {
         q.add("y", &json!({}), JobOptions::new()).await.unwrap();
     }
     args.start = StartFrom::After(last);
+    // Subscribed before the start: the backlog is read at once, and may be
+    // delivered before a Subscribe sent after the spawn.
+    let mut sub = args.subscribers.subscribe(1000);
     let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
-    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 1000).unwrap();
     let mut ids = Vec::new();
     for _ in 0..10 {
         if let Delivery::Event(e) = next_event(&mut sub).await {
@@ -123,8 +128,9 @@ async fn a_trimmed_stream_yields_a_gap() {
     let mut args = QueueEventsArgs::new(conn.clone(), "gap");
     args.start = StartFrom::After(cursor.clone());
     args.block = Duration::from_millis(200);
+    // Subscribed before the start: the gap is found by the first read.
+    let mut sub = args.subscribers.subscribe(1000);
     let (qe, _h) = Actor::spawn(None, QueueEvents, args).await.unwrap();
-    let mut sub = call_t!(qe, QueueEventsMsg::Subscribe, 2000, 1000).unwrap();
     match next_event(&mut sub).await {
         Delivery::Gap { after, next } => {
             assert_eq!(after, cursor);
