@@ -45,7 +45,6 @@
   it deferred is still written before the error is raised, as their own
   calls would have.
 ]]
---- @include "includes/releaseDagParents"
 --- @include "includes/finishJob"
 --- @include "includes/groupWrites"
 
@@ -72,16 +71,38 @@ for i = 1, #shared do
   if not ok or type(opts) ~= "table" then
     return malformed("options " .. i .. " is not a msgpack map")
   end
+  -- Each take formats the lock's PX from this text (as moveToActive would
+  -- from the number): once per options, not per take.
+  if type(opts["lockDuration"]) == "number" then
+    opts["lockPx"] = string.format("%d", opts["lockDuration"])
+  end
   shared[i] = opts
 end
+-- `"" <= v` holds for every string and raises for any other value, with no
+-- function call, where type() interns its answer on every call: all entries
+-- are checked in one protected pass, and only a failed pass pays for the
+-- checks that name the entry.
+local function entriesAreStrings()
+  for i = 1, #entries do
+    local e = entries[i]
+    if #e ~= 8 then
+      error("not 8")
+    end
+    local _ = "" <= e[1] and "" <= e[2] and "" <= e[3] and "" <= e[4]
+      and "" <= e[5] and "" <= e[6] and "" <= e[7] and "" <= e[8]
+  end
+end
+local allStrings = pcall(entriesAreStrings)
 for i = 1, #entries do
   local e = entries[i]
-  if type(e) ~= "table" or #e ~= 8 then
-    return malformed("entry " .. i .. " is not 8 strings")
-  end
-  for j = 1, 8 do
-    if type(e[j]) ~= "string" then
+  if not allStrings then
+    if type(e) ~= "table" or #e ~= 8 then
       return malformed("entry " .. i .. " is not 8 strings")
+    end
+    for j = 1, 8 do
+      if type(e[j]) ~= "string" then
+        return malformed("entry " .. i .. " is not 8 strings")
+      end
     end
   end
   if e[4] ~= "completed" and e[4] ~= "failed" then
@@ -101,9 +122,14 @@ local g = newGroupWrites()
 -- One read of delayed up to the latest time a fetch-next runs at stands for
 -- each of theirs while nothing due is found (no plain entry adds a delayed job).
 local fetches, latest = 0, nil
+local lastText, t = nil, nil
 for i = 1, #entries do
   if entries[i][5] == "1" then
-    local t = tonumber(entries[i][2])
+    -- Entries stamped in the same ms share a text: converted once.
+    if entries[i][2] ~= lastText then
+      lastText = entries[i][2]
+      t = tonumber(lastText)
+    end
     if t == nil then
       latest = nil
       fetches = 0
@@ -119,6 +145,8 @@ if fetches > 1 then
   local maxScore = string.format("%d", (latest + 1) * 0x1000 - 1)
   if #redis.call("ZRANGEBYSCORE", KEYS[7], "0", maxScore, "LIMIT", "0", "1") == 0 then
     g.dueUntil = latest
+    -- latest is the last of the times the fetch-nexts run at.
+    g.noneDue = true
   end
 end
 
@@ -139,27 +167,31 @@ if #entries > 1 then
 end
 
 local function finishAll()
+  -- One argument table for every entry, refilled: finishJob keeps none of it.
+  local a = { "", "", "", "", "", "", prefix, "", "" }
   for i = 1, #entries do
     local e = entries[i]
     local opts = shared[e[6]]
     -- The options are the same table for the entries that share them; each
     -- finish reads its own token, set just before it runs.
     opts["token"] = e[7]
+    a[1], a[2], a[4], a[5], a[6], a[9] = e[1], e[2], e[3], e[4], e[5], e[8]
     if e[4] == "completed" then
-      replies[i] = finishJob(KEYS, KEYS[11], prefix .. e[1], KEYS[13],
-        { e[1], e[2], "returnvalue", e[3], "completed", e[5], prefix, "", e[8] }, opts, g)
+      a[3] = "returnvalue"
+      replies[i] = finishJob(KEYS, KEYS[11], prefix .. e[1], KEYS[13], a, opts, g)
     else
-      replies[i] = finishJob(KEYS, KEYS[12], prefix .. e[1], KEYS[15],
-        { e[1], e[2], "failedReason", e[3], "failed", e[5], prefix, "", e[8] }, opts, g)
+      a[3] = "failedReason"
+      replies[i] = finishJob(KEYS, KEYS[12], prefix .. e[1], KEYS[15], a, opts, g)
     end
     -- A DAG node with extra parents is handed to them in this same call (at
     -- most 100 here; a node with more is finished by the DagReleaser).
     local r = replies[i]
-    if (r == 0 or type(r) == "table") and not g.noChildren then
+    if not g.noChildren and (r == 0 or type(r) == "table") then
       local parentsKey = prefix .. e[1] .. ":dag:parents"
       if redis.call("EXISTS", parentsKey) == 1 then
         flushGroupWrites(g, KEYS[5])
-        releaseDagParents(prefix .. e[1], parentsKey, prefix .. "dag:pending", KEYS[11], KEYS[12], e[1], e[2], 100)
+        rare = rare or rareHelpers()
+        rare.releaseDagParents(prefix .. e[1], parentsKey, prefix .. "dag:pending", KEYS[11], KEYS[12], e[1], e[2], 100)
       end
     end
   end

@@ -19,8 +19,9 @@
 --- @include "includes/prepareJobForProcessing"
 --- @include "includes/promoteDelayedJobs"
 
+-- "0:" read by byte: string.sub would make a string per take.
 local function isLegacyMarker(jobId)
-  return string.sub(jobId, 1, 2) == "0:"
+  return string.byte(jobId, 1) == 48 and string.byte(jobId, 2) == 58
 end
 
 local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limiterKey, delayedKey, metaKey,
@@ -35,20 +36,27 @@ local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limit
   if meta[1] then
     isPausedOrMaxed = true
   else
-    local concurrency = tonumber(meta[2])
+    -- Unset fields (false) are common: no tonumber call for them.
+    local concurrency = meta[2] and tonumber(meta[2])
     if concurrency then
       isPausedOrMaxed = redis.call("LLEN", activeKey) >= concurrency
     end
   end
-  local metaMax, metaDuration = tonumber(meta[3]), tonumber(meta[4])
+  local metaMax = meta[3] and tonumber(meta[3]) or nil
+  local metaDuration = meta[4] and tonumber(meta[4]) or nil
 
-  promoteDelayedJobs(delayedKey, markerKey, waitKey, prioritizedKey, eventsKey, prefix, timestamp,
-    priorityCounterKey, isPausedOrMaxed, g)
+  -- A group whose one read of delayed covers all its takes (noneDue) skips
+  -- the call and its conversion of the time.
+  if not (g and g.noneDue) then
+    promoteDelayedJobs(delayedKey, markerKey, waitKey, prioritizedKey, eventsKey, prefix, timestamp,
+      priorityCounterKey, isPausedOrMaxed, g)
+  end
 
   local limiter = opts["limiter"]
   -- A global (meta) limit overrides the worker's own max.
   local maxJobs = metaMax
-  if not maxJobs and type(limiter) == "table" then
+  -- Tested for nil first: type() costs a call and an interned string.
+  if not maxJobs and limiter ~= nil and type(limiter) == "table" then
     maxJobs = tonumber(limiter["max"])
   end
 
@@ -70,7 +78,7 @@ local function fetchNextJob(waitKey, activeKey, prioritizedKey, eventsKey, limit
 
   -- ...while the worker's own window length overrides the global one.
   local limiterDuration = nil
-  if type(limiter) == "table" then
+  if limiter ~= nil and type(limiter) == "table" then
     limiterDuration = tonumber(limiter["duration"])
   end
   limiterDuration = limiterDuration or metaDuration

@@ -25,8 +25,9 @@
 --- @include "includes/updateJobFields"
 
 -- Every `local function` statement a call runs allocates a closure, and most
--- finishes are plain jobs: the helpers of flows, deduplication, retention and
--- metrics are created by this loader, on the paths that need them only.
+-- finishes are plain jobs: the helpers of flows, DAG hand-overs,
+-- deduplication, retention and metrics are created by this loader, on the
+-- paths that need them only.
 local function rareHelpers()
   --- @include "includes/collectMetrics"
   --- @include "includes/finishDeduplication"
@@ -34,12 +35,14 @@ local function rareHelpers()
   --- @include "includes/removeJobsByRetention"
   --- @include "includes/removeParentDependencyKey"
   --- @include "includes/updateParentOnChildFinish"
+  --- @include "includes/releaseDagParents"
   return {
     collectMetrics = collectMetrics,
     getParentPrefixAndId = getParentPrefixAndId,
     removeDeduplicationKeyOnFinish = removeDeduplicationKeyOnFinish,
     removeJobsByMaxAge = removeJobsByMaxAge,
     removeJobsByMaxCount = removeJobsByMaxCount,
+    releaseDagParents = releaseDagParents,
     removeParentDependencyKey = removeParentDependencyKey,
     requeueDeduplicatedNextJob = requeueDeduplicatedNextJob,
     updateParentOnChildCompleted = updateParentOnChildCompleted,
@@ -96,7 +99,7 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts, g)
   local deduplicationId = attributes[3] or nil
 
   local parentPrefix, parentId
-  if parentKey ~= nil or type(parent) == "table" then
+  if parentKey ~= nil or (parent ~= nil and type(parent) == "table") then
     if parentKey == nil then
       parentKey = parent["queueKey"] .. ":" .. parent["id"]
     end
@@ -117,17 +120,23 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts, g)
   if not meta then
     meta = redis.call("HMGET", K[9], "paused", "concurrency", "max", "duration", "opts.maxLenEvents")
   end
-  -- getOrSetMaxEvents on the value just read.
-  local maxEvents = meta[5]
+  -- getOrSetMaxEvents on the value just read; a group converts it once.
+  local maxEvents = g and g.maxEvents
   if not maxEvents then
-    maxEvents = 10000
-    redis.call("HSET", K[9], "opts.maxLenEvents", maxEvents)
-    meta[5] = "10000"
+    maxEvents = meta[5]
+    if not maxEvents then
+      maxEvents = 10000
+      redis.call("HSET", K[9], "opts.maxLenEvents", maxEvents)
+      meta[5] = "10000"
+    end
+    maxEvents = tonumber(maxEvents)
+    if g then
+      g.maxEvents = maxEvents
+    end
   end
   if g then
     g.meta = meta
   end
-  maxEvents = tonumber(maxEvents)
 
   -- A missing keepJobs keeps every job (EchoMQ leaves the default out).
   local keepJobs = opts["keepJobs"]
@@ -186,7 +195,9 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts, g)
       redis.call("ZADD", targetKey, timestamp, jobId)
     end
     -- Integers go to Redis as text: a Lua number costs a float formatting.
-    redis.call("HSET", jobKey, "atm", string.format("%d", attemptsMade), field, value, "finishedOn", timestamp)
+    -- Most jobs finish at their first attempt: its text needs no formatting call.
+    redis.call("HSET", jobKey, "atm", attemptsMade == 1 and "1" or string.format("%d", attemptsMade), field, value,
+      "finishedOn", timestamp)
     if target == "failed" then
       -- The deferred failure has now happened.
       redis.call("HDEL", jobKey, "defa")
@@ -202,8 +213,15 @@ local function finishJob(K, targetKey, jobKey, metricsKey, A, opts, g)
   end
 
   if trimOnEvent then
-    redis.call("XADD", K[4], "MAXLEN", "~", string.format("%d", maxEvents + 1), "*", "event", target, "jobId",
-      jobId, field, value,
+    -- A group formats the bound once: it comes from meta, read once per group.
+    local trimLen = g and g.trimLen
+    if not trimLen then
+      trimLen = string.format("%d", maxEvents + 1)
+      if g then
+        g.trimLen = trimLen
+      end
+    end
+    redis.call("XADD", K[4], "MAXLEN", "~", trimLen, "*", "event", target, "jobId", jobId, field, value,
       "prev", "active")
   else
     redis.call("XADD", K[4], "*", "event", target, "jobId", jobId, field, value, "prev", "active")

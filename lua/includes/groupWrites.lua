@@ -14,6 +14,10 @@
   and reads a group makes once:
     meta     the queue's meta fields (paused, concurrency, max, duration,
              opts.maxLenEvents), which no plain entry writes
+    maxEvents, trimLen
+             opts.maxLenEvents as a number, and the MAXLEN of a finish's
+             event, from meta once
+    noneDue  the one read of delayed covers every fetch-next of the call
     dueUntil no delayed job is due at or before this ms (nothing a plain
              entry does adds a delayed job)
     noChildren none of the group's jobs has a children set or DAG parents
@@ -50,7 +54,10 @@ local function flushGroupWrites(g, stalledKey)
     g.zkeys, g.zsets = {}, {}
   end
   g.meta = nil
+  g.maxEvents = nil
+  g.trimLen = nil
   g.dueUntil = nil
+  g.noneDue = nil
   g.noChildren = nil
 end
 

@@ -22,7 +22,8 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
   local token = opts["token"]
   if token ~= nil and token ~= "0" then
     -- As text: a Lua number argument costs Redis a float formatting.
-    redis.call("SET", jobKey .. ":lock", token, "PX", string.format("%d", opts["lockDuration"]))
+    -- A group formats each of its options' lockDuration once (lockPx).
+    redis.call("SET", jobKey .. ":lock", token, "PX", opts["lockPx"] or string.format("%d", opts["lockDuration"]))
   end
 
   -- prev is "waiting" even for prioritized jobs: consumers only know that state.
@@ -49,7 +50,9 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
       pbAt = i + 1
     end
   end
-  local ats = string.format("%d", (tonumber(atsAt and hash[atsAt]) or 0) + 1)
+  local ats = (tonumber(atsAt and hash[atsAt]) or 0) + 1
+  -- A first take is the common one: its text needs no formatting call.
+  ats = ats == 1 and "1" or string.format("%d", ats)
   if name then
     redis.call("HMSET", jobKey, "processedOn", timestamp, "pb", name, "ats", ats)
   else
