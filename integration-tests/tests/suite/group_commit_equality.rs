@@ -933,18 +933,50 @@ async fn a_malformed_group_is_refused_whole() {
     no_options[5] = "2".into();
     let mut no_target = good.clone();
     no_target[3] = "done".into();
-    let options =
-        String::from_utf8_lossy(&rmp_serde::to_vec_named(&json!({"lockDuration": 30000})).unwrap())
-            .into_owned();
-    let one = json!([options]);
-    for (shared, entries) in [
-        (one.clone(), json!([good, bad])),
-        (one.clone(), json!([good, no_options])),
-        (one.clone(), json!([good, no_target])),
-        (one.clone(), json!([])),
-        (one.clone(), json!("x")),
-        (json!([]), json!([good])),
-        (json!(["not a map"]), json!([good])),
+    // Eight fields, one of them not a string: the script's one-pass check
+    // must catch what its field-by-field checks catch.
+    let mut number_field = json!(good.clone());
+    number_field[1] = json!(T0 + 5);
+    let mut table_field = json!(good.clone());
+    table_field[6] = json!(["x"]);
+    // ARGV 2 as the worker packs it: an array of one msgpack string whose
+    // bytes are the packed options (not UTF-8, so not a JSON string).
+    let options = rmp_serde::to_vec_named(&json!({"lockDuration": 30000})).unwrap();
+    let mut one = vec![0x91, 0xd9, u8::try_from(options.len()).unwrap()];
+    one.extend_from_slice(&options);
+    let packed = |v: Json| rmp_serde::to_vec(&v).unwrap();
+    let not_strings = "entry 2 is not 8 strings";
+    for (shared, entries, refusal) in [
+        (one.clone(), json!([good, bad]), not_strings),
+        (
+            one.clone(),
+            json!([good, no_options]),
+            "entry 2 names no options",
+        ),
+        (
+            one.clone(),
+            json!([good, no_target]),
+            "entry 2 has no target",
+        ),
+        (one.clone(), json!([good, number_field]), not_strings),
+        (one.clone(), json!([good, table_field]), not_strings),
+        (
+            one.clone(),
+            json!([number_field, good]),
+            "entry 1 is not 8 strings",
+        ),
+        (one.clone(), json!([]), "must pack 1 to 32 entries"),
+        (one.clone(), json!("x"), "must pack 1 to 32 entries"),
+        (
+            packed(json!([])),
+            json!([good]),
+            "must pack 1 to 32 options",
+        ),
+        (
+            packed(json!(["not a map"])),
+            json!([good]),
+            "options 1 is not a msgpack map",
+        ),
         (
             one.clone(),
             json!([
@@ -952,13 +984,12 @@ async fn a_malformed_group_is_refused_whole() {
                 good, good, good, good, good, good, good, good, good, good, good, good, good, good,
                 good, good, good, good, good
             ]),
+            "must pack 1 to 32 entries",
         ),
     ] {
         let args = vec![
             Value::from(format!("emq:{QUEUE}:")),
-            Value::Bytes(fred::bytes::Bytes::from(
-                rmp_serde::to_vec(&shared).unwrap(),
-            )),
+            Value::Bytes(fred::bytes::Bytes::from(shared)),
             Value::Bytes(fred::bytes::Bytes::from(
                 rmp_serde::to_vec(&entries).unwrap(),
             )),
@@ -966,6 +997,7 @@ async fn a_malformed_group_is_refused_whole() {
         let r: Result<Value, _> = c.evalsha(sha, keys.clone(), args).await;
         let e = r.expect_err("refused");
         assert!(e.to_string().contains("moveJobsToFinished"), "{e}");
+        assert!(e.to_string().contains(refusal), "{e}: not {refusal}");
     }
     assert_eq!(dump(&c).await, before, "nothing written");
 }
