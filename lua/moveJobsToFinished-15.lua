@@ -63,6 +63,10 @@ end
 if #entries > 1 and #ARGV[2] + #ARGV[3] > 1048576 then
   return malformed("more than 1 MiB of entries")
 end
+-- The lock's PX text of each options, made once, not per take (as each take
+-- would make it from the number); kept beside the options, not in them, so
+-- nothing a client packs can stand for it.
+local lockPx = {}
 for i = 1, #shared do
   if type(shared[i]) ~= "string" then
     return malformed("options " .. i .. " is not a string")
@@ -71,12 +75,10 @@ for i = 1, #shared do
   if not ok or type(opts) ~= "table" then
     return malformed("options " .. i .. " is not a msgpack map")
   end
-  -- Each take formats the lock's PX from this text (as moveToActive would
-  -- from the number): once per options, not per take.
-  if type(opts["lockDuration"]) == "number" then
-    opts["lockPx"] = string.format("%d", opts["lockDuration"])
-  end
   shared[i] = opts
+  if type(opts["lockDuration"]) == "number" then
+    lockPx[opts] = string.format("%d", opts["lockDuration"])
+  end
 end
 -- `"" <= v` holds for every string and raises for any other value, with no
 -- function call, where type() interns its answer on every call: all entries
@@ -118,6 +120,7 @@ end
 local prefix = ARGV[1]
 local replies = {}
 local g = newGroupWrites()
+g.lockPx = lockPx
 
 -- One read of delayed up to the latest time a fetch-next runs at stands for
 -- each of theirs while nothing due is found (no plain entry adds a delayed job).

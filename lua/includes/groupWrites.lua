@@ -18,6 +18,8 @@
              opts.maxLenEvents as a number, and the MAXLEN of a finish's
              event, from meta once
     noneDue  the one read of delayed covers every fetch-next of the call
+  and, set by moveJobsToFinished and kept for the whole call:
+    lockPx   each options table's lockDuration as the text of the lock's PX
     dueUntil no delayed job is due at or before this ms (nothing a plain
              entry does adds a delayed job)
     noChildren none of the group's jobs has a children set or DAG parents

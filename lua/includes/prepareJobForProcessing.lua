@@ -22,8 +22,9 @@ local function prepareJobForProcessing(prefix, limiterKey, eventsKey, jobId, tim
   local token = opts["token"]
   if token ~= nil and token ~= "0" then
     -- As text: a Lua number argument costs Redis a float formatting.
-    -- A group formats each of its options' lockDuration once (lockPx).
-    redis.call("SET", jobKey .. ":lock", token, "PX", opts["lockPx"] or string.format("%d", opts["lockDuration"]))
+    -- A group formats each of its options' lockDuration once (g.lockPx).
+    local px = g and g.lockPx and g.lockPx[opts]
+    redis.call("SET", jobKey .. ":lock", token, "PX", px or string.format("%d", opts["lockDuration"]))
   end
 
   -- prev is "waiting" even for prioritized jobs: consumers only know that state.
