@@ -198,11 +198,14 @@ impl Connection {
         let started = std::time::Instant::now();
         let reply = loop {
             let args = first.take().unwrap_or_else(|| evalsha(def.sha1, call).1);
-            let raw = client.custom_raw(route.clone(), args).await;
+            // fred's command future is ~6.7 KB. Boxed here, it leaves every
+            // future that awaits a call small: a slot's finish awaits it four
+            // deep, and each level used to copy it whole once per job.
+            let raw = Box::pin(client.custom_raw(route.clone(), args)).await;
             match raw.and_then(frame_to_reply) {
                 Err(e) if is_noscript(&e) && !reloaded => {
                     reloaded = true;
-                    self.reload(client, script).await?;
+                    Box::pin(self.reload(client, script)).await?;
                 }
                 Err(e)
                     if redirect::refused_by_cluster(&e) && started.elapsed() < redirect::BUDGET =>
@@ -217,8 +220,8 @@ impl Connection {
                 }
             }
         };
-        if script.writes() {
-            self.wait_for_replicas(client, &[&route]).await?;
+        if script.writes() && self.inner.config.durability.is_some() {
+            Box::pin(self.wait_for_replicas(client, &[&route])).await?;
         }
         Ok(call.decode(reply)?)
     }

@@ -87,7 +87,7 @@ struct Fetcher {
 }
 
 async fn run_loop(core: Arc<WorkerShared>, stop: CancellationToken) {
-    let mut f = Fetcher::start(core, stop).await;
+    let mut f = Box::pin(Fetcher::start(core, stop)).await;
     loop {
         let permit = match f.slot().await {
             Next::Go(p) => p,
@@ -174,7 +174,9 @@ impl Fetcher {
     async fn sync_clock(&self) {
         let clock = self.core.hints().clock();
         if clock.stale() {
-            if let Err(e) = clock.sync(self.core.conn()).await {
+            // Boxed: a fred command future is ~6.7 KB, and this rare step
+            // would otherwise size every fetch loop's future.
+            if let Err(e) = Box::pin(clock.sync(self.core.conn())).await {
                 warn!(error = %e, "cannot read Redis's time: due times are compared with this host's clock");
             }
         }
@@ -200,7 +202,7 @@ impl Fetcher {
                 None
             };
             if self.read.is_none() {
-                match self.client().await {
+                match Box::pin(self.client()).await {
                     None | Some(Read::Stopped) => return Next::Exit,
                     Some(Read::Value(_)) | Some(Read::Refused) => {}
                     Some(Read::Failed(e)) => {
@@ -299,9 +301,11 @@ impl Fetcher {
             if cap == 0 {
                 return self.park(permit).await;
             }
-            let jobs = crate::worker::process::batch::take(core, batch, cap as usize)
-                .instrument(tracing::debug_span!("fetch_batch"))
-                .await;
+            let jobs = Box::pin(
+                crate::worker::process::batch::take(core, batch, cap as usize)
+                    .instrument(tracing::debug_span!("fetch_batch")),
+            )
+            .await;
             core.settle_takes(jobs.len() as u64);
             core.return_takes(cap - jobs.len() as u64);
             if !jobs.is_empty() {
@@ -309,7 +313,7 @@ impl Fetcher {
                     // As for a single job below: a batch taken after the
                     // actor stopped goes back to `wait`.
                     for job in jobs {
-                        hand_back(job).await;
+                        Box::pin(hand_back(job)).await;
                     }
                     return Next::Exit;
                 }
@@ -344,7 +348,7 @@ impl Fetcher {
                         // (a stop does not wait for the fetch loop): no
                         // actor would hear of the job, so it goes back to
                         // `wait` rather than run under a stopped worker.
-                        hand_back(job).await;
+                        Box::pin(hand_back(job)).await;
                         return Next::Exit;
                     }
                     tokio::spawn(run::run_slot(core.clone(), permit, job));
@@ -416,7 +420,7 @@ impl Fetcher {
             if stopped || !core.alive() {
                 // As for a single take: no actor would hear of the job.
                 stopped = true;
-                hand_back(job).await;
+                Box::pin(hand_back(job)).await;
                 continue;
             }
             tokio::spawn(run::run_slot(core.clone(), permit, job));

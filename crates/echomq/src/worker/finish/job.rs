@@ -389,7 +389,7 @@ impl ActiveJob {
         // The first send's time is kept until that check has answered: were
         // its read to fail on the connection, the retry must still look for
         // the first send's `finishedOn`, not for a time of its own.
-        if (first_sent != 0 || grouped) && gone && self.applied_before(t, now).await? {
+        if (first_sent != 0 || grouped) && gone && Box::pin(self.applied_before(t, now)).await? {
             self.finish_sent_at.store(0, Ordering::Relaxed);
             // The send whose reply was lost did it (and released the lock).
             return Ok(Verdict::Done(None));
