@@ -45,12 +45,25 @@ pub(crate) async fn seal(
     if text.len() <= off.threshold {
         return Ok(sealed);
     }
+    // Boxed: the announce awaits a fred command (~6.7 KB), which would
+    // otherwise size every job's finishing future, offloaded or not.
+    Box::pin(offload_value(core, job_id, off, &text)).await
+}
+
+/// Writes a return value over the threshold to the blob store and answers
+/// the reference the job stores instead.
+async fn offload_value(
+    core: &WorkerShared,
+    job_id: &str,
+    off: &offload::OffloadOptions,
+    text: &str,
+) -> Result<Value, ProcessError> {
     let failed = |e: String| ProcessError::failed(format!("return value offload: {e}"));
     let key = offload::new_key();
     offload::refs::announce(core.conn(), core.keys(), &key, Some(job_id))
         .await
         .map_err(|e| failed(e.to_string()))?;
-    let reference = offload::write(off, &key, &text)
+    let reference = offload::write(off, &key, text)
         .await
         .map_err(|e| failed(e.to_string()))?;
     serde_json::from_str(&reference).map_err(|e| failed(e.to_string()))
