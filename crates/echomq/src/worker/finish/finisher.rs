@@ -473,6 +473,29 @@ mod tests {
         matches!(a, Ok(Verdict::Done(None)))
     }
 
+    /// A slot's finish awaits its call four futures deep, and a future is
+    /// copied whole each time it moves: fred's command future (~6.7 KB) is
+    /// boxed inside `Connection::call` so that a finish stays small.
+    #[tokio::test]
+    async fn a_finish_future_stays_small() {
+        let redis = TestRedis::start();
+        let conn = redis.connect().await;
+        let keys = QueueKeys::new("emq", "size").unwrap();
+        let call = completion(&keys, "a", "1");
+        let finisher = Finisher::new(1);
+        let single = std::mem::size_of_val(&conn.call(&call));
+        let finish = std::mem::size_of_val(&finisher.finish(&conn, &call, false));
+        eprintln!("Connection::call {single} bytes, Finisher::finish {finish} bytes");
+        assert!(
+            single <= 1024,
+            "Connection::call's future is {single} bytes"
+        );
+        assert!(
+            finish <= 2048,
+            "Finisher::finish's future is {finish} bytes"
+        );
+    }
+
     #[tokio::test]
     async fn queued_finishes_leave_in_one_group_and_each_gets_its_own_verdict() {
         let redis = TestRedis::start();
