@@ -18,12 +18,13 @@
              opts.maxLenEvents as a number, and the MAXLEN of a finish's
              event, from meta once
     noneDue  the one read of delayed covers every fetch-next of the call
-  and, set by moveJobsToFinished and kept for the whole call:
-    lockPx   each options table's lockDuration as the text of the lock's PX
     dueUntil no delayed job is due at or before this ms (nothing a plain
              entry does adds a delayed job)
     noChildren none of the group's jobs has a children set or DAG parents
              (only flows and DAG hand-overs make them)
+  and, set by moveJobsToFinished and kept for the whole call (the flush
+  leaves it, since it depends on the call's options only):
+    lockPx   each options table's lockDuration as the text of the lock's PX
   A path that reads or writes those keys otherwise (flows, deduplication,
   retention, DAG parents) first flushes: the writes are made and the reads
   forgotten. The shared bodies (finishJob and what it includes) reach the
