@@ -1,7 +1,10 @@
 //! What happened when, on Redis's clock. The ids of a queue's events stream
-//! are the server's time at the script that wrote them, so starts, finishes
+//! are the server's time at the `XADD` that wrote them, so starts, finishes
 //! and rate-limit windows read from them depend on no client's clock and on
-//! no scheduling luck of the test.
+//! no scheduling luck of the test. The clock runs on inside a script: an
+//! event is stamped later than the script's earlier commands by as long as
+//! the script ran until then (longer when the OS descheduled Redis meanwhile),
+//! which [`longest_script_us`] bounds.
 
 use fred::prelude::{Client, StreamsInterface, Value};
 
@@ -117,22 +120,67 @@ pub async fn now_ms(client: &Client) -> u64 {
     t[0] * 1000 + t[1] / 1000
 }
 
+/// Sends every command from now on to the slow log (`SLOWLOG`), each with its
+/// duration by the wall clock, and empties it.
+pub async fn log_every_command(client: &Client) {
+    for (option, value) in [
+        ("slowlog-max-len", "1000000"),
+        ("slowlog-log-slower-than", "0"),
+    ] {
+        let _: String = crate::state::cmd(
+            client,
+            "CONFIG",
+            vec!["SET".into(), option.into(), value.into()],
+        )
+        .await;
+    }
+    let _: String = crate::state::cmd(client, "SLOWLOG", vec!["RESET".into()]).await;
+}
+
+/// The longest script call (`EVAL`, `EVALSHA`) in the slow log, µs: how much
+/// later than a script's first command its last event can be stamped. Needs
+/// [`log_every_command`] first.
+pub async fn longest_script_us(client: &Client) -> u64 {
+    let log: Value = crate::state::cmd(client, "SLOWLOG", vec!["GET".into(), "-1".into()]).await;
+    let Value::Array(entries) = log else {
+        panic!("SLOWLOG GET: {log:?}")
+    };
+    entries
+        .iter()
+        .filter_map(|e| {
+            let Value::Array(parts) = e else { return None };
+            let Some(Value::Array(words)) = parts.get(3) else {
+                return None;
+            };
+            let name = words.first()?.as_str()?.to_ascii_uppercase();
+            matches!(name.as_str(), "EVAL" | "EVALSHA").then(|| parts.get(2)?.as_u64())?
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Panics unless `starts` (ms on Redis's clock) keep a limit of `max` per
 /// window of `duration_ms` as BullMQ's limiter counts them: a counter that
 /// the first job taken increments and that expires `duration_ms` later, so a
 /// window opens at a start and the next one at the first start after it
 /// closed. The windows are rebuilt that way from the starts themselves and
-/// none may hold more than `max`. An event id is the millisecond of its
-/// XADD, which may be one later than the one the script's counter used: a
-/// window is taken to close 1 ms early. Panics on an empty list too.
-pub fn assert_rate_limited(starts: &[u64], max: usize, duration_ms: u64, what: &str) {
+/// none may hold more than `max`.
+///
+/// A start's event id is the millisecond of its `XADD`, later than the
+/// counter's `PEXPIRE` in the same script by up to that script's run time,
+/// so a window opened by an event is taken to close early by
+/// `late_us` (the longest script call, [`longest_script_us`]) rounded up to
+/// a millisecond, and 1 ms more for the ids' rounding. Panics on an empty
+/// list too.
+pub fn assert_rate_limited(starts: &[u64], max: usize, duration_ms: u64, late_us: u64, what: &str) {
     assert!(!starts.is_empty(), "{what}: no job started");
+    let early = 1 + late_us.div_ceil(1000);
     let mut sorted = starts.to_vec();
     sorted.sort_unstable();
     let mut open = sorted[0];
     let mut in_window = 0;
     for &t in &sorted {
-        if t + 1 >= open + duration_ms {
+        if t + early >= open + duration_ms {
             open = t;
             in_window = 0;
         }
@@ -140,7 +188,35 @@ pub fn assert_rate_limited(starts: &[u64], max: usize, duration_ms: u64, what: &
         assert!(
             in_window <= max,
             "{what}: {in_window} starts in the window opened at {open} (limit {max} per \
-             {duration_ms} ms): {sorted:?}"
+             {duration_ms} ms, closed {early} ms early: the longest script ran {late_us} µs): \
+             {sorted:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assert_rate_limited;
+
+    /// 2 per 500 ms: windows opened at 1000 (counter set at 997, its event
+    /// stamped 3 ms later) and at 1497, the first start after the counter
+    /// expired.
+    const LATE_OPENER: [u64; 4] = [1000, 1200, 1497, 1600];
+
+    #[test]
+    fn an_event_stamped_late_by_its_script_is_allowed_for() {
+        assert_rate_limited(&LATE_OPENER, 2, 500, 3_000, "late opener");
+    }
+
+    #[test]
+    #[should_panic(expected = "3 starts in the window opened at 1000")]
+    fn without_the_script_time_the_late_opener_reads_as_a_third_start() {
+        assert_rate_limited(&LATE_OPENER, 2, 500, 0, "late opener");
+    }
+
+    #[test]
+    #[should_panic(expected = "3 starts in the window opened at 1000")]
+    fn a_third_start_well_inside_a_window_fails() {
+        assert_rate_limited(&[1000, 1100, 1300], 2, 500, 3_000, "burst");
     }
 }

@@ -69,22 +69,7 @@ async fn start_with(
     }
 }
 
-/// Every command from now on goes to the slow log.
-pub(crate) async fn log_every_command(c: &Client) {
-    let _: String = cmd(
-        c,
-        "CONFIG",
-        vec!["SET".into(), "slowlog-max-len".into(), "1000000".into()],
-    )
-    .await;
-    let _: String = cmd(
-        c,
-        "CONFIG",
-        vec!["SET".into(), "slowlog-log-slower-than".into(), "0".into()],
-    )
-    .await;
-    let _: String = cmd(c, "SLOWLOG", vec!["RESET".into()]).await;
-}
+pub(crate) use echomq_integration_tests::timeline::log_every_command;
 
 /// EVALSHA calls of `script` in the slow log.
 pub(crate) async fn calls_of(c: &Client, script: ScriptId) -> usize {

@@ -21,6 +21,7 @@ use ractor::{call_t, Actor};
 use serde_json::{json, Value as Json};
 
 use crate::limits_support;
+use echomq_integration_tests::timeline::log_every_command;
 use limits_support::{assert_window_budget, redis_peak, redis_starts, timed_worker, Ran};
 
 const Q: &str = "par";
@@ -458,6 +459,7 @@ async fn rust_and_node_workers_share_the_global_concurrency() {
 async fn rust_and_node_workers_share_one_worker_rate_limiter() {
     let (redis, _conn, q) = RedisServer::with_queue(Q).await;
     let c = redis.client().await;
+    log_every_command(&c).await;
     let limit = RateLimit {
         max: 2,
         duration: Duration::from_millis(500),
@@ -473,7 +475,7 @@ async fn rust_and_node_workers_share_one_worker_rate_limiter() {
             .limiter(limit),
     };
     mixed_fleet(&q, &redis.url(), fleet).await;
-    assert_window_budget(&redis_starts(&c, &q).await, limit, "mixed fleet");
+    assert_window_budget(&c, &redis_starts(&c, &q).await, limit, "mixed fleet").await;
 }
 
 /// Jobs per phase of a rate-limited fleet (2 per 500 ms window): a few
@@ -855,6 +857,7 @@ async fn rust_and_node_workers_share_a_global_rate_limit() {
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, Q).await.unwrap();
+    log_every_command(&c).await;
     node(&url, json!([["set-global-rate-limit", 2, 500]]));
     let limit = RateLimit {
         max: 2,
@@ -862,7 +865,7 @@ async fn rust_and_node_workers_share_a_global_rate_limit() {
     };
     mixed_fleet(&q, &url, unlimited_fleet()).await;
     let starts = redis_starts(&c, &q).await;
-    assert_window_budget(&starts, limit, "global limit, mixed fleet");
+    assert_window_budget(&c, &starts, limit, "global limit, mixed fleet").await;
 }
 
 /// Two Node workers and a Rust worker, none with a limiter of its own.
@@ -887,6 +890,7 @@ async fn a_global_rate_limit_set_by_rust_holds_rust_and_node_workers() {
     let conn = redis.connect().await;
     let c = redis.client().await;
     let q = Queue::new(&conn, Q).await.unwrap();
+    log_every_command(&c).await;
     let limit = RateLimit {
         max: 2,
         duration: Duration::from_millis(500),
@@ -899,7 +903,7 @@ async fn a_global_rate_limit_set_by_rust_holds_rust_and_node_workers() {
     );
     mixed_fleet(&q, &url, unlimited_fleet()).await;
     let starts = redis_starts(&c, &q).await;
-    assert_window_budget(&starts, limit, "global limit set by Rust, mixed fleet");
+    assert_window_budget(&c, &starts, limit, "global limit set by Rust, mixed fleet").await;
 }
 
 /// Takes the next job by hand with `token`; panics when there is none.

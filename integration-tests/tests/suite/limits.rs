@@ -11,6 +11,7 @@ use fred::prelude::*;
 use serde_json::json;
 
 use crate::limits_support;
+use echomq_integration_tests::timeline::log_every_command;
 use limits_support::{assert_window_budget, redis_peak, redis_starts, timed_worker, Ran};
 
 async fn add_n(q: &Queue, n: usize) {
@@ -180,6 +181,8 @@ async fn rust_workers_honour_the_global_concurrency() {
 async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
     for global in [false, true] {
         let (redis, _conn, q) = RedisServer::with_queue("lim").await;
+        let c = redis.client().await;
+        log_every_command(&c).await;
         let limit = RateLimit {
             max: 2,
             duration: Duration::from_millis(400),
@@ -202,9 +205,8 @@ async fn rust_workers_share_the_limiter_and_a_global_rate_limit() {
         .await;
         a.close().await;
         b.close().await;
-        let c = redis.client().await;
         let starts = redis_starts(&c, &q).await;
         assert_eq!(starts.len(), 10, "each job taken once");
-        assert_window_budget(&starts, limit, &format!("global={global}"));
+        assert_window_budget(&c, &starts, limit, &format!("global={global}")).await;
     }
 }
