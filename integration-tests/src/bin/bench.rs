@@ -679,6 +679,7 @@ async fn main() {
         .unwrap_or(3)
         .max(1);
     let mut table = Table::default();
+    let load_before = load_average();
     for r in 0..=runs {
         let clients = order(r);
         if r == 0 {
@@ -690,6 +691,7 @@ async fn main() {
             round(&mut table, r, &conn, &c, &url).await;
         }
     }
+    let load_after = load_average();
     // One core's worth of Redis at EchoMQ's own cost per job.
     let n = scale(20_000);
     let ceiling: Vec<(&str, f64, f64)> = ["kept", "removeOnComplete"]
@@ -853,6 +855,12 @@ async fn main() {
         .unwrap_or(f64::NAN);
 
     print_table(&table, &redis_version);
+    // How quiet the machine was: the rounds' own load shows in the "after"
+    // figures, anything that ran before them in the "before" ones.
+    println!(
+        "\nMachine: {} CPUs; load average (1, 5, 15 min) {load_before} before the rounds, {load_after} after them.",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     print_work(&table.work);
     print_targets(&table);
     for (kept, rate, at_core) in ceiling {
@@ -1176,6 +1184,13 @@ fn print_work(rounds: &[WorkRound]) {
                 .collect()
         ),
     );
+}
+
+/// The first three fields of /proc/loadavg ("?" where there is none).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// One of issue 42's targets: EchoMQ's ratio (> 1 = EchoMQ better) on the
