@@ -137,24 +137,49 @@ pub async fn log_every_command(client: &Client) {
     let _: String = crate::state::cmd(client, "SLOWLOG", vec!["RESET".into()]).await;
 }
 
-/// The longest script call (`EVAL`, `EVALSHA`) in the slow log, µs: how much
-/// later than a script's first command its last event can be stamped. Needs
-/// [`log_every_command`] first.
-pub async fn longest_script_us(client: &Client) -> u64 {
+/// One entry of the slow log.
+#[derive(Clone, Debug)]
+pub struct Logged {
+    /// How long the command ran, µs, by the wall clock.
+    pub micros: u64,
+    /// The command and its first arguments, as the log keeps them.
+    pub words: Vec<String>,
+}
+
+/// Every entry of the slow log, newest first.
+pub async fn slow_log(client: &Client) -> Vec<Logged> {
     let log: Value = crate::state::cmd(client, "SLOWLOG", vec!["GET".into(), "-1".into()]).await;
     let Value::Array(entries) = log else {
         panic!("SLOWLOG GET: {log:?}")
     };
     entries
-        .iter()
+        .into_iter()
         .filter_map(|e| {
             let Value::Array(parts) = e else { return None };
             let Some(Value::Array(words)) = parts.get(3) else {
                 return None;
             };
-            let name = words.first()?.as_str()?.to_ascii_uppercase();
-            matches!(name.as_str(), "EVAL" | "EVALSHA").then(|| parts.get(2)?.as_u64())?
+            Some(Logged {
+                micros: parts.get(2)?.as_u64()?,
+                words: words.iter().filter_map(Value::as_string).collect(),
+            })
         })
+        .collect()
+}
+
+/// The longest script call (`EVAL`, `EVALSHA`) in the slow log, µs: how much
+/// later than a script's first command its last event can be stamped. Needs
+/// [`log_every_command`] first.
+pub async fn longest_script_us(client: &Client) -> u64 {
+    slow_log(client)
+        .await
+        .into_iter()
+        .filter(|l| {
+            l.words.first().is_some_and(|w| {
+                w.eq_ignore_ascii_case("EVAL") || w.eq_ignore_ascii_case("EVALSHA")
+            })
+        })
+        .map(|l| l.micros)
         .max()
         .unwrap_or(0)
 }

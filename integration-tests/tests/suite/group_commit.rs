@@ -74,21 +74,11 @@ pub(crate) use echomq_integration_tests::timeline::log_every_command;
 /// EVALSHA calls of `script` in the slow log.
 pub(crate) async fn calls_of(c: &Client, script: ScriptId) -> usize {
     let sha = script.def().unwrap().sha1;
-    let log: Value = cmd(c, "SLOWLOG", vec!["GET".into(), "1000000".into()]).await;
-    let Value::Array(entries) = log else {
-        panic!("SLOWLOG GET: {log:?}")
-    };
-    entries
+    echomq_integration_tests::timeline::slow_log(c)
+        .await
         .iter()
-        .filter(|e| {
-            let Value::Array(parts) = e else { return false };
-            let Some(Value::Array(args)) = parts.get(3) else {
-                return false;
-            };
-            let text = |v: &Value| v.as_str().map(|s| s.to_string()).unwrap_or_default();
-            args.len() > 1
-                && text(&args[0]).eq_ignore_ascii_case("evalsha")
-                && text(&args[1]) == sha
+        .filter(|l| {
+            l.words.len() > 1 && l.words[0].eq_ignore_ascii_case("evalsha") && l.words[1] == sha
         })
         .count()
 }
