@@ -3,7 +3,6 @@
 //! processes, an HTTP endpoint (`processors.rs`) or a synthetic processor —
 //! the last for smoke tests, load tests and the demo.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,10 @@ use echomq::{Connection, HandleError, Host, Queue, WorkerArgs};
 
 use super::settings::Settings;
 use crate::style::{self, paint};
+
+/// How often `--max-jobs` looks for the end: one call to the Worker actor,
+/// no Redis command.
+const MAX_JOBS_CHECK: Duration = Duration::from_millis(20);
 
 /// Runs the worker tree until SIGINT, SIGTERM or `--max-jobs`, printing a
 /// line a second; then closes it in order.
@@ -73,7 +76,11 @@ pub(super) async fn work(
     let mut last_processed = 0u64;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let total = Arc::new(AtomicU64::new(0));
+    // With --max-jobs, the end is looked for more often than the status
+    // line is printed: on the second's tick alone the process outlived its
+    // last job by up to a second.
+    let mut done_check = tokio::time::interval(MAX_JOBS_CHECK);
+    done_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let reason = loop {
         tokio::select! {
             _ = ticker.tick() => {
@@ -87,7 +94,6 @@ pub(super) async fn work(
                 let held = worker.lock_stats().await.map(|s| s.last_batch).unwrap_or(0);
                 let rate = status.processed.saturating_sub(last_processed);
                 last_processed = status.processed;
-                total.store(status.processed, Ordering::Relaxed);
                 if !settings.quiet {
                     anstream::println!(
                         "{} processed {:>8} ({:>6}/s)  failed {:>6}  active {:>4}  locks in last renewal {:>4}",
@@ -95,10 +101,12 @@ pub(super) async fn work(
                         status.processed, rate, status.failed, status.active, held
                     );
                 }
+            }
+            _ = done_check.tick(), if settings.max_jobs.is_some() => {
                 // The worker fetches nothing past --max-jobs (WorkerOptions::
                 // max_jobs); once it has taken them all (none still on its
                 // way in a finishing call's fetch-next) and holds none, done.
-                if status.max_jobs_done() {
+                if worker.counts().await.is_ok_and(|s| s.max_jobs_done()) {
                     break "max jobs reached";
                 }
             }
