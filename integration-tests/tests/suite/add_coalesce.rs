@@ -10,11 +10,12 @@ use echomq::flow_producer::ParentRef;
 use echomq::protocol::ScriptId;
 use echomq::{JobOptions, Queue, QueueOptions};
 use echomq_integration_tests::state::cmd;
+use echomq_integration_tests::timeline::log_every_command;
 use echomq_integration_tests::{events, wait_until, RedisServer};
 use fred::prelude::*;
 use serde_json::json;
 
-use crate::group_commit::{calls_of, log_every_command};
+use crate::group_commit::calls_of;
 
 const LIMIT: Duration = Duration::from_secs(30);
 

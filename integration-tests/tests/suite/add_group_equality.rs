@@ -411,7 +411,7 @@ async fn add_bulk_leaves_the_keyspace_of_single_adds() {
     for j in &jobs {
         singles.push(qa.add(&j.name, &j.data, j.options.clone()).await.unwrap());
     }
-    crate::group_commit::log_every_command(&cb).await;
+    echomq_integration_tests::timeline::log_every_command(&cb).await;
     let bulk = qb.add_bulk(jobs).await.unwrap();
     assert_eq!(singles, bulk, "the same ids");
     let (da, db) = (dump(&ca).await, dump(&cb).await);

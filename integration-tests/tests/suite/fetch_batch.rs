@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use echomq::protocol::ScriptId;
 use echomq::{RateLimit, WorkerOptions};
+use echomq_integration_tests::timeline::log_every_command;
 use echomq_integration_tests::{wait_until, RedisServer};
 use fred::prelude::*;
 
-use crate::group_commit::{add_jobs, calls_of, log_every_command, outcomes, start, stop};
+use crate::group_commit::{add_jobs, calls_of, outcomes, start, stop};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn free_slots_take_a_burst_in_batches_and_every_job_runs_once() {

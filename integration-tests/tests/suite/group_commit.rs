@@ -14,6 +14,7 @@ use echomq::{
     JobOptions, LockManagerMsg, NewJob, Queue, WorkerArgs, WorkerEvent, WorkerMsg, WorkerOptions,
 };
 use echomq_integration_tests::state::cmd;
+use echomq_integration_tests::timeline::log_every_command;
 use echomq_integration_tests::{NullSupervisor, RedisServer};
 use fred::prelude::*;
 use ractor::{Actor, ActorRef};
@@ -68,8 +69,6 @@ async fn start_with(
         _host: host,
     }
 }
-
-pub(crate) use echomq_integration_tests::timeline::log_every_command;
 
 /// EVALSHA calls of `script` in the slow log.
 pub(crate) async fn calls_of(c: &Client, script: ScriptId) -> usize {
